@@ -1,0 +1,6 @@
+import { Migration20261121000000_foundation } from './Migration20261121000000_foundation';
+
+/** Every migration in the order it runs; append new ones, never edit landed ones. */
+export const migrationsList = [
+  { name: 'Migration20261121000000_foundation', class: Migration20261121000000_foundation },
+];

@@ -1,0 +1,73 @@
+import path from 'node:path';
+import { z } from 'zod';
+
+const bool = z
+  .enum(['true', 'false', '1', '0', 'yes', 'no', ''])
+  .transform((v) => v === 'true' || v === '1' || v === 'yes');
+
+const port = z.coerce.number().int().min(0).max(65535);
+
+const hostPort = z.string().regex(/^[^\s:,]+(:\d{1,5})?$/, 'expected host[:port]');
+
+const urlWithScheme = (schemes: string[]) =>
+  z.string().refine((v) => {
+    try {
+      return schemes.includes(new URL(v).protocol);
+    } catch {
+      return false;
+    }
+  }, `expected a URL with scheme ${schemes.join(' or ')}`);
+
+/** Every setting of the service, read once from the environment. Names are a public contract. */
+const envSchema = z.object({
+  PORT: port.default(8080),
+  HOST: z.string().min(1).default('0.0.0.0'),
+  PUBLIC_URL: urlWithScheme(['http:', 'https:']).optional(),
+  DATA_DIR: z.string().min(1).default('./.data'),
+  DATABASE_URL: urlWithScheme(['postgres:', 'postgresql:']).optional(),
+  EMBEDDED_POSTGRES_PORT: port.optional(),
+  DATABASE_POOL_MAX: z.coerce.number().int().min(1).max(500).default(20),
+  TEMPORAL_ADDRESS: hostPort.optional(),
+  TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
+  TEMPORAL_DEV_SERVER_PORT: port.default(7233),
+  TEMPORAL_TASK_QUEUE: z.string().min(1).default('postbox'),
+  SMTP_URL: urlWithScheme(['smtp:', 'smtps:']).optional(),
+  DEV_SMTP_PORT: port.default(0),
+  DNS_SERVERS: z
+    .string()
+    .optional()
+    .transform((v) => (v ? v.split(',').map((s) => s.trim()).filter(Boolean) : []))
+    .pipe(z.array(hostPort)),
+  JWT_SECRET: z.string().min(16, 'must be at least 16 characters').optional(),
+  DISABLE_SIGNUP: bool.default(false),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  IDEMPOTENCY_TTL_HOURS: z.coerce.number().positive().max(24 * 365).default(24),
+  RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(1000),
+  MAX_BODY_MB: z.coerce.number().positive().max(100).default(40),
+});
+
+export type Role = 'all' | 'api' | 'worker';
+
+export type Config = z.output<typeof envSchema> & {
+  publicUrl: string;
+  dataDir: string;
+};
+
+export class ConfigError extends Error {}
+
+/** Parses the environment; the error names the first bad variable in one line. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  // Treat empty strings as unset so `FOO= npm start` behaves like no FOO at all.
+  const cleaned = Object.fromEntries(
+    Object.entries(env).filter(([k, v]) => k in envSchema.shape && v !== undefined && v !== ''),
+  );
+  const parsed = envSchema.safeParse(cleaned);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const name = String(issue.path[0] ?? 'environment');
+    throw new ConfigError(`Invalid configuration: ${name}: ${issue.message}`);
+  }
+  const cfg = parsed.data;
+  const publicUrl = (cfg.PUBLIC_URL ?? `http://localhost:${cfg.PORT}`).replace(/\/+$/, '');
+  return { ...cfg, publicUrl, dataDir: path.resolve(cfg.DATA_DIR) };
+}

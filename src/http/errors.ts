@@ -1,0 +1,116 @@
+import type { Context, Next } from 'koa';
+import type { z } from 'zod';
+
+export interface FieldError {
+  field: string;
+  message: string;
+  code: string;
+  received?: unknown;
+}
+
+export interface AppErrorOptions {
+  details?: Record<string, unknown>;
+  errors?: FieldError[];
+  suggestion?: string;
+  headers?: Record<string, string>;
+  /** Dashboard resources answer some 400s as `{ error: <message> }` (the spec's simple form). */
+  simple?: boolean;
+}
+
+/** The one error type every layer throws; `errorEnvelope` turns it into the documented shape. */
+export class AppError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly opts: AppErrorOptions = {},
+  ) {
+    super(message);
+  }
+}
+
+export const badRequest = (message: string, code = 'BAD_REQUEST', opts?: AppErrorOptions) =>
+  new AppError(400, code, message, opts);
+/** 400 in the spec's simple `{ error }` form, used by contacts, templates and segments. */
+export const simpleBadRequest = (message: string) => new AppError(400, 'BAD_REQUEST', message, { simple: true });
+export const unauthorized = (message: string, code = 'UNAUTHORIZED') => new AppError(401, code, message);
+export const forbidden = (message: string, code = 'FORBIDDEN', opts?: AppErrorOptions) =>
+  new AppError(403, code, message, opts);
+export const notFound = (what: string) => new AppError(404, 'NOT_FOUND', `${what} not found`);
+export const conflict = (message: string, code = 'CONFLICT', opts?: AppErrorOptions) =>
+  new AppError(409, code, message, opts);
+
+// zod 4 renamed some issue codes; the API keeps the vocabulary clients already know.
+const ISSUE_CODES: Record<string, string> = {
+  invalid_format: 'invalid_string',
+  invalid_value: 'invalid_enum_value',
+};
+
+function typeName(v: unknown): string {
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'array';
+  return typeof v;
+}
+
+export function issuesToFieldErrors(issues: readonly z.core.$ZodIssue[]): FieldError[] {
+  return issues.map((issue) => {
+    const code =
+      issue.code === 'custom' && typeof issue.params?.code === 'string'
+        ? issue.params.code
+        : (ISSUE_CODES[issue.code] ?? issue.code);
+    const out: FieldError = { field: issue.path.map(String).join('.'), message: issue.message, code };
+    if (issue.code === 'invalid_type' && 'input' in issue) out.received = typeName(issue.input);
+    return out;
+  });
+}
+
+export function validationError(issues: readonly z.core.$ZodIssue[]): AppError {
+  return new AppError(422, 'VALIDATION_ERROR', 'Request validation failed', { errors: issuesToFieldErrors(issues) });
+}
+
+/** Maps every thrown error to `{ success: false, error: {...}, timestamp }` (or `{ error }` where the spec says so). */
+export async function errorEnvelope(ctx: Context, next: Next): Promise<void> {
+  try {
+    await next();
+    if (ctx.status === 404 && ctx.body === undefined) {
+      throw new AppError(404, 'NOT_FOUND', `No route for ${ctx.method} ${ctx.path}`);
+    }
+  } catch (thrown) {
+    const err = normalise(thrown);
+    if (err.status >= 500) ctx.state.log?.error({ err: thrown }, 'request failed');
+    ctx.status = err.status;
+    for (const [k, v] of Object.entries(err.opts.headers ?? {})) ctx.set(k, v);
+    if (err.opts.simple) {
+      ctx.body = { error: err.message };
+      return;
+    }
+    const error: Record<string, unknown> = {
+      code: err.code,
+      message: err.message,
+      statusCode: err.status,
+      requestId: ctx.state.requestId,
+    };
+    if (err.opts.errors) error.errors = err.opts.errors;
+    if (err.opts.details) error.details = err.opts.details;
+    if (err.opts.suggestion) error.suggestion = err.opts.suggestion;
+    ctx.body = { success: false, error, timestamp: new Date().toISOString() };
+  }
+}
+
+function normalise(thrown: unknown): AppError {
+  if (thrown instanceof AppError) return thrown;
+  const e = thrown as { status?: number; statusCode?: number; type?: string; message?: string; expose?: boolean };
+  const status = e?.status ?? e?.statusCode;
+  // koa-body / raw-body / http-errors speak in `status` + `type`.
+  if (status === 413 || e?.type === 'entity.too.large') {
+    return new AppError(413, 'PAYLOAD_TOO_LARGE', 'Request body is too large');
+  }
+  if (status === 400 && (e?.type === 'entity.parse.failed' || /json/i.test(e?.message ?? ''))) {
+    return new AppError(400, 'INVALID_JSON', 'Request body is not valid JSON');
+  }
+  if (status === 415) return new AppError(415, 'UNSUPPORTED_MEDIA_TYPE', e.message ?? 'Unsupported media type');
+  if (typeof status === 'number' && status >= 400 && status < 500 && e.expose !== false) {
+    return new AppError(status, 'BAD_REQUEST', e.message ?? 'Bad request');
+  }
+  return new AppError(500, 'INTERNAL_SERVER_ERROR', 'An unexpected error occurred');
+}

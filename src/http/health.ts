@@ -1,0 +1,41 @@
+import type Router from '@koa/router';
+
+export interface HealthCheck {
+  name: string;
+  check(): Promise<void>;
+}
+
+const TIMEOUT_MS = 3000;
+
+function withTimeout(p: Promise<void>): Promise<void> {
+  let timer: NodeJS.Timeout;
+  return Promise.race([
+    p,
+    new Promise<void>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no answer within ${TIMEOUT_MS} ms`)), TIMEOUT_MS);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+/** 200 only when every dependency answers; 503 naming the parts that do not. */
+export function healthRoutes(router: Router, checks: HealthCheck[]): void {
+  router.get('/health', async (ctx) => {
+    const results = await Promise.all(
+      checks.map(async (c) => {
+        try {
+          await withTimeout(c.check());
+          return [c.name, { status: 'ok' }] as const;
+        } catch (err) {
+          return [c.name, { status: 'error', error: (err as Error).message }] as const;
+        }
+      }),
+    );
+    const failing = results.filter(([, r]) => r.status !== 'ok').map(([name]) => name);
+    ctx.status = failing.length ? 503 : 200;
+    ctx.body = {
+      status: failing.length ? 'error' : 'ok',
+      ...(failing.length ? { failing } : {}),
+      checks: Object.fromEntries(results),
+    };
+  });
+}

@@ -1,0 +1,85 @@
+import type { Context, Next } from 'koa';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { sql } from '../db/orm';
+import { AppError, badRequest, conflict } from './errors';
+
+const PRINTABLE_ASCII = /^[\x20-\x7e]{1,255}$/;
+
+interface KeyRow {
+  request: string;
+  created_at: Date;
+  status_code: number | null;
+}
+
+/**
+ * `Idempotency-Key` for /v1/send and /v1/track. The key is claimed by an insert on the unique
+ * (project, key) before the handler runs, so concurrent duplicates cannot both run. A 4xx outcome
+ * releases the key; 2xx and 5xx keep it. An expired key is taken over in the same statement.
+ */
+export function idempotency(ttlHours: number) {
+  return async (ctx: Context, next: Next): Promise<void> => {
+    const key = ctx.get('idempotency-key');
+    const project = ctx.state.project;
+    if (!ctx.headers['idempotency-key'] || !project) return next();
+    if (!PRINTABLE_ASCII.test(key)) {
+      throw badRequest('Idempotency-Key must be 1-255 printable ASCII characters', 'INVALID_IDEMPOTENCY_KEY');
+    }
+    const em: EntityManager = ctx.state.em;
+    const request = `${ctx.method} ${ctx.path}`;
+    const claimed = await sql(
+      em,
+      `INSERT INTO idempotency_keys (project_id, key, request, created_at) VALUES (?, ?, ?, now())
+       ON CONFLICT (project_id, key) DO UPDATE
+         SET request = EXCLUDED.request, created_at = EXCLUDED.created_at, status_code = NULL
+         WHERE idempotency_keys.created_at < now() - make_interval(secs => ?)
+       RETURNING 1`,
+      [project.id, key, request, ttlHours * 3600],
+    );
+    if (claimed.length === 0) {
+      const [row] = await sql<KeyRow>(
+        em,
+        `SELECT request, created_at, status_code FROM idempotency_keys WHERE project_id = ? AND key = ?`,
+        [project.id, key],
+      );
+      throw conflict('This Idempotency-Key has already been used', 'IDEMPOTENCY_KEY_REUSED', {
+        details: {
+          key,
+          originalRequest: row?.request ?? request,
+          originalRequestAt: row ? new Date(row.created_at).toISOString() : null,
+          originalStatusCode: row?.status_code ?? null,
+        },
+        suggestion: 'Use a new Idempotency-Key for a new request',
+      });
+    }
+
+    let status = 500;
+    try {
+      await next();
+      status = ctx.status;
+    } catch (err) {
+      status = err instanceof AppError ? err.status : 500;
+      throw err;
+    } finally {
+      if (status >= 400 && status < 500) {
+        await sql(em, `DELETE FROM idempotency_keys WHERE project_id = ? AND key = ?`, [project.id, key]);
+      } else {
+        await sql(em, `UPDATE idempotency_keys SET status_code = ? WHERE project_id = ? AND key = ?`, [
+          status,
+          project.id,
+          key,
+        ]);
+      }
+    }
+  };
+}
+
+/** Deletes keys past their time to live. */
+export async function purgeExpiredIdempotencyKeys(em: EntityManager, ttlHours: number): Promise<number> {
+  const rows = await sql<{ n: number }>(
+    em,
+    `WITH d AS (DELETE FROM idempotency_keys WHERE created_at < now() - make_interval(secs => ?) RETURNING 1)
+     SELECT count(*)::int AS n FROM d`,
+    [ttlHours * 3600],
+  );
+  return rows[0].n;
+}

@@ -1,0 +1,23 @@
+import crypto from 'node:crypto';
+import type { Context, Next } from 'koa';
+import type { Logger } from 'pino';
+
+const SAFE_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** Gives every request an id (the caller's X-Request-Id when sane), a child logger and one access-log line. */
+export function requestId(log: Logger) {
+  return async (ctx: Context, next: Next): Promise<void> => {
+    const incoming = ctx.get('x-request-id');
+    const id = SAFE_ID.test(incoming) ? incoming : `req_${crypto.randomBytes(12).toString('hex')}`;
+    ctx.state.requestId = id;
+    ctx.state.log = log.child({ requestId: id });
+    ctx.set('X-Request-Id', id);
+    const started = process.hrtime.bigint();
+    try {
+      await next();
+    } finally {
+      const ms = Number(process.hrtime.bigint() - started) / 1e6;
+      ctx.state.log.info({ method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(ms * 10) / 10 }, 'request');
+    }
+  };
+}

@@ -1,0 +1,39 @@
+import type { Context } from 'koa';
+import { z } from 'zod';
+import { isUuid } from '../db/ids';
+import { AppError, validationError } from './errors';
+
+/** Parses `input` with `schema` or throws 422 VALIDATION_ERROR with dot-path field errors. */
+export function parse<S extends z.ZodType>(schema: S, input: unknown): z.output<S> {
+  const result = schema.safeParse(input, { reportInput: true });
+  if (!result.success) throw validationError(result.error.issues);
+  return result.data;
+}
+
+export function body<S extends z.ZodType>(ctx: Context, schema: S): z.output<S> {
+  return parse(schema, ctx.request.body ?? {});
+}
+
+/** A path id that is not a UUID is 422, as the spec says, before any lookup. */
+export function uuidParam(ctx: Context, name = 'id'): string {
+  const value = String(ctx.params?.[name] ?? '');
+  if (!isUuid(value)) {
+    throw new AppError(422, 'VALIDATION_ERROR', 'Request validation failed', {
+      errors: [{ field: name, message: `${name} must be a valid UUID`, code: 'invalid_string' }],
+    });
+  }
+  return value.toLowerCase();
+}
+
+/** The first value of a query parameter, or undefined. */
+export function queryValue(ctx: Context, name: string): string | undefined {
+  const v = ctx.query[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+/** Trimmed, lower-cased email, the only form ever stored or looked up. */
+export const emailSchema = z
+  .string()
+  .trim()
+  .toLowerCase()
+  .pipe(z.email({ message: 'Invalid email address' }).max(320));

@@ -1,0 +1,162 @@
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import http from 'node:http';
+import type net from 'node:net';
+import path from 'node:path';
+import { ConfigError, type Config, loadConfig, type Role } from './config';
+import { startEmbeddedPostgres } from './db/embedded-postgres';
+import { createOrm, migrate, type Orm, sql } from './db/orm';
+import { createApp } from './http/app';
+import type { HealthCheck } from './http/health';
+import { purgeExpiredIdempotencyKeys } from './http/idempotency';
+import { RateLimiter } from './http/rate-limit';
+import { createLogger, type Logger } from './log';
+import { startCaptureSmtp } from './mail/capture-smtp';
+import { storeCaptured } from './modules/dev-mailbox/dev-mailbox.service';
+
+export interface Service {
+  /** Base URL of the HTTP API (roles all and api). */
+  url?: string;
+  port?: number;
+  databaseUrl: string;
+  smtpUrl: string;
+  orm: Orm;
+  stop(): Promise<void>;
+}
+
+function readOrCreateSecret(file: string): string {
+  if (fs.existsSync(file)) return fs.readFileSync(file, 'utf8').trim();
+  const secret = crypto.randomBytes(32).toString('hex');
+  fs.writeFileSync(file, secret + '\n', { mode: 0o600 });
+  return secret;
+}
+
+/** Brings up one role of the service, starting the embedded pieces whose settings are unset. */
+export async function startService(role: Role, config: Config, log: Logger): Promise<Service> {
+  const stops: Array<() => Promise<void>> = [];
+  const stopAll = async () => {
+    for (const stop of stops.reverse()) {
+      await stop().catch((err) => log.error({ err }, 'error while stopping'));
+    }
+  };
+  try {
+    fs.mkdirSync(config.dataDir, { recursive: true });
+
+    let databaseUrl = config.DATABASE_URL;
+    if (!databaseUrl) {
+      const pg = await startEmbeddedPostgres({ dataDir: config.dataDir, port: config.EMBEDDED_POSTGRES_PORT, log });
+      stops.push(pg.stop);
+      databaseUrl = pg.url;
+    }
+    const orm = await createOrm(databaseUrl, { poolMax: config.DATABASE_POOL_MAX, log });
+    stops.push(() => orm.close());
+    const applied = await migrate(orm, databaseUrl);
+    if (applied.length) log.info({ migrations: applied }, 'migrations applied');
+
+    let smtpUrl = config.SMTP_URL;
+    if (!smtpUrl) {
+      const capture = await startCaptureSmtp({
+        port: config.DEV_SMTP_PORT,
+        store: (msg) => storeCaptured(orm.em.fork(), msg),
+        log,
+      });
+      stops.push(capture.close);
+      smtpUrl = `smtp://127.0.0.1:${capture.port}`;
+      log.info({ port: capture.port }, 'dev mailbox SMTP server listening (see GET /dev/mailbox)');
+    }
+
+    const health: HealthCheck[] = [
+      { name: 'database', check: async () => void (await sql(orm.em.fork(), 'SELECT 1')) },
+    ];
+
+    let url: string | undefined;
+    let port: number | undefined;
+    if (role === 'all' || role === 'api') {
+      const limiter = new RateLimiter(orm, config.RATE_LIMIT_PER_MINUTE);
+      const app = createApp({
+        orm,
+        log,
+        limiter,
+        jwtSecret: config.JWT_SECRET ?? readOrCreateSecret(path.join(config.dataDir, 'jwt-secret')),
+        disableSignup: config.DISABLE_SIGNUP,
+        idempotencyTtlHours: config.IDEMPOTENCY_TTL_HOURS,
+        maxBodyMb: config.MAX_BODY_MB,
+        devMailbox: !config.SMTP_URL,
+        health,
+        hooks: { contacts: { snoozed: async () => {} } },
+      });
+      const server = http.createServer(app.callback());
+      server.keepAliveTimeout = 65_000;
+      await new Promise<void>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(config.PORT, config.HOST, () => resolve());
+      });
+      port = (server.address() as net.AddressInfo).port;
+      url = `http://${config.HOST === '0.0.0.0' || config.HOST === '::' ? '127.0.0.1' : config.HOST}:${port}`;
+      stops.push(
+        () =>
+          new Promise<void>((resolve) => {
+            server.close(() => resolve());
+            server.closeIdleConnections();
+          }),
+      );
+      const purge = setInterval(() => {
+        Promise.all([purgeExpiredIdempotencyKeys(orm.em.fork(), config.IDEMPOTENCY_TTL_HOURS), limiter.purge()]).catch((err) =>
+          log.warn({ err }, 'purge of expired keys failed'),
+        );
+      }, 10 * 60_000);
+      purge.unref();
+      stops.push(async () => clearInterval(purge));
+      log.info({ url, publicUrl: config.publicUrl }, 'HTTP API listening');
+    }
+
+    return { url, port, databaseUrl, smtpUrl, orm, stop: stopAll };
+  } catch (err) {
+    await stopAll();
+    throw err;
+  }
+}
+
+function parseRole(arg: string | undefined): Role {
+  if (arg === undefined || arg === 'all' || arg === 'api' || arg === 'worker') return arg ?? 'all';
+  throw new ConfigError(`Unknown role "${arg}": expected all, api or worker`);
+}
+
+async function main(): Promise<void> {
+  let config: Config;
+  let role: Role;
+  try {
+    role = parseRole(process.argv[2]);
+    config = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`${err.message}\n`);
+      process.exit(1);
+    }
+    throw err;
+  }
+  const log = createLogger(config.LOG_LEVEL);
+  const service = await startService(role, config, log);
+  let stopping = false;
+  const shutdown = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'shutting down');
+    service.stop().then(
+      () => process.exit(0),
+      (err) => {
+        log.error({ err }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGINT', () => shutdown('SIGINT'));
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+}
+
+if (require.main === module) {
+  main().catch((err) => {
+    process.stderr.write(`postbox failed to start: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exit(1);
+  });
+}

@@ -1,0 +1,20 @@
+import { z } from 'zod';
+import { emailSchema } from '../../http/validate';
+
+export const credentialsSchema = z.object({
+  email: emailSchema,
+  password: z.string().min(8, 'Password must be at least 8 characters').max(200),
+});
+
+export const loginSchema = z.object({
+  email: emailSchema,
+  password: z.string().min(1).max(200),
+});
+
+export const createProjectSchema = z.object({
+  name: z.string().trim().min(1).max(100),
+});
+
+export const updateProjectSchema = z.object({
+  name: z.string().trim().min(1).max(100).optional(),
+});

@@ -1,0 +1,109 @@
+import crypto from 'node:crypto';
+import { UniqueConstraintViolationException, type EntityManager } from '@mikro-orm/postgresql';
+import { newId } from '../../db/ids';
+import { sql } from '../../db/orm';
+import { conflict, forbidden, notFound, unauthorized } from '../../http/errors';
+import { Project, ProjectMember, type Role, User } from './accounts.entity';
+import { hashPassword, verifyPassword } from './passwords';
+
+/** `pk_` / `sk_` followed by 48 hex characters (24 random bytes). */
+export const generateKey = (prefix: 'pk_' | 'sk_') => prefix + crypto.randomBytes(24).toString('hex');
+
+export const toUserDto = (u: User) => ({
+  id: u.id,
+  email: u.email,
+  emailVerified: u.emailVerified,
+  createdAt: u.createdAt.toISOString(),
+  updatedAt: u.updatedAt.toISOString(),
+});
+
+export const toProjectDto = (p: Project, role?: Role) => ({
+  id: p.id,
+  name: p.name,
+  publicKey: p.publicKey,
+  secretKey: p.secretKey,
+  disabled: p.disabled,
+  disabledReason: p.disabledReason,
+  settings: p.settings,
+  createdAt: p.createdAt.toISOString(),
+  updatedAt: p.updatedAt.toISOString(),
+  ...(role ? { role } : {}),
+});
+
+export async function signup(em: EntityManager, email: string, password: string): Promise<User> {
+  const user = em.create(User, { id: newId(), email, passwordHash: await hashPassword(password) });
+  try {
+    await em.persistAndFlush(user);
+  } catch (err) {
+    if (err instanceof UniqueConstraintViolationException) {
+      throw conflict('An account with this email already exists', 'EMAIL_TAKEN');
+    }
+    throw err;
+  }
+  return user;
+}
+
+export async function login(em: EntityManager, email: string, password: string): Promise<User> {
+  const user = await em.findOne(User, { email });
+  // Verify against a dummy hash when the user is unknown so both paths take the same time.
+  const ok = await verifyPassword(password, user?.passwordHash ?? DUMMY_HASH);
+  if (!user || !ok) throw unauthorized('Email or password is incorrect', 'INVALID_CREDENTIALS');
+  return user;
+}
+const DUMMY_HASH = 'scrypt$16384$8$1$AAAAAAAAAAAAAAAAAAAAAA==$' + Buffer.alloc(64).toString('base64');
+
+export async function getUser(em: EntityManager, id: string): Promise<User> {
+  const user = await em.findOne(User, { id });
+  if (!user) throw notFound('User');
+  return user;
+}
+
+export async function listProjects(em: EntityManager, userId: string) {
+  const memberships = await em.find(ProjectMember, { userId }, { orderBy: { createdAt: 'asc' } });
+  const projects = await em.find(Project, { id: { $in: memberships.map((m) => m.projectId) } });
+  const byId = new Map(projects.map((p) => [p.id, p]));
+  return memberships.filter((m) => byId.has(m.projectId)).map((m) => toProjectDto(byId.get(m.projectId)!, m.role));
+}
+
+export async function createProject(em: EntityManager, userId: string, name: string) {
+  const project = em.create(Project, {
+    id: newId(),
+    name,
+    publicKey: generateKey('pk_'),
+    secretKey: generateKey('sk_'),
+  });
+  em.persist(project);
+  em.persist(em.create(ProjectMember, { projectId: project.id, userId, role: 'OWNER' }));
+  await em.flush();
+  return toProjectDto(project, 'OWNER');
+}
+
+/** The caller's membership of a project; 404 when there is none, so other projects stay invisible. */
+export async function membership(em: EntityManager, userId: string, projectId: string): Promise<Role> {
+  const [row] = await sql<{ role: Role }>(em, `SELECT role FROM project_members WHERE user_id = ? AND project_id = ?`, [
+    userId,
+    projectId,
+  ]);
+  if (!row) throw notFound('Project');
+  return row.role;
+}
+
+export function requireRole(role: Role, allowed: Role[], action: string): void {
+  if (!allowed.includes(role)) throw forbidden(`Your role (${role}) cannot ${action}`, 'INSUFFICIENT_ROLE');
+}
+
+export async function updateProject(em: EntityManager, projectId: string, patch: { name?: string }, role: Role) {
+  const project = await em.findOneOrFail(Project, { id: projectId });
+  if (patch.name !== undefined) project.name = patch.name;
+  await em.flush();
+  return toProjectDto(project, role);
+}
+
+/** Both keys at once; the old ones stop working as soon as this commits. */
+export async function regenerateKeys(em: EntityManager, projectId: string, role: Role) {
+  const project = await em.findOneOrFail(Project, { id: projectId });
+  project.publicKey = generateKey('pk_');
+  project.secretKey = generateKey('sk_');
+  await em.flush();
+  return toProjectDto(project, role);
+}

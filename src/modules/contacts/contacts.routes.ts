@@ -1,0 +1,101 @@
+import type Router from '@koa/router';
+import type { Context } from 'koa';
+import { simpleBadRequest } from '../../http/errors';
+import type { Guards } from '../../http/guards';
+import { body, queryValue, uuidParam } from '../../http/validate';
+import { isUuid } from '../../db/ids';
+import { resolveDataMap } from './data-map';
+import { createContactSchema, lookupSchema, patchContactSchema, snoozeEnd } from './contacts.schemas';
+import {
+  deleteContact,
+  getContact,
+  listContacts,
+  type ListQuery,
+  lookupContacts,
+  toContactDto,
+  updateContact,
+  upsertContact,
+} from './contacts.service';
+
+export interface ContactHooks {
+  /** A snooze was set: arrange for the contact to be resubscribed at `until`. */
+  snoozed(contact: { id: string; projectId: string; until: Date }): Promise<void>;
+}
+
+function listQuery(ctx: Context): ListQuery {
+  const limitRaw = Number.parseInt(queryValue(ctx, 'limit') ?? '', 10);
+  const limit = Number.isNaN(limitRaw) ? 20 : Math.min(100, Math.max(1, limitRaw));
+  const cursor = queryValue(ctx, 'cursor') || undefined;
+  if (cursor && !isUuid(cursor)) throw simpleBadRequest('Invalid cursor');
+  const subscribedRaw = queryValue(ctx, 'subscribed');
+  if (subscribedRaw !== undefined && subscribedRaw !== '' && subscribedRaw !== 'true' && subscribedRaw !== 'false') {
+    throw simpleBadRequest('subscribed must be true or false');
+  }
+  const status = queryValue(ctx, 'status') || undefined;
+  if (status !== undefined && !['subscribed', 'unsubscribed', 'snoozed'].includes(status)) {
+    throw simpleBadRequest('status must be one of subscribed, unsubscribed, snoozed');
+  }
+  return {
+    limit,
+    cursor,
+    search: queryValue(ctx, 'search') || undefined,
+    subscribed: subscribedRaw === 'true' ? true : subscribedRaw === 'false' ? false : undefined,
+    status: status as ListQuery['status'],
+    sort: queryValue(ctx, 'sort') === 'email' ? 'email' : 'createdAt',
+    dir: queryValue(ctx, 'dir') === 'asc' ? 'asc' : 'desc',
+  };
+}
+
+export function contactRoutes(router: Router, g: Guards, hooks: ContactHooks): void {
+  router.post('/contacts', g.secret, async (ctx) => {
+    const raw = (ctx.request.body ?? {}) as Record<string, unknown>;
+    if (raw.email === undefined || raw.email === null || raw.email === '') throw simpleBadRequest('email is required');
+    const input = body(ctx, createContactSchema);
+    const projectId = ctx.state.project!.id;
+    const result = await ctx.state.em.transactional((tx) =>
+      upsertContact(tx, projectId, {
+        email: input.email,
+        subscribed: input.subscribed,
+        defaultSubscribed: true,
+        data: resolveDataMap(input.data),
+      }),
+    );
+    ctx.status = result.isNew ? 201 : 200;
+    ctx.body = { ...toContactDto(result.contact), _meta: { isNew: result.isNew, isUpdate: !result.isNew } };
+  });
+
+  router.get('/contacts', g.secret, async (ctx) => {
+    ctx.body = await listContacts(ctx.state.em, ctx.state.project!.id, listQuery(ctx));
+  });
+
+  router.post('/contacts/lookup', g.secret, async (ctx) => {
+    const { emails } = body(ctx, lookupSchema);
+    ctx.body = await lookupContacts(ctx.state.em, ctx.state.project!.id, emails);
+  });
+
+  router.get('/contacts/:id', g.secret, async (ctx) => {
+    ctx.body = toContactDto(await getContact(ctx.state.em, ctx.state.project!.id, uuidParam(ctx)));
+  });
+
+  router.patch('/contacts/:id', g.secret, async (ctx) => {
+    const id = uuidParam(ctx);
+    const input = body(ctx, patchContactSchema);
+    const projectId = ctx.state.project!.id;
+    const until = input.snooze ? snoozeEnd(input.snooze) : input.snoozedUntil ? new Date(input.snoozedUntil) : undefined;
+    const result = await updateContact(ctx.state.em, projectId, id, {
+      email: input.email,
+      subscribed: input.subscribed,
+      data: input.data ? resolveDataMap(input.data) : undefined,
+      snoozedUntil: until,
+      endSnooze: input.snoozedUntil === null,
+    });
+    if (until) await hooks.snoozed({ id, projectId, until });
+    ctx.body = toContactDto(result.contact);
+  });
+
+  router.delete('/contacts/:id', g.secret, async (ctx) => {
+    const id = uuidParam(ctx);
+    await deleteContact(ctx.state.em, ctx.state.project!.id, id);
+    ctx.body = { id, deleted: true };
+  });
+}

@@ -1,0 +1,319 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { newId } from '../../db/ids';
+import { sql } from '../../db/orm';
+import { conflict, notFound, simpleBadRequest } from '../../http/errors';
+import { SYSTEM_EVENTS } from '../events/event-names';
+import { type EventRecord, insertEvents, type NewEvent } from '../events/events.store';
+import { applyData, type ResolvedData } from './data-map';
+
+export interface ContactRow {
+  id: string;
+  project_id: string;
+  email: string;
+  subscribed: boolean;
+  snoozed_until: Date | null;
+  data: Record<string, unknown>;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export interface ContactDto {
+  id: string;
+  email: string;
+  subscribed: boolean;
+  snoozedUntil: string | null;
+  data: Record<string, unknown>;
+  createdAt: string;
+  updatedAt: string;
+}
+
+const COLUMNS = 'id, project_id, email, subscribed, snoozed_until, data, created_at, updated_at';
+
+export const toContactDto = (r: ContactRow): ContactDto => ({
+  id: r.id,
+  email: r.email,
+  subscribed: r.subscribed,
+  snoozedUntil: r.snoozed_until ? new Date(r.snoozed_until).toISOString() : null,
+  data: r.data ?? {},
+  createdAt: new Date(r.created_at).toISOString(),
+  updatedAt: new Date(r.updated_at).toISOString(),
+});
+
+export interface UpsertInput {
+  email: string;
+  /** Explicit subscription state; undefined keeps an existing contact's state. */
+  subscribed?: boolean;
+  /** State of a contact created by this call when `subscribed` is not given. */
+  defaultSubscribed: boolean;
+  data: Pick<ResolvedData, 'set' | 'unset'>;
+}
+
+export interface UpsertResult {
+  contact: ContactRow;
+  isNew: boolean;
+  /** Data or subscription actually changed on an existing contact. */
+  isUpdate: boolean;
+  /** contact.subscribed / contact.unsubscribed events written with the change. */
+  events: EventRecord[];
+}
+
+function subscriptionEvent(projectId: string, contactId: string, subscribed: boolean, data: Record<string, unknown>): NewEvent {
+  return {
+    projectId,
+    contactId,
+    name: subscribed ? SYSTEM_EVENTS.contactSubscribed : SYSTEM_EVENTS.contactUnsubscribed,
+    data,
+  };
+}
+
+const sameJson = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
+
+/**
+ * Creates or updates the contact with this email. The insert is tried first; an existing row is then
+ * locked so a change of `subscribed` is seen, and its event written, exactly once.
+ * Must run inside a transaction.
+ */
+export async function upsertContact(em: EntityManager, projectId: string, input: UpsertInput): Promise<UpsertResult> {
+  const initial = applyData({}, input.data);
+  const [created] = await sql<ContactRow>(
+    em,
+    `INSERT INTO contacts (id, project_id, email, subscribed, data, created_at, updated_at)
+     VALUES (?, ?, ?, ?, ?::jsonb, now(), now())
+     ON CONFLICT (project_id, email) DO NOTHING
+     RETURNING ${COLUMNS}`,
+    [newId(), projectId, input.email, input.subscribed ?? input.defaultSubscribed, JSON.stringify(initial)],
+  );
+  if (created) return { contact: created, isNew: true, isUpdate: false, events: [] };
+
+  const [current] = await sql<ContactRow>(
+    em,
+    `SELECT ${COLUMNS} FROM contacts WHERE project_id = ? AND email = ? FOR UPDATE`,
+    [projectId, input.email],
+  );
+  return updateLocked(em, current, { subscribed: input.subscribed, data: input.data });
+}
+
+interface Change {
+  email?: string;
+  subscribed?: boolean;
+  data?: Pick<ResolvedData, 'set' | 'unset'>;
+  /** A snooze: subscribed false until this instant. */
+  snoozedUntil?: Date;
+  /** Extra fields for the subscription event (e.g. a snooze's reason). */
+  eventData?: Record<string, unknown>;
+}
+
+/** Applies a change to a row locked FOR UPDATE by the caller's transaction. */
+async function updateLocked(em: EntityManager, current: ContactRow, change: Change): Promise<UpsertResult> {
+  const data = change.data ? applyData(current.data ?? {}, change.data) : current.data;
+  let subscribed = current.subscribed;
+  let snoozedUntil = current.snoozed_until;
+  if (change.snoozedUntil) {
+    subscribed = false;
+    snoozedUntil = change.snoozedUntil;
+  } else if (change.subscribed !== undefined) {
+    // Every write of `subscribed` ends a snooze.
+    subscribed = change.subscribed;
+    snoozedUntil = null;
+  }
+  const email = change.email ?? current.email;
+  const changed =
+    email !== current.email ||
+    subscribed !== current.subscribed ||
+    String(snoozedUntil) !== String(current.snoozed_until) ||
+    !sameJson(data, current.data);
+  if (!changed) return { contact: current, isNew: false, isUpdate: false, events: [] };
+
+  const [updated] = await sql<ContactRow>(
+    em,
+    `UPDATE contacts SET email = ?, subscribed = ?, snoozed_until = ?, data = ?::jsonb, updated_at = now()
+     WHERE id = ? RETURNING ${COLUMNS}`,
+    [email, subscribed, snoozedUntil, JSON.stringify(data), current.id],
+  );
+  const events =
+    subscribed !== current.subscribed
+      ? await insertEvents(em, [subscriptionEvent(current.project_id, current.id, subscribed, change.eventData ?? {})])
+      : [];
+  return { contact: updated, isNew: false, isUpdate: true, events };
+}
+
+/**
+ * The hot path of /v1/track when `subscribed` is not given: contact upsert and event insert in one
+ * statement and one round trip. Subscription cannot change here, so no lock is needed.
+ */
+export async function upsertContactAndInsertEvent(
+  em: EntityManager,
+  projectId: string,
+  input: { email: string; data: Pick<ResolvedData, 'set' | 'unset'>; event: { name: string; data: Record<string, unknown> } },
+): Promise<{ contactId: string; event: EventRecord }> {
+  const [row] = await sql<{ contact_id: string; id: string; name: string; data: Record<string, unknown>; created_at: Date }>(
+    em,
+    `WITH c AS (
+       INSERT INTO contacts AS t (id, project_id, email, subscribed, data, created_at, updated_at)
+       VALUES (?, ?, ?, true, ?::jsonb, now(), now())
+       ON CONFLICT (project_id, email) DO UPDATE
+         SET data = (t.data || EXCLUDED.data) - ?::text[],
+             updated_at = CASE WHEN (t.data || EXCLUDED.data) - ?::text[] = t.data THEN t.updated_at ELSE now() END
+       RETURNING t.id
+     )
+     INSERT INTO events (id, project_id, contact_id, name, data, created_at)
+     SELECT ?, ?, c.id, ?, ?::jsonb, now() FROM c
+     RETURNING contact_id, id, name, data, created_at`,
+    [
+      newId(),
+      projectId,
+      input.email,
+      JSON.stringify(input.data.set),
+      input.data.unset,
+      input.data.unset,
+      newId(),
+      projectId,
+      input.event.name,
+      JSON.stringify(input.event.data),
+    ],
+  );
+  return {
+    contactId: row.contact_id,
+    event: { id: row.id, name: row.name, contactId: row.contact_id, data: row.data, createdAt: new Date(row.created_at).toISOString() },
+  };
+}
+
+export async function getContact(em: EntityManager, projectId: string, id: string): Promise<ContactRow> {
+  const [row] = await sql<ContactRow>(em, `SELECT ${COLUMNS} FROM contacts WHERE project_id = ? AND id = ?`, [projectId, id]);
+  if (!row) throw notFound('Contact');
+  return row;
+}
+
+export interface ContactPatch {
+  email?: string;
+  subscribed?: boolean;
+  data?: Pick<ResolvedData, 'set' | 'unset'>;
+  snoozedUntil?: Date;
+  /** Ends a snooze now (snoozedUntil: null). */
+  endSnooze?: boolean;
+}
+
+export async function updateContact(
+  em: EntityManager,
+  projectId: string,
+  id: string,
+  patch: ContactPatch,
+): Promise<UpsertResult> {
+  return em.transactional(async (tx) => {
+    const [current] = await sql<ContactRow>(tx, `SELECT ${COLUMNS} FROM contacts WHERE project_id = ? AND id = ? FOR UPDATE`, [
+      projectId,
+      id,
+    ]);
+    if (!current) throw notFound('Contact');
+    if (patch.email && patch.email !== current.email) {
+      const [taken] = await sql(tx, `SELECT 1 FROM contacts WHERE project_id = ? AND email = ?`, [projectId, patch.email]);
+      if (taken) throw conflict(`A contact with email ${patch.email} already exists`, 'CONTACT_EXISTS');
+    }
+    const snoozeEnded = patch.endSnooze && current.snoozed_until !== null;
+    return updateLocked(tx, current, {
+      email: patch.email,
+      data: patch.data,
+      subscribed: snoozeEnded ? true : patch.subscribed,
+      snoozedUntil: patch.snoozedUntil,
+      eventData: patch.snoozedUntil
+        ? { reason: 'snooze', snoozedUntil: patch.snoozedUntil.toISOString() }
+        : snoozeEnded
+          ? { reason: 'snooze_cancelled' }
+          : {},
+    });
+  });
+}
+
+/**
+ * Ends a snooze that is due: resubscribes the contact only if it still carries exactly this snooze,
+ * so running it twice, or after the contact changed, does nothing.
+ */
+export async function endSnooze(em: EntityManager, contactId: string, snoozedUntil: Date): Promise<EventRecord[]> {
+  return em.transactional(async (tx) => {
+    const [current] = await sql<ContactRow>(
+      tx,
+      `SELECT ${COLUMNS} FROM contacts WHERE id = ? AND snoozed_until = ? AND snoozed_until <= now() FOR UPDATE`,
+      [contactId, snoozedUntil],
+    );
+    if (!current) return [];
+    const result = await updateLocked(tx, current, { subscribed: true, eventData: { reason: 'snooze_expired' } });
+    return result.events;
+  });
+}
+
+export async function deleteContact(em: EntityManager, projectId: string, id: string): Promise<void> {
+  const rows = await sql(em, `DELETE FROM contacts WHERE project_id = ? AND id = ? RETURNING id`, [projectId, id]);
+  if (rows.length === 0) throw notFound('Contact');
+}
+
+export async function lookupContacts(em: EntityManager, projectId: string, emails: string[]) {
+  const unique = [...new Set(emails)];
+  const found = await sql<{ id: string; email: string }>(
+    em,
+    `SELECT id, email FROM contacts WHERE project_id = ? AND email = ANY(?::text[]) ORDER BY email`,
+    [projectId, unique],
+  );
+  const seen = new Set(found.map((r) => r.email));
+  return { found, missing: unique.filter((e) => !seen.has(e)) };
+}
+
+export interface ListQuery {
+  limit: number;
+  cursor?: string;
+  search?: string;
+  subscribed?: boolean;
+  status?: 'subscribed' | 'unsubscribed' | 'snoozed';
+  sort: 'createdAt' | 'email';
+  dir: 'asc' | 'desc';
+}
+
+const likePattern = (s: string) => `%${s.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+
+/** Cursor pages ordered by the sort column then id; `total` only on the first page. */
+export async function listContacts(em: EntityManager, projectId: string, q: ListQuery) {
+  const column = q.sort === 'email' ? 'email' : 'created_at';
+  const where: string[] = ['project_id = ?'];
+  const params: unknown[] = [projectId];
+  if (q.search) {
+    where.push(`email ILIKE ?`);
+    params.push(likePattern(q.search.trim().toLowerCase()));
+  }
+  if (q.subscribed !== undefined) {
+    where.push('subscribed = ?');
+    params.push(q.subscribed);
+  }
+  if (q.status === 'subscribed') where.push('subscribed');
+  if (q.status === 'unsubscribed') where.push('NOT subscribed AND snoozed_until IS NULL');
+  if (q.status === 'snoozed') where.push('snoozed_until IS NOT NULL');
+  const filters = where.join(' AND ');
+  const filterParams = [...params];
+
+  if (q.cursor) {
+    const [anchor] = await sql<{ v: unknown }>(em, `SELECT ${column} AS v FROM contacts WHERE project_id = ? AND id = ?`, [
+      projectId,
+      q.cursor,
+    ]);
+    if (!anchor) throw simpleBadRequest('Invalid cursor');
+    where.push(`(${column}, id) ${q.dir === 'asc' ? '>' : '<'} (?, ?)`);
+    params.push(anchor.v, q.cursor);
+  }
+  const order = q.dir === 'asc' ? 'ASC' : 'DESC';
+  const rows = await sql<ContactRow>(
+    em,
+    `SELECT ${COLUMNS} FROM contacts WHERE ${where.join(' AND ')} ORDER BY ${column} ${order}, id ${order} LIMIT ?`,
+    [...params, q.limit + 1],
+  );
+  const hasMore = rows.length > q.limit;
+  const page = rows.slice(0, q.limit);
+  let total = 0;
+  if (!q.cursor) {
+    const [c] = await sql<{ n: string }>(em, `SELECT count(*) AS n FROM contacts WHERE ${filters}`, filterParams);
+    total = Number(c.n);
+  }
+  return {
+    data: page.map(toContactDto),
+    cursor: page.length ? page[page.length - 1].id : '',
+    hasMore,
+    total,
+  };
+}

@@ -1,0 +1,159 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { sql } from '../../db/orm';
+import { badRequest, notFound } from '../../http/errors';
+import { resolveDataMap } from '../contacts/data-map';
+import { upsertContact, upsertContactAndInsertEvent } from '../contacts/contacts.service';
+import { isReservedEventName } from './event-names';
+import type { TrackInput } from './events.schemas';
+import { type EventRecord, type EventRow, insertEvents, toEventRecord } from './events.store';
+
+export interface TrackResult {
+  contactId: string;
+  event: EventRecord;
+  /** Every event this call wrote, the tracked one included. */
+  recorded: EventRecord[];
+}
+
+/** Upserts the contact (subscribed by default when new), then records the event. */
+export async function trackEvent(em: EntityManager, projectId: string, input: TrackInput): Promise<TrackResult> {
+  const resolved = resolveDataMap(input.data);
+  if (input.subscribed === undefined) {
+    const { contactId, event } = await upsertContactAndInsertEvent(em, projectId, {
+      email: input.email,
+      data: resolved,
+      event: { name: input.event, data: resolved.values },
+    });
+    return { contactId, event, recorded: [event] };
+  }
+  return em.transactional(async (tx) => {
+    const upsert = await upsertContact(tx, projectId, {
+      email: input.email,
+      subscribed: input.subscribed,
+      defaultSubscribed: true,
+      data: resolved,
+    });
+    const [event] = await insertEvents(tx, [
+      { projectId, contactId: upsert.contact.id, name: input.event, data: resolved.values },
+    ]);
+    return { contactId: upsert.contact.id, event, recorded: [...upsert.events, event] };
+  });
+}
+
+const EVENT_COLUMNS = 'id, name, contact_id, data, created_at';
+
+export interface EventListQuery {
+  limit: number;
+  cursor?: string;
+  name?: string;
+  contactId?: string;
+  since?: Date;
+  until?: Date;
+}
+
+/** Newest first, cursor = id of the last event of the page; `total` only on the first page. */
+export async function listEvents(em: EntityManager, projectId: string, q: EventListQuery) {
+  const where = ['project_id = ?'];
+  const params: unknown[] = [projectId];
+  if (q.name) {
+    where.push('name = ?');
+    params.push(q.name);
+  }
+  if (q.contactId) {
+    where.push('contact_id = ?');
+    params.push(q.contactId);
+  }
+  if (q.since) {
+    where.push('created_at >= ?');
+    params.push(q.since);
+  }
+  if (q.until) {
+    where.push('created_at < ?');
+    params.push(q.until);
+  }
+  const filters = where.join(' AND ');
+  const filterParams = [...params];
+  if (q.cursor) {
+    const [anchor] = await sql<{ created_at: Date }>(em, `SELECT created_at FROM events WHERE project_id = ? AND id = ?`, [
+      projectId,
+      q.cursor,
+    ]);
+    if (!anchor) throw badRequest('Invalid cursor', 'INVALID_CURSOR');
+    where.push('(created_at, id) < (?, ?)');
+    params.push(anchor.created_at, q.cursor);
+  }
+  const rows = await sql<EventRow>(
+    em,
+    `SELECT ${EVENT_COLUMNS} FROM events WHERE ${where.join(' AND ')} ORDER BY created_at DESC, id DESC LIMIT ?`,
+    [...params, q.limit + 1],
+  );
+  const hasMore = rows.length > q.limit;
+  const page = rows.slice(0, q.limit).map(toEventRecord);
+  let total = 0;
+  if (!q.cursor) {
+    const [c] = await sql<{ n: string }>(em, `SELECT count(*) AS n FROM events WHERE ${filters}`, filterParams);
+    total = Number(c.n);
+  }
+  return { data: page, cursor: page.length ? page[page.length - 1].id : '', hasMore, total };
+}
+
+export async function assertContactInProject(em: EntityManager, projectId: string, contactId: string): Promise<void> {
+  const [row] = await sql(em, `SELECT 1 FROM contacts WHERE project_id = ? AND id = ?`, [projectId, contactId]);
+  if (!row) throw notFound('Contact');
+}
+
+/** Distinct names with how often and when last each was recorded, most frequent first. */
+export async function eventNames(em: EntityManager, projectId: string) {
+  const rows = await sql<{ name: string; count: string; last: Date }>(
+    em,
+    `SELECT name, count(*) AS count, max(created_at) AS last FROM events WHERE project_id = ?
+     GROUP BY name ORDER BY count(*) DESC, name`,
+    [projectId],
+  );
+  return rows.map((r) => ({ name: r.name, count: Number(r.count), lastTrackedAt: new Date(r.last).toISOString() }));
+}
+
+export async function eventStats(em: EntityManager, projectId: string) {
+  const [totals] = await sql<{ total: string; day: string; week: string; month: string; names: string; contacts: string }>(
+    em,
+    `SELECT count(*) AS total,
+            count(*) FILTER (WHERE created_at >= now() - interval '1 day') AS day,
+            count(*) FILTER (WHERE created_at >= now() - interval '7 days') AS week,
+            count(*) FILTER (WHERE created_at >= now() - interval '30 days') AS month,
+            count(DISTINCT name) AS names,
+            count(DISTINCT contact_id) AS contacts
+       FROM events WHERE project_id = ?`,
+    [projectId],
+  );
+  const top = await sql<{ name: string; count: string }>(
+    em,
+    `SELECT name, count(*) AS count FROM events WHERE project_id = ? AND created_at >= now() - interval '30 days'
+     GROUP BY name ORDER BY count(*) DESC, name LIMIT 10`,
+    [projectId],
+  );
+  return {
+    totalEvents: Number(totals.total),
+    last24Hours: Number(totals.day),
+    last7Days: Number(totals.week),
+    last30Days: Number(totals.month),
+    uniqueEventNames: Number(totals.names),
+    uniqueContacts: Number(totals.contacts),
+    topEvents: top.map((t) => ({ name: t.name, count: Number(t.count) })),
+  };
+}
+
+/** Where an event name is referenced. Segments and workflows register their references here as they land. */
+export async function eventUsage(_em: EntityManager, _projectId: string, name: string) {
+  return { eventName: name, segments: [] as unknown[], workflows: [] as unknown[], total: 0 };
+}
+
+export async function deleteEventsByName(em: EntityManager, projectId: string, name: string) {
+  if (isReservedEventName(name)) {
+    throw badRequest(`"${name}" is an event the service records itself and cannot be deleted`, 'RESERVED_EVENT');
+  }
+  const [row] = await sql<{ n: number }>(
+    em,
+    `WITH d AS (DELETE FROM events WHERE project_id = ? AND name = ? RETURNING 1) SELECT count(*)::int AS n FROM d`,
+    [projectId, name],
+  );
+  return { eventName: name, deleted: row.n };
+}
