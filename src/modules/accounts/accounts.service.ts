@@ -72,9 +72,12 @@ export async function createProject(em: EntityManager, userId: string, name: str
     publicKey: generateKey('pk_'),
     secretKey: generateKey('sk_'),
   });
-  em.persist(project);
-  em.persist(em.create(ProjectMember, { projectId: project.id, userId, role: 'OWNER' }));
-  await em.flush();
+  // Members reference projects by a plain column, so the project row must exist first.
+  await em.transactional(async (tx) => {
+    tx.persist(project);
+    await tx.flush();
+    tx.persist(tx.create(ProjectMember, { projectId: project.id, userId, role: 'OWNER' }));
+  });
   return toProjectDto(project, 'OWNER');
 }
 

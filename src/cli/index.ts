@@ -1,0 +1,50 @@
+import { parseArgs } from 'node:util';
+
+const USAGE = `Usage:
+  npm run cli -- create-project --email E --password P --name N [--url http://localhost:8080]
+
+create-project signs up (or logs in, if the account exists) through the running service's HTTP API,
+creates a project and prints its keys.`;
+
+async function call(url: string, method: string, path: string, body?: unknown, cookie?: string) {
+  const res = await fetch(url + path, {
+    method,
+    headers: { 'content-type': 'application/json', ...(cookie ? { cookie } : {}) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const json = (await res.json().catch(() => ({}))) as Record<string, any>;
+  return { status: res.status, json, cookie: res.headers.get('set-cookie')?.split(';')[0] };
+}
+
+const describe = (r: { status: number; json: Record<string, any> }) =>
+  `${r.status} ${r.json?.error?.message ?? r.json?.error ?? JSON.stringify(r.json)}`;
+
+async function createProject(args: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args,
+    options: { email: { type: 'string' }, password: { type: 'string' }, name: { type: 'string' }, url: { type: 'string' } },
+  });
+  if (!values.email || !values.password || !values.name) throw new Error(`--email, --password and --name are required\n\n${USAGE}`);
+  const url = (values.url ?? process.env.POSTBOX_URL ?? `http://localhost:${process.env.PORT ?? 8080}`).replace(/\/+$/, '');
+  const credentials = { email: values.email, password: values.password };
+  let session = await call(url, 'POST', '/auth/signup', credentials);
+  if (session.status === 409) session = await call(url, 'POST', '/auth/login', credentials);
+  if (session.status >= 300 || !session.cookie) throw new Error(`could not sign in at ${url}: ${describe(session)}`);
+  const project = await call(url, 'POST', '/users/@me/projects', { name: values.name }, session.cookie);
+  if (project.status !== 201) throw new Error(`could not create the project: ${describe(project)}`);
+  const p = project.json;
+  process.stdout.write(
+    [`Project:    ${p.name} (${p.id})`, `Public key: ${p.publicKey}`, `Secret key: ${p.secretKey}`].join('\n') + '\n',
+  );
+}
+
+async function main(): Promise<void> {
+  const [command, ...rest] = process.argv.slice(2);
+  if (command === 'create-project') return createProject(rest);
+  throw new Error(command ? `unknown command "${command}"\n\n${USAGE}` : USAGE);
+}
+
+main().catch((err) => {
+  process.stderr.write(`${(err as Error).message}\n`);
+  process.exit(1);
+});

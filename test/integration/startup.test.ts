@@ -1,0 +1,142 @@
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import pg from 'pg';
+import { freePort } from '../../src/db/embedded-postgres';
+import { Api } from '../setup/service';
+
+const run = promisify(execFile);
+const ROOT = path.resolve(__dirname, '../..');
+const MAIN = path.join(ROOT, 'dist/src/main.js');
+const CLI = path.join(ROOT, 'dist/src/cli/index.js');
+const MIGRATE = path.join(ROOT, 'dist/src/cli/migrate.js');
+
+beforeAll(() => {
+  if (!fs.existsSync(MAIN)) throw new Error('dist/ is missing: run `npm run build` (npm test does it first)');
+});
+
+/** The environment of a fresh machine: none of the service's settings. */
+function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, LOG_LEVEL: 'info' };
+  return { ...env, ...extra };
+}
+
+function start(args: string[], env: Record<string, string>): { child: ChildProcess; output: () => string } {
+  const child = spawn(process.execPath, [MAIN, ...args], { env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout!.on('data', (d) => (out += d));
+  child.stderr!.on('data', (d) => (out += d));
+  return { child, output: () => out };
+}
+
+async function waitHealthy(api: Api, proc: { child: ChildProcess; output: () => string }): Promise<void> {
+  const deadline = Date.now() + 90_000;
+  while (Date.now() < deadline) {
+    if (proc.child.exitCode !== null) throw new Error(`exited early:\n${proc.output()}`);
+    const res = await api.get('/health').catch(() => undefined);
+    if (res?.status === 200) return;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  throw new Error(`never became healthy:\n${proc.output()}`);
+}
+
+function stop(child: ChildProcess): Promise<number | null> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null) return resolve(child.exitCode);
+    child.once('exit', (code) => resolve(code));
+    child.kill('SIGTERM');
+  });
+}
+
+describe('configuration errors stop start-up with one line naming the variable', () => {
+  test.each([
+    [{ PORT: 'abc' }, /^Invalid configuration: PORT: /],
+    [{ DATABASE_URL: 'mysql://x' }, /^Invalid configuration: DATABASE_URL: /],
+    [{ RATE_LIMIT_PER_MINUTE: '-1' }, /^Invalid configuration: RATE_LIMIT_PER_MINUTE: /],
+    [{ DNS_SERVERS: '1.1.1.1,not a host' }, /^Invalid configuration: DNS_SERVERS: /],
+    [{ LOG_LEVEL: 'loud' }, /^Invalid configuration: LOG_LEVEL: /],
+  ])('%o', async (env, pattern) => {
+    const err = await run(process.execPath, [MAIN], { env: cleanEnv(env as Record<string, string>) }).catch((e) => e);
+    expect(err.code).toBe(1);
+    const lines = String(err.stderr).trim().split('\n');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(pattern);
+  });
+
+  test('an unknown role', async () => {
+    const err = await run(process.execPath, [MAIN, 'sideways'], { env: cleanEnv({}) }).catch((e) => e);
+    expect(err.code).toBe(1);
+    expect(String(err.stderr)).toMatch(/Unknown role "sideways"/);
+  });
+});
+
+test('on a fresh machine: embedded PostgreSQL initialised once and reused; the CLI gets keys; data survives a restart', async () => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'postbox-fresh-'));
+  const port = await freePort();
+  const env = { DATA_DIR: dataDir, PORT: String(port), HOST: '127.0.0.1', TEMPORAL_ADDRESS: process.env.TEMPORAL_ADDRESS ?? '' };
+  const api = new Api(`http://127.0.0.1:${port}`);
+  try {
+    const first = start([], env);
+    await waitHealthy(api, first);
+    expect(first.output()).toMatch(/initialising embedded PostgreSQL/);
+    expect(fs.existsSync(path.join(dataDir, 'postgres', 'PG_VERSION'))).toBe(true);
+    expect(fs.existsSync(path.join(dataDir, 'jwt-secret'))).toBe(true);
+
+    const cli = await run(
+      process.execPath,
+      [CLI, 'create-project', '--email', 'ops@example.com', '--password', 'long enough pw', '--name', 'Scripted', '--url', api.baseUrl],
+      { env: cleanEnv({}) },
+    );
+    const secretKey = /Secret key: (sk_[0-9a-f]{48})/.exec(cli.stdout)?.[1];
+    const publicKey = /Public key: (pk_[0-9a-f]{48})/.exec(cli.stdout)?.[1];
+    expect(secretKey).toBeDefined();
+    expect(publicKey).toBeDefined();
+    // Running it again for the same account logs in and creates a second project.
+    const again = await run(
+      process.execPath,
+      [CLI, 'create-project', '--email', 'ops@example.com', '--password', 'long enough pw', '--name', 'Second', '--url', api.baseUrl],
+      { env: cleanEnv({}) },
+    );
+    expect(again.stdout).toMatch(/Project: +Second/);
+
+    expect((await api.post('/v1/track', { email: 'kept@example.com', event: 'signed_up' }, { key: publicKey })).status).toBe(200);
+    expect((await api.get('/dev/mailbox')).status).toBe(200);
+    expect(await stop(first.child)).toBe(0);
+
+    const second = start([], env);
+    await waitHealthy(api, second);
+    expect(second.output()).not.toMatch(/initialising embedded PostgreSQL/);
+    const list = await api.get('/contacts', { key: secretKey });
+    expect(list.body.data.map((c: { email: string }) => c.email)).toEqual(['kept@example.com']);
+
+    // A second API process on the same DATA_DIR joins the running cluster.
+    const apiPort = await freePort();
+    const apiOnly = start(['api'], { ...env, PORT: String(apiPort) });
+    const api2 = new Api(`http://127.0.0.1:${apiPort}`);
+    await waitHealthy(api2, apiOnly);
+    expect(apiOnly.output()).toMatch(/already running; joining it/);
+    expect((await api2.get('/contacts', { key: secretKey })).body.total).toBe(1);
+    await stop(apiOnly.child);
+    expect(await stop(second.child)).toBe(0);
+  } finally {
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+}, 180_000);
+
+test('npm run migrate applies pending migrations and is a no-op the second time', async () => {
+  const url = new URL(process.env.TEST_PG_TEMPLATE_URL!);
+  const name = `migrate_${Date.now()}`;
+  url.pathname = '/postgres';
+  const admin = new pg.Client({ connectionString: url.toString() });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name} TEMPLATE template0`);
+  await admin.end();
+  url.pathname = `/${name}`;
+  const env = cleanEnv({ DATABASE_URL: url.toString(), LOG_LEVEL: 'warn' });
+  const first = await run(process.execPath, [MIGRATE], { env });
+  expect(first.stdout).toMatch(/^Applied: Migration\d+_foundation/);
+  const second = await run(process.execPath, [MIGRATE], { env });
+  expect(second.stdout.trim()).toBe('Database is up to date');
+});

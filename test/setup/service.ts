@@ -1,0 +1,110 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { Role } from '../../src/config';
+import { loadConfig } from '../../src/config';
+import { createLogger } from '../../src/log';
+import { type Service, startService } from '../../src/main';
+import { createTestDatabase } from './db';
+
+export interface ApiResponse<T = any> {
+  status: number;
+  body: T;
+  headers: Headers;
+}
+
+export interface RequestOptions {
+  body?: unknown;
+  /** Raw request body (sent as is, with JSON content type unless headers say otherwise). */
+  raw?: string | Buffer;
+  key?: string;
+  cookie?: string;
+  headers?: Record<string, string>;
+}
+
+/** A tiny HTTP client for the service under test: real requests over loopback. */
+export class Api {
+  constructor(readonly baseUrl: string) {}
+
+  async request<T = any>(method: string, p: string, opts: RequestOptions = {}): Promise<ApiResponse<T>> {
+    const headers: Record<string, string> = { ...opts.headers };
+    if (opts.key) headers.authorization = `Bearer ${opts.key}`;
+    if (opts.cookie) headers.cookie = opts.cookie;
+    let payload: string | Buffer | undefined;
+    if (opts.raw !== undefined) payload = opts.raw;
+    else if (opts.body !== undefined) payload = JSON.stringify(opts.body);
+    if (payload !== undefined && !Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) {
+      headers['content-type'] = 'application/json';
+    }
+    const res = await fetch(this.baseUrl + p, { method, headers, body: payload });
+    const text = await res.text();
+    let body: any = text;
+    try {
+      body = text ? JSON.parse(text) : undefined;
+    } catch {
+      /* not JSON */
+    }
+    return { status: res.status, body, headers: res.headers };
+  }
+
+  get = <T = any>(p: string, o?: RequestOptions) => this.request<T>('GET', p, o);
+  post = <T = any>(p: string, body?: unknown, o?: RequestOptions) => this.request<T>('POST', p, { ...o, body });
+  patch = <T = any>(p: string, body?: unknown, o?: RequestOptions) => this.request<T>('PATCH', p, { ...o, body });
+  put = <T = any>(p: string, body?: unknown, o?: RequestOptions) => this.request<T>('PUT', p, { ...o, body });
+  delete = <T = any>(p: string, o?: RequestOptions) => this.request<T>('DELETE', p, o);
+}
+
+export interface TestService extends Service {
+  api: Api;
+  dataDir: string;
+  env: Record<string, string>;
+}
+
+/**
+ * Starts the real service in this process on a fresh database (cloned from the migrated template),
+ * a random port, and the built-in capture SMTP server unless SMTP_URL is given.
+ */
+export async function startTestService(env: Record<string, string> = {}, role: Role = 'all'): Promise<TestService> {
+  const databaseUrl = env.DATABASE_URL ?? (await createTestDatabase());
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'postbox-svc-'));
+  const fullEnv = {
+    DATABASE_URL: databaseUrl,
+    DATA_DIR: dataDir,
+    PORT: '0',
+    HOST: '127.0.0.1',
+    LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+    DATABASE_POOL_MAX: '5',
+    ...env,
+  };
+  const config = loadConfig(fullEnv);
+  const service = await startService(role, config, createLogger(config.LOG_LEVEL));
+  return {
+    ...service,
+    api: new Api(service.url ?? ''),
+    dataDir,
+    env: fullEnv,
+    stop: async () => {
+      await service.stop();
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+export interface Account {
+  cookie: string;
+  user: { id: string; email: string };
+  project: { id: string; name: string; publicKey: string; secretKey: string };
+}
+
+let counter = 0;
+
+/** Signs a new user up and creates a project: the way a real user gets keys. */
+export async function createAccount(api: Api, name = 'Test project'): Promise<Account> {
+  const email = `owner${++counter}-${Date.now()}@example.com`;
+  const signup = await api.post('/auth/signup', { email, password: 'correct horse battery' });
+  if (signup.status !== 201) throw new Error(`signup failed: ${signup.status} ${JSON.stringify(signup.body)}`);
+  const cookie = (signup.headers.get('set-cookie') ?? '').split(';')[0];
+  const project = await api.post('/users/@me/projects', { name }, { cookie });
+  if (project.status !== 201) throw new Error(`project failed: ${project.status} ${JSON.stringify(project.body)}`);
+  return { cookie, user: signup.body, project: project.body };
+}

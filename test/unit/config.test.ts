@@ -1,0 +1,41 @@
+import path from 'node:path';
+import { ConfigError, loadConfig } from '../../src/config';
+
+test('defaults', () => {
+  const c = loadConfig({});
+  expect(c).toMatchObject({
+    PORT: 8080,
+    TEMPORAL_NAMESPACE: 'default',
+    TEMPORAL_DEV_SERVER_PORT: 7233,
+    IDEMPOTENCY_TTL_HOURS: 24,
+    RATE_LIMIT_PER_MINUTE: 1000,
+    DISABLE_SIGNUP: false,
+    DNS_SERVERS: [],
+    publicUrl: 'http://localhost:8080',
+    dataDir: path.resolve('./.data'),
+  });
+});
+
+test('PUBLIC_URL follows PORT unless set, and loses a trailing slash', () => {
+  expect(loadConfig({ PORT: '9000' }).publicUrl).toBe('http://localhost:9000');
+  expect(loadConfig({ PUBLIC_URL: 'https://mail.example.com/' }).publicUrl).toBe('https://mail.example.com');
+});
+
+test('DNS_SERVERS is a comma-separated host[:port] list', () => {
+  expect(loadConfig({ DNS_SERVERS: '1.1.1.1, 127.0.0.1:5353' }).DNS_SERVERS).toEqual(['1.1.1.1', '127.0.0.1:5353']);
+});
+
+test('empty values count as unset', () => {
+  expect(loadConfig({ PORT: '', DATABASE_URL: '' }).PORT).toBe(8080);
+});
+
+test.each([
+  ['PORT', '70000'],
+  ['SMTP_URL', 'http://nope'],
+  ['DISABLE_SIGNUP', 'maybe'],
+  ['JWT_SECRET', 'short'],
+  ['IDEMPOTENCY_TTL_HOURS', '0'],
+])('invalid %s names the variable', (name, value) => {
+  expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
+  expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(`^Invalid configuration: ${name}: `));
+});
