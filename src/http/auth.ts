@@ -1,6 +1,7 @@
 import type { Context, Next } from 'koa';
 import jwt from 'jsonwebtoken';
 import { sql } from '../db/orm';
+import type { ProjectKeyCache } from '../modules/accounts/project-keys';
 import { forbidden, unauthorized } from './errors';
 
 export type KeyKind = 'public' | 'secret';
@@ -14,7 +15,7 @@ function bearer(ctx: Context): string | undefined {
 }
 
 /** `pk_` keys work only where `kind` is public, `sk_` keys only where it is secret. */
-export function apiKey(kind: KeyKind) {
+export function apiKey(kind: KeyKind, keys: ProjectKeyCache) {
   return async (ctx: Context, next: Next): Promise<void> => {
     const key = bearer(ctx);
     if (!key) throw unauthorized('Missing API key: send "Authorization: Bearer <key>"');
@@ -28,17 +29,12 @@ export function apiKey(kind: KeyKind) {
         'INVALID_API_KEY',
       );
     }
-    const column = kind === 'public' ? 'public_key' : 'secret_key';
-    const [project] = await sql<{ id: string; disabled: boolean; disabled_reason: string | null }>(
-      ctx.state.em,
-      `SELECT id, disabled, disabled_reason FROM projects WHERE ${column} = ?`,
-      [key],
-    );
-    if (!project) throw unauthorized('Invalid API key', 'INVALID_API_KEY');
-    if (project.disabled) {
-      throw forbidden(`Project is disabled${project.disabled_reason ? `: ${project.disabled_reason}` : ''}`, 'PROJECT_DISABLED');
+    const owner = await keys.lookup(ctx.state.em, kind, key);
+    if (!owner) throw unauthorized('Invalid API key', 'INVALID_API_KEY');
+    if (owner.disabled) {
+      throw forbidden(`Project is disabled${owner.disabledReason ? `: ${owner.disabledReason}` : ''}`, 'PROJECT_DISABLED');
     }
-    ctx.state.project = { id: project.id, keyKind: kind };
+    ctx.state.project = { id: owner.projectId, keyKind: kind };
     await next();
   };
 }

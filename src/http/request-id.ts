@@ -3,12 +3,15 @@ import type { Context, Next } from 'koa';
 import type { Logger } from 'pino';
 
 const SAFE_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+// A random per-process prefix and a counter: unique without drawing randomness on every request.
+const PREFIX = `req_${crypto.randomBytes(6).toString('hex')}`;
+let sequence = 0;
 
 /** Gives every request an id (the caller's X-Request-Id when sane), a child logger and one access-log line. */
 export function requestId(log: Logger) {
   return async (ctx: Context, next: Next): Promise<void> => {
     const incoming = ctx.get('x-request-id');
-    const id = SAFE_ID.test(incoming) ? incoming : `req_${crypto.randomBytes(12).toString('hex')}`;
+    const id = SAFE_ID.test(incoming) ? incoming : `${PREFIX}${(++sequence).toString(36).padStart(6, '0')}`;
     ctx.state.requestId = id;
     ctx.state.log = log.child({ requestId: id });
     ctx.set('X-Request-Id', id);

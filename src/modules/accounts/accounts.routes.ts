@@ -21,6 +21,8 @@ import {
 export interface AccountSettings {
   jwtSecret: string;
   disableSignup: boolean;
+  /** Called after a project's keys or status changed, before the response. */
+  projectChanged(projectId: string): void;
 }
 
 export function accountRoutes(router: Router, g: Guards, settings: AccountSettings): void {
@@ -74,5 +76,6 @@ export function accountRoutes(router: Router, g: Guards, settings: AccountSettin
     const role = await membership(ctx.state.em, ctx.state.user!.id, id);
     requireRole(role, ['OWNER', 'ADMIN'], 'rotate API keys');
     ctx.body = await regenerateKeys(ctx.state.em, id, role);
+    settings.projectChanged(id);
   });
 }

@@ -102,7 +102,7 @@ export async function updateProject(em: EntityManager, projectId: string, patch:
   return toProjectDto(project, role);
 }
 
-/** Both keys at once; the old ones stop working as soon as this commits. */
+/** Both keys at once; every API process drops the old ones when this commits (projects trigger). */
 export async function regenerateKeys(em: EntityManager, projectId: string, role: Role) {
   const project = await em.findOneOrFail(Project, { id: projectId });
   project.publicKey = generateKey('pk_');
