@@ -48,15 +48,18 @@ export class TestDnsServer {
           response.header.rcode = 3;
           return send(response);
         }
-        const type = Object.keys(Packet.TYPE).find((k) => Packet.TYPE[k] === question.type) as keyof ZoneRecords;
+        const types = Packet.TYPE as Record<string, number>;
+        const type = Object.keys(types).find((k) => types[k] === question.type) as keyof ZoneRecords;
+        // dns2's typings want encoded Resource objects; plain records are what its encoder takes.
+        const answers = response.answers as unknown[];
         const base = { name: question.name, type: question.type, class: Packet.CLASS.IN, ttl: 60 };
         for (const value of (records[type] ?? []) as any[]) {
-          if (type === 'A' || type === 'AAAA') response.answers.push({ ...base, address: value });
-          if (type === 'MX') response.answers.push({ ...base, exchange: value.exchange, priority: value.priority });
+          if (type === 'A' || type === 'AAAA') answers.push({ ...base, address: value });
+          if (type === 'MX') answers.push({ ...base, exchange: value.exchange, priority: value.priority });
           // Long values are split into 255-byte strings, as real servers publish DKIM keys.
-          if (type === 'TXT') response.answers.push({ ...base, data: String(value).match(/.{1,255}/g) ?? [''] });
-          if (type === 'NS') response.answers.push({ ...base, ns: value });
-          if (type === 'CNAME') response.answers.push({ ...base, domain: value });
+          if (type === 'TXT') answers.push({ ...base, data: String(value).match(/.{1,255}/g) ?? [''] });
+          if (type === 'NS') answers.push({ ...base, ns: value });
+          if (type === 'CNAME') answers.push({ ...base, domain: value });
         }
         send(response);
       },
