@@ -1,0 +1,145 @@
+/**
+ * A Temporal-compatible development server: the real Temporal SDK (client and worker) talks to it
+ * over gRPC as it would to a Temporal cluster. In memory for tests, or durable in PostgreSQL, with
+ * optional time skipping (Temporal's test-server semantics) for tests of long-sleeping workflows.
+ */
+import * as grpc from '@grpc/grpc-js';
+import pino from 'pino';
+import { ActivityTasks } from './engine/activity-tasks';
+import { Engine } from './engine/engine';
+import { HistoryReader } from './engine/history-reader';
+import { newNamespace, type NamespaceRecord } from './engine/namespaces';
+import { TimerQueue } from './engine/timer-queue';
+import { VisibilityService } from './engine/visibility-service';
+import { WorkflowOperations } from './engine/workflow-operations';
+import { WorkflowTasks } from './engine/workflow-tasks';
+import { PostgresStore } from './persistence/postgres-store';
+import type { Store } from './persistence/store';
+import { addService } from './rpc/grpc-server';
+import { healthHandlers, operatorServiceHandlers, testServiceHandlers } from './rpc/operator-and-test-services';
+import { workflowServiceHandlers } from './rpc/workflow-service';
+
+export interface DevServerOptions {
+  /** Default 127.0.0.1. */
+  host?: string;
+  /** 0 (default) picks a free port. */
+  port?: number;
+  persistence?: { kind: 'memory' } | { kind: 'postgres'; url: string; schema?: string };
+  /** Temporal test-server semantics: time jumps to the next deadline whenever nothing is in flight. */
+  timeSkipping?: boolean;
+  log?: pino.Logger;
+  /** Namespaces to create if missing; `default` always exists. */
+  namespaces?: string[];
+  /**
+   * Closed runs kept in memory. In memory mode older ones are forgotten (like retention, but
+   * sooner); in durable mode they stay in PostgreSQL. Default 5000 (memory) / 500 (durable).
+   */
+  maxClosedInMemory?: number;
+}
+
+export interface DevServer {
+  /** host:port to give to `Connection.connect({ address })` / `NativeConnection.connect`. */
+  address: string;
+  port: number;
+  stop(): Promise<void>;
+}
+
+const RETENTION_SWEEP_MS = 60_000;
+const MAX_MESSAGE_BYTES = 128 * 1024 * 1024;
+
+export async function startDevServer(opts: DevServerOptions = {}): Promise<DevServer> {
+  const host = opts.host ?? '127.0.0.1';
+  const log = (opts.log ?? pino({ level: 'warn' })).child({ component: 'temporal-devserver' });
+  const persistence = opts.persistence ?? { kind: 'memory' };
+  const store: Store | undefined =
+    persistence.kind === 'postgres' ? await PostgresStore.open(persistence.url, persistence.schema ?? 'temporal_dev', log) : undefined;
+
+  try {
+    const namespaces: NamespaceRecord[] = store ? await store.loadNamespaces() : [];
+    for (const name of new Set(['default', ...(opts.namespaces ?? [])])) {
+      if (namespaces.some((n) => n.name === name)) continue;
+      const ns = newNamespace(name);
+      namespaces.push(ns);
+      await store?.saveNamespace(ns);
+    }
+
+    // The timer queue asks the engine what is in flight; the engine is created right after.
+    let engine: Engine | undefined;
+    const timers = new TimerQueue(!!opts.timeSkipping, () => engine?.inFlight() ?? 0);
+    engine = new Engine({
+      timers,
+      store,
+      log,
+      namespaces,
+      maxClosedInMemory: opts.maxClosedInMemory ?? (store ? 500 : 5000),
+    });
+    const workflowTasks = new WorkflowTasks(engine);
+    const activityTasks = new ActivityTasks(engine);
+    engine.dispatchTask = (exec, task) =>
+      task.kind === 'workflow' ? workflowTasks.enqueue(exec, task.seq) : activityTasks.enqueue(exec, task.rec, task.attempt);
+    const resumed = await engine.resumeFromStore();
+    if (resumed) log.info({ runs: resumed }, 'resumed open workflow runs from PostgreSQL');
+
+    const saveNamespace = async (ns: NamespaceRecord) => {
+      await store?.saveNamespace(ns);
+    };
+    const server = new grpc.Server({
+      'grpc.max_receive_message_length': MAX_MESSAGE_BYTES,
+      'grpc.max_send_message_length': MAX_MESSAGE_BYTES,
+    });
+    addService(
+      server,
+      'temporal.api.workflowservice.v1.WorkflowService',
+      workflowServiceHandlers({
+        engine,
+        ops: new WorkflowOperations(engine),
+        workflowTasks,
+        activityTasks,
+        history: new HistoryReader(engine),
+        visibility: new VisibilityService(engine),
+        saveNamespace,
+      }),
+      log,
+    );
+    addService(server, 'temporal.api.operatorservice.v1.OperatorService', operatorServiceHandlers(engine, saveNamespace), log);
+    addService(server, 'grpc.health.v1.Health', healthHandlers(), log);
+    if (opts.timeSkipping) addService(server, 'temporal.api.testservice.v1.TestService', testServiceHandlers(timers), log);
+
+    const port = await new Promise<number>((resolve, reject) =>
+      server.bindAsync(`${host}:${opts.port ?? 0}`, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+    );
+
+    const sweep = setInterval(() => {
+      engine!.enforceRetention().catch((err) => log.warn({ err }, 'retention sweep failed'));
+    }, RETENTION_SWEEP_MS);
+    sweep.unref();
+
+    const address = `${host.includes(':') ? `[${host}]` : host}:${port}`;
+    log.info({ address, durable: !!store, timeSkipping: !!opts.timeSkipping }, 'Temporal dev server listening');
+    let stopped: Promise<void> | undefined;
+    return {
+      address,
+      port,
+      stop: () =>
+        (stopped ??= (async () => {
+          clearInterval(sweep);
+          engine!.stop();
+          timers.stop();
+          await new Promise<void>((resolve) => {
+            const force = setTimeout(() => {
+              server.forceShutdown();
+              resolve();
+            }, 2000);
+            server.tryShutdown(() => {
+              clearTimeout(force);
+              resolve();
+            });
+          });
+          await store?.close();
+        })()),
+    };
+  } catch (err) {
+    await store?.close();
+    throw err;
+  }
+}

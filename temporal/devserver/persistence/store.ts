@@ -1,0 +1,59 @@
+/**
+ * What durable persistence must provide. The engine keeps every open run in memory and writes
+ * each operation's changes as one batch; a store makes the batch durable (in order) before the
+ * operation answers, and serves closed runs and visibility queries back.
+ *
+ * In memory mode there is no store at all: the engine is the only copy.
+ */
+import type { NamespaceRecord } from '../engine/namespaces';
+import type { ExecutionRecord } from '../engine/state';
+import type { VisibilityQuery } from '../visibility/query';
+import type { VisibilityRow } from '../visibility/row';
+
+export interface ExecutionWrite {
+  /** JSON of the ExecutionRecord as of the end of the operation. */
+  state: string;
+  row: VisibilityRow;
+  startRequestId: string;
+  /** Events appended by the operation, the first with id `firstEventId`. */
+  firstEventId: number;
+  events: Buffer[];
+}
+
+export interface CommitBatch {
+  executions: ExecutionWrite[];
+  /** workflow id -> run id pointers that moved to a new run. */
+  currentRuns: { namespace: string; workflowId: string; runId: string }[];
+}
+
+export interface PersistedExecution {
+  record: ExecutionRecord;
+  history: Buffer[];
+}
+
+export interface CurrentRunInfo {
+  runId: string;
+  status: number;
+  startRequestId: string;
+}
+
+export interface ListPage {
+  records: ExecutionRecord[];
+  nextOffset?: number;
+}
+
+export interface Store {
+  /** Resolves once the batch is durable; batches become durable in the order they were given. */
+  commit(batch: CommitBatch): Promise<void>;
+  loadNamespaces(): Promise<NamespaceRecord[]>;
+  saveNamespace(ns: NamespaceRecord): Promise<void>;
+  /** Every run still open, with its full history: the working set after a restart. */
+  loadOpenExecutions(): Promise<PersistedExecution[]>;
+  loadExecution(namespace: string, runId: string): Promise<PersistedExecution | undefined>;
+  currentRun(namespace: string, workflowId: string): Promise<CurrentRunInfo | undefined>;
+  list(namespace: string, query: VisibilityQuery, offset: number, limit: number): Promise<ListPage>;
+  count(namespace: string, query: VisibilityQuery): Promise<number>;
+  /** Deletes runs of `namespace` closed before `cutoff` (retention); returns how many. */
+  deleteClosedBefore(namespace: string, cutoff: number): Promise<number>;
+  close(): Promise<void>;
+}
