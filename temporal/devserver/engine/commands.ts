@@ -279,7 +279,7 @@ export class WorkflowTaskCompletion {
           workflowTaskCompletedEventId: completedId,
           searchAttributes: sa ?? undefined,
         });
-        exec.upsertSearchAttributes(sa);
+        exec.upsertSearchAttributes({ indexedFields: this.engine.namespaces.withTypes(this.engine.namespaces.get(s.namespace), sa?.indexedFields) });
         break;
       }
       case CT.COMMAND_TYPE_MODIFY_WORKFLOW_PROPERTIES: {

@@ -314,7 +314,7 @@ export class Engine implements ExecutionHost {
     let wftTimeoutMs = p.workflowTaskTimeoutMs || DEFAULT_WORKFLOW_TASK_TIMEOUT_MS;
     wftTimeoutMs = Math.min(wftTimeoutMs, MAX_WORKFLOW_TASK_TIMEOUT_MS, runTimeoutMs || Infinity);
     const memo = mergePayloadMap(undefined, p.memo?.fields);
-    const searchAttributes = mergePayloadMap(undefined, p.searchAttributes?.indexedFields);
+    const searchAttributes = mergePayloadMap(undefined, this.namespaces.withTypes(p.namespace, p.searchAttributes?.indexedFields));
     const executionExpiresAt = p.executionExpiresAt ?? (p.executionTimeoutMs ? executionTime + p.executionTimeoutMs : undefined);
     const record: ExecutionRecord = {
       v: STATE_VERSION,

@@ -3,7 +3,7 @@
  * a few Custom* attributes; we do the same, and keep what is registered later in the store.
  */
 import crypto from 'node:crypto';
-import { enums } from '../proto';
+import { enums, type IPayload } from '../proto';
 import { invalidArgument, namespaceAlreadyExists, namespaceNotFound } from '../rpc/errors';
 
 const IVT = enums.IndexedValueType;
@@ -64,6 +64,16 @@ const DEV_SERVER_CUSTOM_ATTRIBUTES: Record<string, number> = {
   CustomDatetimeField: IVT.INDEXED_VALUE_TYPE_DATETIME,
   CustomDoubleField: IVT.INDEXED_VALUE_TYPE_DOUBLE,
   CustomBoolField: IVT.INDEXED_VALUE_TYPE_BOOL,
+};
+
+const TYPE_NAMES: Record<number, string> = {
+  [IVT.INDEXED_VALUE_TYPE_TEXT]: 'Text',
+  [IVT.INDEXED_VALUE_TYPE_KEYWORD]: 'Keyword',
+  [IVT.INDEXED_VALUE_TYPE_INT]: 'Int',
+  [IVT.INDEXED_VALUE_TYPE_DOUBLE]: 'Double',
+  [IVT.INDEXED_VALUE_TYPE_BOOL]: 'Bool',
+  [IVT.INDEXED_VALUE_TYPE_DATETIME]: 'Datetime',
+  [IVT.INDEXED_VALUE_TYPE_KEYWORD_LIST]: 'KeywordList',
 };
 
 export function newNamespace(name: string, retentionMs = DEFAULT_RETENTION_MS): NamespaceRecord {
@@ -129,6 +139,22 @@ export class NamespaceRegistry {
       if (ns.searchAttributes[name] === undefined) throw invalidArgument(`Search attribute ${name} doesn't exist.`);
     }
     for (const name of names) delete ns.searchAttributes[name];
+  }
+
+  /**
+   * Search attribute payloads with their registered type in the `type` metadata, as the real
+   * server stores them: SDKs decode typed search attributes only from payloads that carry it.
+   */
+  withTypes(ns: NamespaceRecord, fields: Record<string, IPayload> | null | undefined): Record<string, IPayload> | undefined {
+    if (!fields) return undefined;
+    const out: Record<string, IPayload> = {};
+    for (const [name, payload] of Object.entries(fields)) {
+      const type = this.attributeType(ns, name);
+      const metadata = { ...(payload.metadata ?? {}) };
+      if (type !== undefined && !metadata.type) metadata.type = Buffer.from(TYPE_NAMES[type] ?? 'Keyword');
+      out[name] = { ...payload, metadata };
+    }
+    return out;
   }
 
   /** Rejects upserts and starts naming attributes the namespace does not know, like the real server. */

@@ -1,0 +1,3 @@
+import { conformanceSuite } from './conformance';
+
+conformanceSuite('dev server, in memory');

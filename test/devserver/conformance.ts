@@ -1,0 +1,555 @@
+/**
+ * The conformance suite: what the real SDK (client and worker) observes of the server, RPC family
+ * by RPC family. Test files run it against differently configured servers (memory, durable,
+ * uncached worker) or, with TEMPORAL_ADDRESS, against a real Temporal for comparison.
+ */
+import { status } from '@grpc/grpc-js';
+import Long from 'long';
+import {
+  WorkflowExecutionAlreadyStartedError,
+  WorkflowFailedError,
+  WorkflowNotFoundError,
+  type WorkflowHandle,
+} from '@temporalio/client';
+import { CancelledFailure, defineSearchAttributeKey, SearchAttributeType, TerminatedFailure } from '@temporalio/common';
+import { temporal } from '@temporalio/proto';
+import { Worker, type WorkerOptions, type WorkflowBundle } from '@temporalio/worker';
+import type { DevServerOptions } from '../../temporal/devserver';
+import * as workflows from './fixtures/workflows';
+import { bundleWorkflows, eventually, registerSearchAttributes, TestEnv, uid } from './helpers/env';
+
+const enums = temporal.api.enums.v1;
+const ProjectId = defineSearchAttributeKey('ProjectId', SearchAttributeType.KEYWORD);
+const CampaignId = defineSearchAttributeKey('CampaignId', SearchAttributeType.KEYWORD);
+
+export interface ConformanceOptions {
+  server?: () => Promise<DevServerOptions> | DevServerOptions;
+  worker?: Partial<WorkerOptions>;
+  /** Run only the parts that matter for this configuration (keeps the whole suite quick). */
+  only?: Array<'system' | 'start' | 'commands' | 'activities' | 'children' | 'queries' | 'visibility' | 'history'>;
+}
+
+export function conformanceSuite(title: string, options: ConformanceOptions = {}): void {
+  const part = (name: NonNullable<ConformanceOptions['only']>[number]) => (options.only && !options.only.includes(name) ? describe.skip : describe);
+
+  describe(title, () => {
+    let bundle: WorkflowBundle;
+    let env: TestEnv;
+    // Loosely typed on purpose: tests pass start options of every kind through here.
+    const start = (fn: (...args: any[]) => Promise<any>, args: unknown[], extra: Record<string, unknown> = {}) => // eslint-disable-line @typescript-eslint/no-explicit-any
+      env.client.workflow.start(fn, { taskQueue: env.taskQueue, workflowId: uid(fn.name), args, ...extra } as never);
+
+    beforeAll(async () => {
+      bundle = await bundleWorkflows();
+      env = await TestEnv.create({ bundle, server: await options.server?.(), worker: options.worker });
+      await registerSearchAttributes(env.connection, env.namespace);
+      await env.startWorker();
+    });
+
+    afterAll(async () => {
+      // Every history this suite produced must replay without nondeterminism.
+      let t = Date.now();
+      const histories = await env.closedHistories();
+      if (process.env.TEST_TIMING) console.log('histories', histories.length, Date.now() - t);
+      t = Date.now();
+      const failures: string[] = [];
+      for await (const r of Worker.runReplayHistories({ workflowBundle: bundle, replayName: title }, histories)) {
+        if (r.error) failures.push(`${r.workflowId}: ${r.error.message}`);
+      }
+      if (process.env.TEST_TIMING) console.log('replay', Date.now() - t);
+      t = Date.now();
+      await env.teardown();
+      if (process.env.TEST_TIMING) console.log('teardown', Date.now() - t);
+      expect(histories.length).toBeGreaterThan(0);
+      expect(failures).toEqual([]);
+    });
+
+    part('system')('system and namespaces', () => {
+      test('GetSystemInfo advertises what the SDK checks', async () => {
+        const info = await env.connection.workflowService.getSystemInfo({});
+        expect(info.capabilities).toMatchObject({ sdkMetadata: true, signalAndQueryHeader: true, internalErrorDifferentiation: true, upsertMemo: true });
+      });
+
+      test('namespaces: describe default, register, list, unknown is NOT_FOUND', async () => {
+        const ws = env.connection.workflowService;
+        const d = await ws.describeNamespace({ namespace: env.namespace });
+        expect(d.namespaceInfo?.name).toBe(env.namespace);
+        expect(d.namespaceInfo?.state).toBe(enums.NamespaceState.NAMESPACE_STATE_REGISTERED);
+        const name = uid('ns');
+        await ws.registerNamespace({ namespace: name, workflowExecutionRetentionPeriod: { seconds: Long.fromNumber(86400) } });
+        await eventually(async () => {
+          const list = await ws.listNamespaces({});
+          expect(list.namespaces.map((n) => n.namespaceInfo?.name)).toContain(name);
+        });
+        await expect(ws.describeNamespace({ namespace: uid('missing') })).rejects.toMatchObject({ code: status.NOT_FOUND });
+        const cluster = await ws.getClusterInfo({});
+        expect(cluster.serverVersion).toBeTruthy();
+      });
+    });
+
+    part('start')('starting and addressing workflows', () => {
+      test('start, result and describe', async () => {
+        const handle = await start(workflows.echoWorkflow, ['hello']);
+        expect(await handle.result()).toBe('hello');
+        const d = await handle.describe();
+        expect(d.status.name).toBe('COMPLETED');
+        expect(d.type).toBe('echoWorkflow');
+        expect(d.taskQueue).toBe(env.taskQueue);
+        expect(d.historyLength).toBeGreaterThan(5);
+        expect(d.closeTime).toBeInstanceOf(Date);
+      });
+
+      test('duplicate start fails with WorkflowExecutionAlreadyStartedError', async () => {
+        const handle = await start(workflows.waitForSignal, []);
+        await expect(env.client.workflow.start(workflows.waitForSignal, { taskQueue: env.taskQueue, workflowId: handle.workflowId })).rejects.toBeInstanceOf(
+          WorkflowExecutionAlreadyStartedError,
+        );
+        await handle.terminate('done');
+      });
+
+      test('id conflict policies: USE_EXISTING returns the running run, TERMINATE_EXISTING replaces it', async () => {
+        const first = await start(workflows.waitForSignal, []);
+        const same = await env.client.workflow.start(workflows.waitForSignal, {
+          taskQueue: env.taskQueue,
+          workflowId: first.workflowId,
+          workflowIdConflictPolicy: 'USE_EXISTING',
+        });
+        expect(same.firstExecutionRunId).toBe(first.firstExecutionRunId);
+        const replaced = await env.client.workflow.start(workflows.waitForSignal, {
+          taskQueue: env.taskQueue,
+          workflowId: first.workflowId,
+          workflowIdConflictPolicy: 'TERMINATE_EXISTING',
+        });
+        expect(replaced.firstExecutionRunId).not.toBe(first.firstExecutionRunId);
+        expect((await env.client.workflow.getHandle(first.workflowId, first.firstExecutionRunId).describe()).status.name).toBe('TERMINATED');
+        await replaced.terminate('done');
+      });
+
+      test('id reuse policies after the run closed', async () => {
+        const completed = await start(workflows.echoWorkflow, ['x']);
+        await completed.result();
+        const again = (policy: 'REJECT_DUPLICATE' | 'ALLOW_DUPLICATE_FAILED_ONLY' | 'ALLOW_DUPLICATE', id: string) =>
+          env.client.workflow.start(workflows.echoWorkflow, { taskQueue: env.taskQueue, workflowId: id, args: ['y'], workflowIdReusePolicy: policy });
+        await expect(again('REJECT_DUPLICATE', completed.workflowId)).rejects.toBeInstanceOf(WorkflowExecutionAlreadyStartedError);
+        await expect(again('ALLOW_DUPLICATE_FAILED_ONLY', completed.workflowId)).rejects.toBeInstanceOf(WorkflowExecutionAlreadyStartedError);
+        expect(await (await again('ALLOW_DUPLICATE', completed.workflowId)).result()).toBe('y');
+
+        const failed = await start(workflows.failingWorkflow, []);
+        await expect(failed.result()).rejects.toBeInstanceOf(WorkflowFailedError);
+        const retried = await env.client.workflow.start(workflows.echoWorkflow, {
+          taskQueue: env.taskQueue,
+          workflowId: failed.workflowId,
+          args: ['after failure'],
+          workflowIdReusePolicy: 'ALLOW_DUPLICATE_FAILED_ONLY',
+        });
+        expect(await retried.result()).toBe('after failure');
+      });
+
+      test('a repeated start request id returns the same run', async () => {
+        const ws = env.connection.workflowService;
+        const workflowId = uid('dedupe');
+        const req = {
+          namespace: env.namespace,
+          workflowId,
+          workflowType: { name: 'waitForSignal' },
+          taskQueue: { name: env.taskQueue },
+          requestId: uid('request'),
+          identity: 'conformance',
+        };
+        const a = await ws.startWorkflowExecution(req);
+        const b = await ws.startWorkflowExecution(req);
+        expect(b.runId).toBe(a.runId);
+        await env.client.workflow.getHandle(workflowId).terminate('done');
+      });
+
+      test('start delay postpones the first workflow task', async () => {
+        const handle = await start(workflows.echoWorkflow, ['late'], { startDelay: '1500ms' });
+        const d = await handle.describe();
+        expect(d.executionTime!.getTime() - d.startTime.getTime()).toBeGreaterThanOrEqual(1400);
+        expect(await handle.result()).toBe('late');
+        const history = await handle.fetchHistory();
+        const started = history.events!.find((e) => e.workflowTaskStartedEventAttributes)!;
+        const startTime = Number(history.events![0].eventTime!.seconds) * 1000;
+        expect(Number(started.eventTime!.seconds) * 1000 - startTime).toBeGreaterThanOrEqual(1000);
+      });
+
+      test('memo and search attributes given at start are visible', async () => {
+        const projectId = uid('project');
+        const handle = await start(workflows.waitForSignal, [], {
+          memo: { owner: 'conformance', n: 3 },
+          typedSearchAttributes: [{ key: ProjectId, value: projectId }],
+        });
+        const d = await handle.describe();
+        expect(d.memo).toEqual({ owner: 'conformance', n: 3 });
+        expect(d.typedSearchAttributes.get(ProjectId)).toBe(projectId);
+        await handle.signal(workflows.unblock, 'test');
+        await handle.result();
+      });
+
+      test('signals arrive in order; signal to a closed workflow is NOT_FOUND', async () => {
+        const handle = await start(workflows.collectSignals, [3]);
+        for (const v of ['a', 'b', 'c']) await handle.signal(workflows.unblock, v);
+        expect(await handle.result()).toEqual(['a', 'b', 'c']);
+        await expect(handle.signal(workflows.unblock, 'late')).rejects.toBeInstanceOf(WorkflowNotFoundError);
+      });
+
+      test('signalWithStart starts a workflow, then signals the running one', async () => {
+        const workflowId = uid('sws');
+        const first = await env.client.workflow.signalWithStart(workflows.collectSignals, {
+          taskQueue: env.taskQueue,
+          workflowId,
+          args: [2],
+          signal: workflows.unblock,
+          signalArgs: ['one'],
+        });
+        const second = await env.client.workflow.signalWithStart(workflows.collectSignals, {
+          taskQueue: env.taskQueue,
+          workflowId,
+          args: [2],
+          signal: workflows.unblock,
+          signalArgs: ['two'],
+        });
+        expect(second.signaledRunId).toBe(first.signaledRunId);
+        expect(await first.result()).toEqual(['one', 'two']);
+      });
+
+      test('cancellation runs cleanup and ends the run as canceled', async () => {
+        const handle = await start(workflows.cancellable, []);
+        await eventually(async () => expect((await handle.describe()).historyLength).toBeGreaterThan(3));
+        await handle.cancel();
+        const err = await handle.result().catch((e) => e);
+        expect(err).toBeInstanceOf(WorkflowFailedError);
+        expect(err.cause).toBeInstanceOf(CancelledFailure);
+        expect((await handle.describe()).status.name).toBe('CANCELLED');
+        const events = (await handle.fetchHistory()).events!;
+        expect(events.some((e) => e.activityTaskCompletedEventAttributes)).toBe(true);
+      });
+
+      test('terminate closes the run; the result reports it', async () => {
+        const handle = await start(workflows.waitForSignal, []);
+        await handle.terminate('because');
+        const err = await handle.result().catch((e) => e);
+        expect(err).toBeInstanceOf(WorkflowFailedError);
+        expect(err.cause).toBeInstanceOf(TerminatedFailure);
+        expect((await handle.describe()).status.name).toBe('TERMINATED');
+        await expect(handle.terminate('again')).rejects.toBeInstanceOf(WorkflowNotFoundError);
+      });
+
+      test('unknown workflow ids are NOT_FOUND', async () => {
+        const handle = env.client.workflow.getHandle(uid('missing'));
+        await expect(handle.describe()).rejects.toBeInstanceOf(WorkflowNotFoundError);
+        await expect(handle.signal(workflows.unblock, 'x')).rejects.toBeInstanceOf(WorkflowNotFoundError);
+      });
+
+      test('describe of a running workflow shows pending work', async () => {
+        const handle = await start(workflows.activityScenario, ['async-complete']);
+        const d = await eventually(async () => {
+          const desc = await handle.describe();
+          const pending = desc.raw.pendingActivities ?? [];
+          expect(pending).toHaveLength(1);
+          return desc;
+        });
+        expect(d.status.name).toBe('RUNNING');
+        expect(d.raw.pendingActivities![0].activityType?.name).toBe('completeLater');
+        const c = await eventually(async () => {
+          const found = env.asyncCompletions.find((a) => a.workflowId === handle.workflowId);
+          if (!found) throw new Error('not yet');
+          return found;
+        });
+        await env.client.activity.complete(c.taskToken, 'completed asynchronously');
+        expect(await handle.result()).toEqual({ result: 'completed asynchronously' });
+      });
+    });
+
+    part('commands')('workflow task commands', () => {
+      test('timers: start and fire, start and cancel', async () => {
+        expect(await (await start(workflows.sleeper, [50])).result()).toBe('slept 50');
+        const handle = await start(workflows.cancelledTimer, []);
+        expect(await handle.result()).toBe('timer cancelled');
+        const events = (await handle.fetchHistory()).events!;
+        expect(events.some((e) => e.timerCanceledEventAttributes)).toBe(true);
+      });
+
+      test('complete, fail, retry a workflow under its retry policy', async () => {
+        const failed = await start(workflows.failingWorkflow, []);
+        const err = await failed.result().catch((e) => e);
+        expect(err).toBeInstanceOf(WorkflowFailedError);
+        expect(err.cause?.message).toBe('workflow failed on purpose');
+        const retried = await start(workflows.retriedWorkflow, [], { retry: { initialInterval: 50, maximumAttempts: 5 } });
+        expect(await retried.result()).toBe(3);
+      });
+
+      test('continue-as-new chains runs; the result follows them', async () => {
+        const handle = await start(workflows.continueAsNewLoop, [3]);
+        expect(await handle.result()).toBe(3);
+        const firstRun = env.client.workflow.getHandle(handle.workflowId, handle.firstExecutionRunId);
+        expect((await firstRun.describe()).status.name).toBe('CONTINUED_AS_NEW');
+        const last = await env.client.workflow.getHandle(handle.workflowId).describe();
+        expect(last.runId).not.toBe(handle.firstExecutionRunId);
+      });
+
+      test('markers from patches and local activities', async () => {
+        const handle = await start(workflows.markers, []);
+        expect(await handle.result()).toBe('true:local');
+        const markers = (await handle.fetchHistory()).events!.filter((e) => e.markerRecordedEventAttributes);
+        expect(markers.length).toBeGreaterThanOrEqual(2);
+      });
+
+      test('upserted search attributes and memo are visible and queryable', async () => {
+        const projectId = uid('project');
+        const handle = await start(workflows.upsertProperties, [projectId], { memo: { removed: 'soon', kept: 1 } });
+        await eventually(async () => {
+          const d = await handle.describe();
+          expect(d.typedSearchAttributes.get(ProjectId)).toBe(projectId);
+          expect(d.typedSearchAttributes.get(CampaignId)).toBe('campaign-upserted');
+          expect(d.memo).toEqual({ stage: 'upserted', kept: 1 });
+        });
+        await eventually(async () => {
+          const ids: string[] = [];
+          for await (const w of env.client.workflow.list({ query: `ProjectId = '${projectId}'` })) ids.push(w.workflowId);
+          expect(ids).toEqual([handle.workflowId]);
+        });
+        await handle.signal(workflows.unblock, 'done');
+        await handle.result();
+      });
+
+      test('signal and cancel external workflows', async () => {
+        const target = await start(workflows.waitForSignal, []);
+        expect(await (await start(workflows.signalExternal, [target.workflowId])).result()).toBe('signalled');
+        expect(await target.result()).toBe('unblocked by external');
+        expect(await (await start(workflows.signalMissing, [])).result()).toMatch(/^failed/);
+
+        const victim = await start(workflows.cancellable, []);
+        await eventually(async () => expect((await victim.describe()).historyLength).toBeGreaterThan(3));
+        expect(await (await start(workflows.cancelExternal, [victim.workflowId])).result()).toBe('cancel requested');
+        await expect(victim.result()).rejects.toBeInstanceOf(WorkflowFailedError);
+        expect((await victim.describe()).status.name).toBe('CANCELLED');
+      });
+
+      test('workflow task failures are retried until the workflow recovers', async () => {
+        const handle = await start(workflows.flakyWorkflowTask, [], { workflowTaskTimeout: '1s' });
+        await eventually(async () => {
+          const d = await handle.describe();
+          expect(d.raw.pendingWorkflowTask?.attempt ?? 0).toBeGreaterThan(1);
+        });
+        const events = (await handle.fetchHistory()).events!;
+        expect(events.some((e) => e.workflowTaskFailedEventAttributes)).toBe(true);
+        await handle.signal(workflows.unblock, 'fix');
+        expect(await handle.result()).toBe('recovered');
+      });
+    });
+
+    part('activities')('activities: retries, timeouts, cancellation', () => {
+      const scenario = async (kind: string) => (await start(workflows.activityScenario, [kind])).result();
+
+      test('retries with backoff until success', async () => {
+        expect(await scenario('retry-then-succeed')).toEqual({ result: 3 });
+      });
+
+      test('maximum attempts, non-retryable types and flags', async () => {
+        expect(await scenario('maximum-attempts')).toMatchObject({ failure: 'ActivityFailure', cause: 'ApplicationFailure', retryState: 'MAXIMUM_ATTEMPTS_REACHED' });
+        expect(await scenario('non-retryable-type')).toMatchObject({ cause: 'ApplicationFailure', retryState: 'NON_RETRYABLE_FAILURE' });
+        expect(await scenario('non-retryable-flag')).toMatchObject({ cause: 'ApplicationFailure', retryState: 'NON_RETRYABLE_FAILURE' });
+      });
+
+      test('schedule-to-start timeout', async () => {
+        expect(await scenario('schedule-to-start')).toMatchObject({ cause: 'TimeoutFailure', timeoutType: 'SCHEDULE_TO_START', retryState: 'TIMEOUT' });
+      });
+
+      test('start-to-close timeout, retried then given up', async () => {
+        expect(await scenario('start-to-close')).toMatchObject({ cause: 'TimeoutFailure', timeoutType: 'START_TO_CLOSE', retryState: 'MAXIMUM_ATTEMPTS_REACHED' });
+      });
+
+      test('schedule-to-close timeout carries the last failure', async () => {
+        const handle = await start(workflows.activityScenario, ['schedule-to-close']);
+        expect(await handle.result()).toMatchObject({ cause: 'TimeoutFailure', timeoutType: 'SCHEDULE_TO_CLOSE', retryState: 'TIMEOUT' });
+        // The TypeScript SDK drops a TimeoutFailure's cause, so read it from the history.
+        const timedOut = (await handle.fetchHistory()).events!.find((e) => e.activityTaskTimedOutEventAttributes)!;
+        expect(timedOut.activityTaskTimedOutEventAttributes!.failure?.cause?.message).toBe('first attempt fails');
+      });
+
+      test('heartbeat timeout, and heartbeat details reach the next attempt', async () => {
+        expect(await scenario('heartbeat')).toMatchObject({ cause: 'TimeoutFailure', timeoutType: 'HEARTBEAT' });
+        expect(await scenario('heartbeat-details-resume')).toEqual({ result: 'resumed from step-1 on attempt 2' });
+      });
+
+      test('cancelling a running activity reaches it through its heartbeat', async () => {
+        const handle = await start(workflows.activityCancellation, []);
+        expect(await handle.result()).toBe('activity cancelled');
+        const events = (await handle.fetchHistory()).events!;
+        expect(events.some((e) => e.activityTaskCancelRequestedEventAttributes)).toBe(true);
+        expect(events.some((e) => e.activityTaskCanceledEventAttributes)).toBe(true);
+      });
+
+      test('asynchronous completion, heartbeat and failure by activity id', async () => {
+        const handle = await start(workflows.activityScenario, ['async-complete']);
+        const c = await eventually(async () => {
+          const found = env.asyncCompletions.find((a) => a.workflowId === handle.workflowId);
+          if (!found) throw new Error('not yet');
+          return found;
+        });
+        const fullId = { workflowId: c.workflowId, runId: c.runId, activityId: c.activityId };
+        await env.client.activity.heartbeat(fullId, 'still going');
+        await env.client.activity.fail(fullId, new Error('failed by id'));
+        // The default retry policy retries; the next attempt completes by id.
+        const next = await eventually(async () => {
+          const found = env.asyncCompletions.filter((a) => a.workflowId === handle.workflowId);
+          if (found.length < 2) throw new Error('not yet');
+          return found[1];
+        });
+        await env.client.activity.complete({ workflowId: next.workflowId, runId: next.runId, activityId: next.activityId }, 'done by id');
+        expect(await handle.result()).toEqual({ result: 'done by id' });
+      });
+
+      test('local activities', async () => {
+        expect(await scenario('local-activity')).toEqual({ result: 'local' });
+      });
+    });
+
+    part('children')('child workflows', () => {
+      const parent = async (kind: string, childId = uid('child')) => ({ childId, handle: await start(workflows.parentWorkflow, [kind, childId]) });
+
+      test('child completes and fails; the parent sees both', async () => {
+        const ok = await parent('complete');
+        expect(await ok.handle.result()).toBe(`child ok ${ok.handle.workflowId}`);
+        const child = await env.client.workflow.getHandle(ok.childId).describe();
+        expect(child.parentExecution?.workflowId).toBe(ok.handle.workflowId);
+        const failed = await parent('fail');
+        expect(await failed.handle.result()).toBe('child failure: child failed');
+      });
+
+      test('child cancelled by the parent, child terminated from outside', async () => {
+        expect(await (await parent('cancel')).handle.result()).toBe('child cancelled');
+        const t = await parent('terminated');
+        await eventually(async () => expect((await env.client.workflow.getHandle(t.childId).describe()).status.name).toBe('RUNNING'));
+        await env.client.workflow.getHandle(t.childId).terminate('from outside');
+        expect(await t.handle.result()).toBe('child terminated');
+      });
+
+      test('parent close policies: terminate, abandon, request cancel', async () => {
+        const terminate = await parent('policy-terminate');
+        const abandon = await parent('policy-abandon');
+        const cancel = await parent('policy-request-cancel');
+        for (const p of [terminate, abandon, cancel]) expect(await p.handle.result()).toBe('parent done');
+        const statusOf = async (id: string) => (await env.client.workflow.getHandle(id).describe()).status.name;
+        await eventually(async () => expect(await statusOf(terminate.childId)).toBe('TERMINATED'));
+        await eventually(async () => expect(await statusOf(cancel.childId)).toBe('CANCELLED'));
+        expect(await statusOf(abandon.childId)).toBe('RUNNING');
+        await env.client.workflow.getHandle(abandon.childId).terminate('cleanup');
+      });
+
+      test('starting a child whose id is taken fails in the parent', async () => {
+        const existing = await start(workflows.waitForSignal, []);
+        expect(await (await parent('already-started', existing.workflowId)).handle.result()).toBe('already started');
+        await existing.terminate('cleanup');
+      });
+    });
+
+    part('queries')('queries', () => {
+      test('query a waiting workflow, right after a signal, and after it closed', async () => {
+        const handle = await start(workflows.waitForSignal, []);
+        expect(await handle.query(workflows.stateQuery)).toBe('waiting');
+        await handle.signal(workflows.unblock, 'q');
+        // Consistent: a query right after a signal sees it.
+        expect(await handle.query(workflows.stateQuery)).toBe('got q');
+        await handle.result();
+        expect(await handle.query(workflows.stateQuery)).toBe('got q');
+      });
+
+      test('a failing query handler and an unknown query type are errors', async () => {
+        const handle = await start(workflows.waitForSignal, []);
+        await expect(handle.query(workflows.failingQuery)).rejects.toThrow(/query handler failed/);
+        await expect(handle.query('no-such-query')).rejects.toThrow();
+        await handle.terminate('done');
+      });
+    });
+
+    part('visibility')('visibility', () => {
+      test('list and count by type, status, custom keyword, IN, OR, parentheses, ORDER BY', async () => {
+        const projectA = uid('pa');
+        const projectB = uid('pb');
+        const handles: WorkflowHandle[] = [];
+        for (const [project, campaign] of [
+          [projectA, 'c1'],
+          [projectA, 'c2'],
+          [projectB, 'c3'],
+        ]) {
+          handles.push(
+            await start(workflows.waitForSignal, [], {
+              typedSearchAttributes: [
+                { key: ProjectId, value: project },
+                { key: CampaignId, value: campaign },
+              ],
+            }),
+          );
+          await new Promise((r) => setTimeout(r, 20));
+        }
+        await handles[2].signal(workflows.unblock, 'finish');
+        await handles[2].result();
+        const ids = async (query: string) => {
+          const out: string[] = [];
+          for await (const w of env.client.workflow.list({ query })) out.push(w.workflowId);
+          return out;
+        };
+        await eventually(async () => {
+          expect(await ids(`ProjectId = '${projectA}' ORDER BY StartTime ASC`)).toEqual([handles[0].workflowId, handles[1].workflowId]);
+          expect(await ids(`ProjectId = '${projectA}' ORDER BY StartTime DESC`)).toEqual([handles[1].workflowId, handles[0].workflowId]);
+          expect(await ids(`ProjectId IN ('${projectA}', '${projectB}') AND ExecutionStatus = 'Running' ORDER BY StartTime ASC`)).toEqual([
+            handles[0].workflowId,
+            handles[1].workflowId,
+          ]);
+          expect(
+            await ids(`WorkflowType = 'waitForSignal' AND (CampaignId = 'c1' OR CampaignId = 'c3') AND ProjectId IN ('${projectA}', '${projectB}') ORDER BY StartTime ASC`),
+          ).toEqual([handles[0].workflowId, handles[2].workflowId]);
+          expect(await ids(`WorkflowId = '${handles[1].workflowId}'`)).toEqual([handles[1].workflowId]);
+          expect(await ids(`ProjectId = '${projectB}' AND ExecutionStatus = 'Completed'`)).toEqual([handles[2].workflowId]);
+          const count = await env.client.workflow.count(`ProjectId IN ('${projectA}', '${projectB}')`);
+          expect(count.count).toBe(3);
+        });
+        await expect(ids(`NoSuchAttribute = 'x'`)).rejects.toThrow();
+        for (const h of handles.slice(0, 2)) await h.terminate('cleanup');
+      });
+
+      test('search attributes are registered and listed', async () => {
+        const res = await env.connection.operatorService.listSearchAttributes({ namespace: env.namespace });
+        expect(res.customAttributes).toMatchObject({
+          ProjectId: enums.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
+          CampaignId: enums.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
+        });
+        await expect(
+          env.client.workflow.start(workflows.echoWorkflow, {
+            taskQueue: env.taskQueue,
+            workflowId: uid('bad-sa'),
+            args: ['x'],
+            searchAttributes: { NotRegistered: ['x'] },
+          }),
+        ).rejects.toThrow();
+      });
+    });
+
+    part('history')('history', () => {
+      test('long histories are paged (poll responses and GetWorkflowExecutionHistory)', async () => {
+        const handle = await start(workflows.manyActivities, [400]);
+        expect(await handle.result()).toBe(400);
+        const ws = env.connection.workflowService;
+        let pages = 0;
+        let events = 0;
+        let nextPageToken: Uint8Array | undefined;
+        do {
+          const res = await ws.getWorkflowExecutionHistory({
+            namespace: env.namespace,
+            execution: { workflowId: handle.workflowId },
+            maximumPageSize: 500,
+            nextPageToken,
+          });
+          pages++;
+          events += res.history?.events?.length ?? 0;
+          nextPageToken = res.nextPageToken?.length ? res.nextPageToken : undefined;
+        } while (nextPageToken);
+        expect(events).toBeGreaterThan(1200);
+        expect(pages).toBeGreaterThan(2);
+        expect((await handle.fetchHistory()).events!.length).toBe(events);
+      });
+    });
+  });
+}
