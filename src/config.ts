@@ -30,9 +30,21 @@ const envSchema = z.object({
   TEMPORAL_ADDRESS: hostPort.optional(),
   TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
   TEMPORAL_DEV_SERVER_PORT: port.default(7233),
+  /** Where the built-in dev server keeps its state: the service's PostgreSQL (durable) or memory. */
+  TEMPORAL_DEV_SERVER_PERSISTENCE: z.enum(['postgres', 'memory']).default('postgres'),
   TEMPORAL_TASK_QUEUE: z.string().min(1).default('postbox'),
   SMTP_URL: urlWithScheme(['smtp:', 'smtps:']).optional(),
   DEV_SMTP_PORT: port.default(0),
+  /** Domain whose SPF record authorises our sending host (`include:<it>`); default `a:<SMTP or public host>`. */
+  SPF_INCLUDE: z.string().regex(/^[a-z0-9.-]+$/i, 'expected a domain name').optional(),
+  DOMAIN_CHECK_INTERVAL_SECONDS: z.coerce.number().int().min(1).max(86_400).default(300),
+  /** Standing `email-dispatch:<n>` executions that share the outgoing queue. */
+  EMAIL_DISPATCHERS: z.coerce.number().int().min(1).max(64).default(2),
+  /** First retry delay after an SMTP 4xx reply; doubles on each attempt, at most one hour. */
+  EMAIL_RETRY_BASE_SECONDS: z.coerce.number().int().min(1).max(3600).default(30),
+  SMTP_POOL_SIZE: z.coerce.number().int().min(1).max(100).default(8),
+  ATTACHMENTS_MAX_MB: z.coerce.number().positive().max(40).default(10),
+  MESSAGE_MAX_MB: z.coerce.number().positive().max(100).default(40),
   DNS_SERVERS: z
     .string()
     .optional()
@@ -51,6 +63,8 @@ export type Role = 'all' | 'api' | 'worker';
 export type Config = z.output<typeof envSchema> & {
   publicUrl: string;
   dataDir: string;
+  /** The SPF record every sender domain is asked to publish. */
+  spfValue: string;
 };
 
 export class ConfigError extends Error {}
@@ -69,5 +83,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
   const cfg = parsed.data;
   const publicUrl = (cfg.PUBLIC_URL ?? `http://localhost:${cfg.PORT}`).replace(/\/+$/, '');
-  return { ...cfg, publicUrl, dataDir: path.resolve(cfg.DATA_DIR) };
+  const sendingHost = cfg.SMTP_URL ? new URL(cfg.SMTP_URL).hostname : new URL(publicUrl).hostname;
+  const spfValue = `v=spf1 ${cfg.SPF_INCLUDE ? `include:${cfg.SPF_INCLUDE}` : `a:${sendingHost}`} ~all`;
+  return { ...cfg, publicUrl, dataDir: path.resolve(cfg.DATA_DIR), spfValue };
 }

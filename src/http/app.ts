@@ -5,10 +5,19 @@ import { HttpMethodEnum, koaBody } from 'koa-body';
 import type { Logger } from 'pino';
 import type { EntityManager, Orm } from '../db/orm';
 import { accountRoutes } from '../modules/accounts/accounts.routes';
-import { contactRoutes, type ContactHooks } from '../modules/contacts/contacts.routes';
+import { contactRoutes } from '../modules/contacts/contacts.routes';
+import { scheduleSnoozeEnd } from '../modules/contacts/snooze-timer';
+import { domainRoutes } from '../modules/domains/domains.routes';
+import { templateRoutes } from '../modules/templates/templates.routes';
+import { emailRoutes } from '../modules/emails/emails.routes';
+import type { Links } from '../mail/links';
+import type { TemporalClient } from '../../temporal/client';
+import type { Config } from '../config';
 import { devMailboxRoutes } from '../modules/dev-mailbox/dev-mailbox.routes';
 import { eventRoutes } from '../modules/events/events.routes';
 import type { ProjectKeyCache } from '../modules/accounts/project-keys';
+import { verifyRoutes } from '../modules/verify/verify.routes';
+import type { Resolver } from '../dns/resolver';
 import { apiKey, session } from './auth';
 import { errorEnvelope } from './errors';
 import type { Guards } from './guards';
@@ -19,23 +28,22 @@ import { requestId } from './request-id';
 import './state';
 
 export interface AppDeps {
+  config: Config;
   orm: Orm;
   log: Logger;
   limiter: RateLimiter;
   keys: ProjectKeyCache;
+  resolver: Resolver;
+  temporal: TemporalClient;
   jwtSecret: string;
-  disableSignup: boolean;
-  idempotencyTtlHours: number;
-  maxBodyMb: number;
-  /** Mount /dev/mailbox (only when the built-in capture SMTP server runs). */
-  devMailbox: boolean;
+  links: Links;
   health: HealthCheck[];
-  hooks: { contacts: ContactHooks };
 }
 
 export function createApp(deps: AppDeps): Koa {
   const app = new Koa({ proxy: true });
-  const limit = `${deps.maxBodyMb}mb`;
+  const { config } = deps;
+  const limit = `${config.MAX_BODY_MB}mb`;
   const jsonBody = koaBody({
     jsonLimit: limit,
     formLimit: limit,
@@ -49,19 +57,27 @@ export function createApp(deps: AppDeps): Koa {
     public: chain(apiKey('public', deps.keys), rateLimit(deps.limiter), jsonBody),
     session: chain(session(deps.jwtSecret), jsonBody),
     body: jsonBody,
-    idempotent: idempotency(deps.idempotencyTtlHours),
+    idempotent: idempotency(config.IDEMPOTENCY_TTL_HOURS),
   };
 
   const router = new Router();
   healthRoutes(router, deps.health);
   accountRoutes(router, guards, {
     jwtSecret: deps.jwtSecret,
-    disableSignup: deps.disableSignup,
+    disableSignup: config.DISABLE_SIGNUP,
     projectChanged: (id) => deps.keys.forgetProject(id),
   });
-  contactRoutes(router, guards, deps.hooks.contacts);
+  contactRoutes(router, guards, { snoozed: (c) => scheduleSnoozeEnd(deps.temporal, c) });
   eventRoutes(router, guards);
-  if (deps.devMailbox) devMailboxRoutes(router);
+  verifyRoutes(router, guards, { resolver: deps.resolver });
+  templateRoutes(router, guards);
+  emailRoutes(router, guards, {
+    links: deps.links,
+    limits: { attachmentsMaxBytes: config.ATTACHMENTS_MAX_MB * 2 ** 20, messageMaxBytes: config.MESSAGE_MAX_MB * 2 ** 20 },
+  });
+  domainRoutes(router, guards, { temporal: deps.temporal, resolver: deps.resolver, spfValue: config.spfValue });
+  // The dev mailbox exists only while the built-in capture SMTP server runs.
+  if (!config.SMTP_URL) devMailboxRoutes(router);
 
   app.use(requestId(deps.log));
   app.use(errorEnvelope);

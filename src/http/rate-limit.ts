@@ -1,5 +1,5 @@
 import type { Context, Next } from 'koa';
-import type { Orm } from '../db/orm';
+import type { EntityManager, Orm } from '../db/orm';
 import { sql } from '../db/orm';
 import { AppError } from './errors';
 
@@ -80,16 +80,16 @@ export class RateLimiter {
     if (granted < want) a.exhausted = true;
     a.block = Math.min(a.block * 2, MAX_BLOCK);
   }
+}
 
-  /** Drops windows older than the current one; any process may run it. */
-  async purge(): Promise<number> {
-    const rows = await sql<{ n: number }>(
-      this.orm.em.fork(),
-      `WITH d AS (DELETE FROM rate_limit_windows WHERE window_start < now() - interval '2 minutes' RETURNING 1)
-       SELECT count(*)::int AS n FROM d`,
-    );
-    return rows[0].n;
-  }
+/** Drops windows that ended; any process may run it. */
+export async function purgeRateLimitWindows(em: EntityManager): Promise<number> {
+  const rows = await sql<{ n: number }>(
+    em,
+    `WITH d AS (DELETE FROM rate_limit_windows WHERE window_start < now() - interval '2 minutes' RETURNING 1)
+     SELECT count(*)::int AS n FROM d`,
+  );
+  return rows[0].n;
 }
 
 export function rateLimit(limiter: RateLimiter) {

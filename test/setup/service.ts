@@ -74,6 +74,11 @@ export async function startTestService(env: Record<string, string> = {}, role: R
     HOST: '127.0.0.1',
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
     DATABASE_POOL_MAX: '5',
+    // Each test service gets its own in-memory Temporal dev server on a free port, unless
+    // TEMPORAL_ADDRESS points the whole suite at another server.
+    TEMPORAL_DEV_SERVER_PORT: '0',
+    TEMPORAL_DEV_SERVER_PERSISTENCE: 'memory',
+    ...(process.env.TEMPORAL_ADDRESS ? { TEMPORAL_ADDRESS: process.env.TEMPORAL_ADDRESS } : {}),
     ...env,
   };
   const config = loadConfig(fullEnv);

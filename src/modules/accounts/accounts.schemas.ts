@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { emailSchema } from '../../http/validate';
+import { projectSettingsSchema } from './project-settings';
 
 export const credentialsSchema = z.object({
   email: emailSchema,
@@ -17,4 +18,5 @@ export const createProjectSchema = z.object({
 
 export const updateProjectSchema = z.object({
   name: z.string().trim().min(1).max(100).optional(),
+  settings: projectSettingsSchema.partial().optional(),
 });

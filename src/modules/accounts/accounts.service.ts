@@ -5,6 +5,7 @@ import { sql } from '../../db/orm';
 import { conflict, forbidden, notFound, unauthorized } from '../../http/errors';
 import { Project, ProjectMember, type Role, User } from './accounts.entity';
 import { hashPassword, verifyPassword } from './passwords';
+import { type ProjectSettings, withDefaults } from './project-settings';
 
 /** `pk_` / `sk_` followed by 48 hex characters (24 random bytes). */
 export const generateKey = (prefix: 'pk_' | 'sk_') => prefix + crypto.randomBytes(24).toString('hex');
@@ -24,7 +25,7 @@ export const toProjectDto = (p: Project, role?: Role) => ({
   secretKey: p.secretKey,
   disabled: p.disabled,
   disabledReason: p.disabledReason,
-  settings: p.settings,
+  settings: withDefaults(p.settings),
   createdAt: p.createdAt.toISOString(),
   updatedAt: p.updatedAt.toISOString(),
   ...(role ? { role } : {}),
@@ -95,9 +96,15 @@ export function requireRole(role: Role, allowed: Role[], action: string): void {
   if (!allowed.includes(role)) throw forbidden(`Your role (${role}) cannot ${action}`, 'INSUFFICIENT_ROLE');
 }
 
-export async function updateProject(em: EntityManager, projectId: string, patch: { name?: string }, role: Role) {
+export async function updateProject(
+  em: EntityManager,
+  projectId: string,
+  patch: { name?: string; settings?: Partial<ProjectSettings> },
+  role: Role,
+) {
   const project = await em.findOneOrFail(Project, { id: projectId });
   if (patch.name !== undefined) project.name = patch.name;
+  if (patch.settings) project.settings = { ...withDefaults(project.settings), ...patch.settings };
   await em.flush();
   return toProjectDto(project, role);
 }

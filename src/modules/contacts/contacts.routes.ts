@@ -18,7 +18,7 @@ import {
 } from './contacts.service';
 
 export interface ContactHooks {
-  /** A snooze was set: arrange for the contact to be resubscribed at `until`. */
+  /** A snooze is being set: arrange, durably, for the contact to be resubscribed at `until`. */
   snoozed(contact: { id: string; projectId: string; until: Date }): Promise<void>;
 }
 
@@ -82,14 +82,19 @@ export function contactRoutes(router: Router, g: Guards, hooks: ContactHooks): v
     const input = body(ctx, patchContactSchema);
     const projectId = ctx.state.project!.id;
     const until = input.snooze ? snoozeEnd(input.snooze) : input.snoozedUntil ? new Date(input.snoozedUntil) : undefined;
-    const result = await updateContact(ctx.state.em, projectId, id, {
-      email: input.email,
-      subscribed: input.subscribed,
-      data: input.data ? resolveDataMap(input.data) : undefined,
-      snoozedUntil: until,
-      endSnooze: input.snoozedUntil === null,
-    });
-    if (until) await hooks.snoozed({ id, projectId, until });
+    const result = await updateContact(
+      ctx.state.em,
+      projectId,
+      id,
+      {
+        email: input.email,
+        subscribed: input.subscribed,
+        data: input.data ? resolveDataMap(input.data) : undefined,
+        snoozedUntil: until,
+        endSnooze: input.snoozedUntil === null,
+      },
+      until ? () => hooks.snoozed({ id, projectId, until }) : undefined,
+    );
     ctx.body = toContactDto(result.contact);
   });
 

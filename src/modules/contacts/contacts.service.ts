@@ -193,11 +193,17 @@ export interface ContactPatch {
   endSnooze?: boolean;
 }
 
+/**
+ * `beforeCommit` runs with the updated row still locked and the transaction open: work outside the
+ * database that must not be lost (arranging a snooze's end) happens there, so a failure leaves
+ * nothing written, and a commit that fails after it leaves only an effect that finds nothing to do.
+ */
 export async function updateContact(
   em: EntityManager,
   projectId: string,
   id: string,
   patch: ContactPatch,
+  beforeCommit?: (contact: ContactRow) => Promise<void>,
 ): Promise<UpsertResult> {
   return em.transactional(async (tx) => {
     const [current] = await sql<ContactRow>(tx, `SELECT ${COLUMNS} FROM contacts WHERE project_id = ? AND id = ? FOR UPDATE`, [
@@ -210,7 +216,7 @@ export async function updateContact(
       if (taken) throw conflict(`A contact with email ${patch.email} already exists`, 'CONTACT_EXISTS');
     }
     const snoozeEnded = patch.endSnooze && current.snoozed_until !== null;
-    return updateLocked(tx, current, {
+    const result = await updateLocked(tx, current, {
       email: patch.email,
       data: patch.data,
       subscribed: snoozeEnded ? true : patch.subscribed,
@@ -221,6 +227,8 @@ export async function updateContact(
           ? { reason: 'snooze_cancelled' }
           : {},
     });
+    await beforeCommit?.(result.contact);
+    return result;
   });
 }
 

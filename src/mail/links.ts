@@ -1,0 +1,62 @@
+import crypto from 'node:crypto';
+
+export type ContactPage = 'unsubscribe' | 'subscribe' | 'manage';
+
+/**
+ * Every link the service puts in mail, under PUBLIC_URL, each carrying an HMAC so it cannot be forged:
+ * a click link signs its destination, so it can never be turned into an open redirect.
+ */
+export class Links {
+  private readonly key: Buffer;
+
+  constructor(
+    readonly publicUrl: string,
+    secret: string,
+  ) {
+    // A key of its own, derived from the service secret, so session tokens and links never share one.
+    this.key = crypto.createHmac('sha256', secret).update('postbox links v1').digest();
+  }
+
+  private sign(message: string): string {
+    return crypto.createHmac('sha256', this.key).update(message).digest('base64url').slice(0, 22);
+  }
+
+  private verify(message: string, token: string | undefined): boolean {
+    if (!token) return false;
+    const expected = Buffer.from(this.sign(message));
+    const given = Buffer.from(token);
+    return given.length === expected.length && crypto.timingSafeEqual(given, expected);
+  }
+
+  contactPage(page: ContactPage, contactId: string): string {
+    return `${this.publicUrl}/${page}/${contactId}?token=${this.sign(`contact:${contactId}`)}`;
+  }
+
+  verifyContact(contactId: string, token: string | undefined): boolean {
+    return this.verify(`contact:${contactId}`, token);
+  }
+
+  contactLinks(contactId: string) {
+    return {
+      unsubscribeUrl: this.contactPage('unsubscribe', contactId),
+      subscribeUrl: this.contactPage('subscribe', contactId),
+      manageUrl: this.contactPage('manage', contactId),
+    };
+  }
+
+  openPixel(emailId: string): string {
+    return `${this.publicUrl}/t/o/${emailId}/${this.sign(`open:${emailId}`)}.gif`;
+  }
+
+  verifyOpen(emailId: string, token: string): boolean {
+    return this.verify(`open:${emailId}`, token);
+  }
+
+  click(emailId: string, url: string): string {
+    return `${this.publicUrl}/t/c/${emailId}/${this.sign(`click:${emailId}:${url}`)}?u=${encodeURIComponent(url)}`;
+  }
+
+  verifyClick(emailId: string, url: string, token: string): boolean {
+    return this.verify(`click:${emailId}:${url}`, token);
+  }
+}

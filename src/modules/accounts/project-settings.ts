@@ -1,0 +1,27 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { z } from 'zod';
+import { sql } from '../../db/orm';
+
+/** What a project may change about how its mail is sent. */
+export const projectSettingsSchema = z
+  .object({
+    /** Open and click tracking: on all mail, only on MARKETING mail, or off. */
+    tracking: z.enum(['all', 'marketing', 'off']),
+    /** The unsubscribe footer MARKETING mail carries before `</body>`. */
+    unsubscribeFooter: z.boolean(),
+  })
+  .strict();
+
+export type ProjectSettings = z.output<typeof projectSettingsSchema>;
+
+export const DEFAULT_PROJECT_SETTINGS: ProjectSettings = { tracking: 'all', unsubscribeFooter: true };
+
+export function withDefaults(stored: unknown): ProjectSettings {
+  const parsed = projectSettingsSchema.partial().safeParse(stored ?? {});
+  return { ...DEFAULT_PROJECT_SETTINGS, ...(parsed.success ? parsed.data : {}) };
+}
+
+export async function projectSettings(em: EntityManager, projectId: string): Promise<ProjectSettings> {
+  const [row] = await sql<{ settings: unknown }>(em, `SELECT settings FROM projects WHERE id = ?`, [projectId]);
+  return withDefaults(row?.settings);
+}

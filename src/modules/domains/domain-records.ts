@@ -1,0 +1,120 @@
+import crypto from 'node:crypto';
+import type { Lookup, Resolver } from '../../dns/resolver';
+
+export type RecordPurpose = 'ownership' | 'dkim' | 'spf' | 'dmarc';
+export type RecordStatus = 'verified' | 'pending' | 'error';
+
+/** A DNS record the owner publishes. This shape is a public contract: keep it. */
+export interface DnsRecord {
+  type: 'TXT';
+  name: string;
+  value: string;
+  required: boolean;
+  purpose: RecordPurpose;
+}
+
+export interface CheckedRecord extends DnsRecord {
+  status: RecordStatus;
+  /** What DNS answered at that name, to help the owner see what is wrong. */
+  found: string[];
+  error?: string;
+}
+
+export interface DomainKeys {
+  domain: string;
+  verificationToken: string;
+  dkimSelector: string;
+  dkimPublicKey: string;
+  spfValue: string;
+}
+
+export function generateDkimKeyPair(): { privateKey: string; publicKey: string } {
+  const { privateKey, publicKey } = crypto.generateKeyPairSync('rsa', { modulusLength: 2048 });
+  return {
+    privateKey: privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(),
+    // The p= tag carries the DER SubjectPublicKeyInfo in base64 (RFC 6376 §3.6.1).
+    publicKey: publicKey.export({ type: 'spki', format: 'der' }).toString('base64'),
+  };
+}
+
+export const newDkimSelector = () => `postbox-${crypto.randomBytes(3).toString('hex')}`;
+export const newVerificationToken = () => crypto.randomBytes(20).toString('hex');
+
+export function domainRecords(d: DomainKeys): DnsRecord[] {
+  return [
+    {
+      type: 'TXT',
+      name: `_postbox-verification.${d.domain}`,
+      value: `postbox-verification=${d.verificationToken}`,
+      required: true,
+      purpose: 'ownership',
+    },
+    {
+      type: 'TXT',
+      name: `${d.dkimSelector}._domainkey.${d.domain}`,
+      value: `v=DKIM1; k=rsa; p=${d.dkimPublicKey}`,
+      required: true,
+      purpose: 'dkim',
+    },
+    { type: 'TXT', name: d.domain, value: d.spfValue, required: true, purpose: 'spf' },
+    { type: 'TXT', name: `_dmarc.${d.domain}`, value: 'v=DMARC1; p=none;', required: false, purpose: 'dmarc' },
+  ];
+}
+
+function tags(record: string): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const part of record.split(';')) {
+    const i = part.indexOf('=');
+    if (i > 0) out.set(part.slice(0, i).trim().toLowerCase(), part.slice(i + 1).replace(/\s+/g, ''));
+  }
+  return out;
+}
+
+/** The mechanisms of our SPF value other than the version and the `all` qualifier. */
+const spfMechanisms = (spf: string) =>
+  spf
+    .toLowerCase()
+    .split(/\s+/)
+    .filter((m) => m && m !== 'v=spf1' && !/^[-~+?]?all$/.test(m));
+
+/**
+ * Whether the published TXT values satisfy one record. Ownership must match exactly; DKIM must carry
+ * our public key; an SPF record may hold other mechanisms too, but must include ours; DMARC must exist.
+ */
+export function satisfies(record: DnsRecord, published: string[]): boolean {
+  switch (record.purpose) {
+    case 'ownership':
+      return published.some((v) => v.trim() === record.value);
+    case 'dkim': {
+      const want = tags(record.value).get('p');
+      return published.some((v) => {
+        const t = tags(v);
+        return t.get('p') === want && (t.get('v') ?? 'DKIM1') === 'DKIM1';
+      });
+    }
+    case 'spf': {
+      const spf = published.find((v) => /^v=spf1(\s|$)/i.test(v.trim()));
+      if (!spf) return false;
+      const have = new Set(spf.toLowerCase().split(/\s+/));
+      return spfMechanisms(record.value).every((m) => have.has(m));
+    }
+    case 'dmarc':
+      return published.some((v) => /^v=DMARC1\s*(;|$)/i.test(v.trim()));
+  }
+}
+
+/** Looks every record up through the service's resolver. A DNS failure is `error`, never `pending`. */
+export async function checkRecords(resolver: Resolver, records: DnsRecord[]): Promise<CheckedRecord[]> {
+  const byName = new Map<string, Promise<Lookup<string>>>();
+  for (const r of records) if (!byName.has(r.name)) byName.set(r.name, resolver.lookup(r.name, 'TXT'));
+  return Promise.all(
+    records.map(async (r) => {
+      try {
+        const { answers } = await byName.get(r.name)!;
+        return { ...r, status: satisfies(r, answers) ? 'verified' : 'pending', found: answers } as CheckedRecord;
+      } catch (err) {
+        return { ...r, status: 'error', found: [], error: (err as Error).message } as CheckedRecord;
+      }
+    }),
+  );
+}

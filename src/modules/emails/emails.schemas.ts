@@ -1,0 +1,89 @@
+import { z } from 'zod';
+import { emailSchema } from '../../http/validate';
+import { dataMapSchema } from '../contacts/data-map';
+import { subjectSchema } from '../templates/templates.schemas';
+
+
+const noBreaks = z.string().refine((s) => !/[\r\n]/.test(s), { message: 'Cannot contain line breaks', params: { code: 'invalid_string' } });
+
+export const MAX_RECIPIENTS = 50;
+export const MAX_ATTACHMENTS = 10;
+
+const recipientObject = z.object({ name: noBreaks.pipe(z.string().max(200)).optional(), email: emailSchema });
+const recipient = z.union([emailSchema, recipientObject]);
+
+/** `from` as `"a@b.c"`, `"Name <a@b.c>"` or `{ name, email }`; parsed further by the service. */
+const sender = z.union([noBreaks.pipe(z.string().min(3).max(400)), recipientObject]);
+
+// RFC 5322 field names: printable ASCII except the colon.
+const headerName = z.string().regex(/^[\x21-\x39\x3b-\x7e]{1,200}$/, 'Header names are printable ASCII without colons, line breaks or spaces');
+const headerValue = z
+  .string()
+  .max(998)
+  .refine((v) => !/[\r\n]/.test(v), { message: 'Header values cannot contain CR or LF', params: { code: 'invalid_string' } });
+
+/** Headers the service sets from the request's own fields; overriding them would break the message. */
+export const STRUCTURAL_HEADERS = new Set([
+  'from', 'to', 'cc', 'bcc', 'subject', 'reply-to', 'sender', 'message-id', 'date', 'mime-version',
+  'content-type', 'content-transfer-encoding', 'dkim-signature', 'return-path',
+]);
+
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+
+const attachment = z
+  .object({
+    filename: z
+      .string()
+      .min(1)
+      .max(255)
+      .refine((s) => !/[\r\n"]/.test(s), { message: 'Filenames cannot contain line breaks or quotes', params: { code: 'invalid_string' } }),
+    content: z
+      .string()
+      .min(1)
+      .refine((s) => s.replace(/\s+/g, '').length % 4 === 0 && BASE64.test(s.replace(/\s+/g, '')), {
+        message: 'content must be base64',
+        params: { code: 'invalid_string' },
+      }),
+    contentType: z.string().regex(/^[\w!#$&^.+-]+\/[\w!#$&^.+-]+(\s*;.*)?$/, 'contentType must be a MIME type such as image/png'),
+    contentId: z
+      .string()
+      .min(1)
+      .max(255)
+      .refine((s) => !/[\r\n<>\s]/.test(s), { message: 'contentId cannot contain spaces, angle brackets or line breaks', params: { code: 'invalid_string' } })
+      .optional(),
+    disposition: z.enum(['attachment', 'inline']).default('attachment'),
+  })
+  .superRefine((a, ctx) => {
+    if (a.disposition === 'inline' && !a.contentId) {
+      ctx.addIssue({ code: 'custom', path: ['contentId'], message: 'Inline attachments need a contentId (referenced as cid:<contentId>)', params: { code: 'invalid_type' } });
+    }
+  });
+
+export const sendSchema = z
+  .object({
+    to: z.union([recipient, z.array(recipient).min(1).max(MAX_RECIPIENTS)]),
+    subject: subjectSchema.optional(),
+    body: z.string().min(1).optional(),
+    template: z.uuid({ message: 'template must be a template id (UUID)' }).optional(),
+    from: sender.optional(),
+    name: noBreaks.pipe(z.string().max(200)).optional(),
+    subscribed: z.boolean().optional(),
+    data: dataMapSchema.optional(),
+    headers: z.record(headerName, headerValue).optional(),
+    reply: emailSchema.optional(),
+    attachments: z.array(attachment).max(MAX_ATTACHMENTS).optional(),
+  })
+  .superRefine((v, ctx) => {
+    if (!v.template) {
+      if (v.subject === undefined) ctx.addIssue({ code: 'custom', path: ['subject'], message: 'subject is required without a template', params: { code: 'invalid_type' } });
+      if (v.body === undefined) ctx.addIssue({ code: 'custom', path: ['body'], message: 'body is required without a template', params: { code: 'invalid_type' } });
+    }
+    for (const name of Object.keys(v.headers ?? {})) {
+      if (STRUCTURAL_HEADERS.has(name.toLowerCase())) {
+        ctx.addIssue({ code: 'custom', path: ['headers', name], message: `${name} is set by the service from the request's fields`, params: { code: 'invalid_string' } });
+      }
+    }
+  });
+
+export type SendInput = z.output<typeof sendSchema>;
+export type AttachmentInput = NonNullable<SendInput['attachments']>[number];

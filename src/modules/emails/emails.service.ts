@@ -1,0 +1,238 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import addressparser from 'nodemailer/lib/addressparser';
+import { newId } from '../../db/ids';
+import { sql } from '../../db/orm';
+import { AppError, badRequest } from '../../http/errors';
+import type { Links } from '../../mail/links';
+import { render, templateVariables } from '../../mail/render';
+import { htmlToText } from '../../mail/text';
+import { addTracking, insertBeforeBodyEnd, unsubscribeFooter } from '../../mail/tracking';
+import { projectSettings, type ProjectSettings } from '../accounts/project-settings';
+import { resolveDataMap } from '../contacts/data-map';
+import { upsertContact } from '../contacts/contacts.service';
+import { assertVerifiedSender } from '../domains/domains.service';
+import type { EventRecord } from '../events/events.store';
+import { getTemplate, type TemplateRow } from '../templates/templates.service';
+import type { AttachmentInput, SendInput } from './emails.schemas';
+
+export type EmailType = TemplateRow['type'];
+
+/** Dispatchers LISTEN here; sent inside the transaction that queues mail, so they wake when it commits. */
+export const EMAIL_QUEUED_CHANNEL = 'postbox_email_queued';
+
+export interface SendLimits {
+  attachmentsMaxBytes: number;
+  messageMaxBytes: number;
+}
+
+export interface SendResult {
+  emails: Array<{ contact: { id: string; email: string }; email: string }>;
+  timestamp: string;
+  /** Events written along the way (subscription changes), for whoever reacts to events. */
+  events: EventRecord[];
+}
+
+function tooBig(field: string, message: string): AppError {
+  return new AppError(422, 'VALIDATION_ERROR', 'Request validation failed', {
+    errors: [{ field, message, code: 'too_big' }],
+  });
+}
+
+function missing(field: string, message: string): AppError {
+  return new AppError(422, 'VALIDATION_ERROR', 'Request validation failed', {
+    errors: [{ field, message, code: 'invalid_type' }],
+  });
+}
+
+/** `from` as a string (possibly `Name <addr>`) or an object; the deprecated `name` fills in a missing name. */
+function resolveSender(input: SendInput, template?: TemplateRow): { email: string; name: string | null } {
+  if (input.from === undefined) {
+    if (!template) throw missing('from', 'from is required without a template that has one');
+    return { email: template.from_email, name: input.name ?? template.from_name };
+  }
+  if (typeof input.from === 'object') return { email: input.from.email, name: input.from.name ?? null };
+  const [parsed] = addressparser(input.from, { flatten: true });
+  const email = parsed?.address?.trim().toLowerCase();
+  if (!email || !/^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(email)) {
+    throw new AppError(422, 'VALIDATION_ERROR', 'Request validation failed', {
+      errors: [{ field: 'from', message: 'from must be an email address, optionally with a name: "Name <a@b.c>"', code: 'invalid_string' }],
+    });
+  }
+  return { email, name: parsed.name || input.name || null };
+}
+
+function recipients(to: SendInput['to']): Array<{ email: string; name: string | null }> {
+  const list = (Array.isArray(to) ? to : [to]).map((r) => (typeof r === 'string' ? { email: r, name: null } : { email: r.email, name: r.name ?? null }));
+  // The same address twice in one request gets one email.
+  const seen = new Set<string>();
+  return list.filter((r) => !seen.has(r.email) && seen.add(r.email));
+}
+
+const decodedSize = (a: AttachmentInput) => Math.floor((a.content.replace(/\s+/g, '').length * 3) / 4);
+
+function checkSizes(input: SendInput, body: string, limits: SendLimits): void {
+  const attachments = input.attachments ?? [];
+  const attachmentBytes = attachments.reduce((n, a) => n + decodedSize(a), 0);
+  if (attachmentBytes > limits.attachmentsMaxBytes) {
+    throw tooBig('attachments', `Attachments total ${attachmentBytes} bytes; the limit is ${limits.attachmentsMaxBytes}`);
+  }
+  // On the wire: base64 grows attachments by a third; the HTML travels twice (HTML and text parts).
+  const estimate = Math.ceil(attachmentBytes * 1.37) + Buffer.byteLength(body) * 2 + 16 * 1024;
+  if (estimate > limits.messageMaxBytes) {
+    throw tooBig('body', `The message would be about ${estimate} bytes; the limit is ${limits.messageMaxBytes}`);
+  }
+}
+
+interface ComposeInput {
+  emailId: string;
+  type: EmailType;
+  subject: string;
+  body: string;
+  contact: { id: string; email: string; data: Record<string, unknown> };
+  values?: Record<string, unknown>;
+  headers: Record<string, string>;
+  settings: ProjectSettings;
+  links: Links;
+}
+
+/**
+ * One recipient's message: placeholders rendered with their data, the unsubscribe footer and
+ * `List-Unsubscribe` pair on MARKETING mail, a text part from the HTML, then tracking.
+ */
+export function composeMessage(c: ComposeInput) {
+  const contactLinks = c.links.contactLinks(c.contact.id);
+  const vars = templateVariables({ contact: c.contact, values: c.values, links: contactLinks });
+  const marketing = c.type === 'MARKETING';
+  let html = render(c.body, vars, 'html');
+  if (marketing && c.settings.unsubscribeFooter) html = insertBeforeBodyEnd(html, unsubscribeFooter(contactLinks.unsubscribeUrl));
+  const text = htmlToText(html) ?? null;
+  const tracked = c.settings.tracking === 'all' || (c.settings.tracking === 'marketing' && marketing);
+  if (tracked) html = addTracking(html, c.emailId, c.links);
+  const headers = { ...c.headers };
+  const callerUnsubscribe = Object.keys(headers).some((h) => h.toLowerCase() === 'list-unsubscribe');
+  if (marketing) {
+    // RFC 8058 one-click: the same URL answers POST List-Unsubscribe=One-Click. A caller's own pair replaces both.
+    if (!callerUnsubscribe) {
+      headers['List-Unsubscribe'] = `<${contactLinks.unsubscribeUrl}>`;
+      headers['List-Unsubscribe-Post'] = 'List-Unsubscribe=One-Click';
+    }
+    if (!Object.keys(headers).some((h) => h.toLowerCase() === 'precedence')) headers.Precedence = 'bulk';
+  }
+  return { subject: render(c.subject, vars, 'text'), html, text, headers };
+}
+
+/**
+ * POST /v1/send. Everything that can refuse the request is checked before anything is written; then,
+ * in one transaction, each recipient gets their contact upsert and their own rendered, queued email.
+ * The dispatchers are woken by a NOTIFY that fires only when that transaction commits.
+ */
+export async function sendEmails(
+  em: EntityManager,
+  projectId: string,
+  input: SendInput,
+  deps: { links: Links; limits: SendLimits },
+): Promise<SendResult> {
+  const template = input.template ? await getTemplate(em, projectId, input.template) : undefined;
+  const subject = input.subject ?? template?.subject;
+  const body = input.body ?? template?.body;
+  if (subject === undefined) throw missing('subject', 'subject is required: the template has none');
+  if (body === undefined) throw missing('body', 'body is required: the template has none');
+  const sender = resolveSender(input, template);
+  const replyTo = input.reply ?? template?.reply_to ?? sender.email;
+  const type: EmailType = template?.type ?? 'TRANSACTIONAL';
+  checkSizes(input, body, deps.limits);
+  await assertVerifiedSender(em, projectId, sender.email);
+  const settings = await projectSettings(em, projectId);
+  const to = recipients(input.to);
+  const resolved = resolveDataMap(input.data);
+
+  if (type === 'MARKETING') {
+    // New contacts from /v1/send start unsubscribed unless `subscribed` says otherwise.
+    const existing = await sql<{ email: string; subscribed: boolean }>(
+      em,
+      `SELECT email, subscribed FROM contacts WHERE project_id = ? AND email = ANY(?::text[])`,
+      [projectId, to.map((r) => r.email)],
+    );
+    const known = new Map(existing.map((r) => [r.email, r.subscribed]));
+    const refused = to.filter((r) => !(input.subscribed ?? known.get(r.email) ?? false)).map((r) => r.email);
+    if (refused.length) {
+      throw badRequest('A MARKETING template cannot be sent to unsubscribed contacts', 'CONTACT_UNSUBSCRIBED', {
+        details: { emails: refused },
+        suggestion: 'Use a TRANSACTIONAL template, or pass subscribed: true for contacts who opted in',
+      });
+    }
+  }
+
+  return em.transactional(async (tx) => {
+    const emails: SendResult['emails'] = [];
+    const events: EventRecord[] = [];
+    const fromDomain = sender.email.slice(sender.email.lastIndexOf('@') + 1);
+    for (const recipient of to) {
+      const upsert = await upsertContact(tx, projectId, {
+        email: recipient.email,
+        subscribed: input.subscribed,
+        defaultSubscribed: false,
+        data: resolved,
+      });
+      events.push(...upsert.events);
+      const contact = upsert.contact;
+      const emailId = newId();
+      const message = composeMessage({
+        emailId,
+        type,
+        subject,
+        body,
+        contact: { id: contact.id, email: contact.email, data: contact.data },
+        values: resolved.values,
+        headers: input.headers ?? {},
+        settings,
+        links: deps.links,
+      });
+      await sql(
+        tx,
+        `INSERT INTO emails (id, project_id, contact_id, template_id, type, from_email, from_name, reply_to, to_email, to_name,
+                             subject, html, text, headers, message_id)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?)`,
+        [
+          emailId,
+          projectId,
+          contact.id,
+          template?.id ?? null,
+          type,
+          sender.email,
+          sender.name,
+          replyTo,
+          contact.email,
+          recipient.name,
+          message.subject,
+          message.html,
+          message.text,
+          JSON.stringify(message.headers),
+          `<${emailId}@${fromDomain}>`,
+        ],
+      );
+      if (input.attachments?.length) await insertAttachments(tx, emailId, input.attachments);
+      emails.push({ contact: { id: contact.id, email: contact.email }, email: emailId });
+    }
+    await sql(tx, `SELECT pg_notify(?, ?)`, [EMAIL_QUEUED_CHANNEL, projectId]);
+    return { emails, timestamp: new Date().toISOString(), events };
+  });
+}
+
+async function insertAttachments(em: EntityManager, emailId: string, attachments: AttachmentInput[]): Promise<void> {
+  await sql(
+    em,
+    `INSERT INTO email_attachments (id, email_id, position, filename, content_type, content_id, disposition, content)
+     SELECT * FROM unnest(?::uuid[], ?::uuid[], ?::int[], ?::text[], ?::text[], ?::text[], ?::text[], ?::bytea[])`,
+    [
+      attachments.map(() => newId()),
+      attachments.map(() => emailId),
+      attachments.map((_, i) => i),
+      attachments.map((a) => a.filename),
+      attachments.map((a) => a.contentType),
+      attachments.map((a) => a.contentId ?? null),
+      attachments.map((a) => a.disposition),
+      attachments.map((a) => Buffer.from(a.content.replace(/\s+/g, ''), 'base64')),
+    ],
+  );
+}

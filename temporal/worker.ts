@@ -1,0 +1,83 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import type { LogLevel, LogMetadata } from '@temporalio/common';
+import { NativeConnection, Runtime, Worker } from '@temporalio/worker';
+import type { Logger } from 'pino';
+import { type ActivityDeps, createActivities } from './activities';
+
+// This file runs as dist/temporal/worker.js, or as temporal/worker.ts under jest.
+const ROOT = path.resolve(__dirname, __filename.endsWith('.ts') ? '..' : '../..');
+
+/** Built by `npm run build` (scripts/bundle-workflows.ts), so workers never bundle at start-up. */
+export const WORKFLOW_BUNDLE = path.join(ROOT, 'dist', 'workflow-bundle.js');
+
+export interface RunningWorker {
+  stop(): Promise<void>;
+}
+
+export interface WorkerOptions extends ActivityDeps {
+  address: string;
+  namespace: string;
+  taskQueue: string;
+  log: Logger;
+  /** Overrides the prebuilt bundle (tests that change workflow code without a build). */
+  workflowsPath?: string;
+}
+
+const LEVELS: Record<LogLevel, 'trace' | 'debug' | 'info' | 'warn' | 'error'> = {
+  TRACE: 'trace',
+  DEBUG: 'debug',
+  INFO: 'info',
+  WARN: 'warn',
+  ERROR: 'error',
+};
+
+/**
+ * The SDK's logs (its own and its native core's) go to our JSON log. Signal handling stays ours, so
+ * shutdown runs in the service's order rather than the SDK's.
+ */
+function installRuntime(log: Logger): void {
+  if (Runtime._instance) return;
+  const sdk = log.child({ component: 'temporal-sdk' });
+  const emit = (level: LogLevel, message: string, meta?: LogMetadata) => sdk[LEVELS[level]](meta ?? {}, message);
+  Runtime.install({
+    shutdownSignals: [],
+    logger: {
+      log: emit,
+      trace: (m, meta) => emit('TRACE', m, meta),
+      debug: (m, meta) => emit('DEBUG', m, meta),
+      info: (m, meta) => emit('INFO', m, meta),
+      warn: (m, meta) => emit('WARN', m, meta),
+      error: (m, meta) => emit('ERROR', m, meta),
+    },
+    telemetryOptions: { logging: { filter: { core: 'WARN', other: 'ERROR' }, forward: {} } },
+  });
+}
+
+/** Runs the service's workflows and activities on one task queue until stopped. */
+export async function startWorker(opts: WorkerOptions): Promise<RunningWorker> {
+  installRuntime(opts.log);
+  const connection = await NativeConnection.connect({ address: opts.address });
+  const bundle = !opts.workflowsPath && fs.existsSync(WORKFLOW_BUNDLE) ? { codePath: WORKFLOW_BUNDLE } : undefined;
+  if (!bundle && !opts.workflowsPath) {
+    throw new Error(`workflow bundle missing at ${WORKFLOW_BUNDLE}: run \`npm run build\``);
+  }
+  const worker = await Worker.create({
+    connection,
+    namespace: opts.namespace,
+    taskQueue: opts.taskQueue,
+    activities: createActivities(opts),
+    ...(bundle ? { workflowBundle: bundle } : { workflowsPath: opts.workflowsPath }),
+  });
+  const running = worker.run().catch((err) => {
+    opts.log.error({ err }, 'Temporal worker stopped with an error');
+  });
+  opts.log.info({ taskQueue: opts.taskQueue, namespace: opts.namespace }, 'Temporal worker running');
+  return {
+    stop: async () => {
+      if (worker.getState() === 'RUNNING') worker.shutdown();
+      await running;
+      await connection.close();
+    },
+  };
+}

@@ -1,0 +1,79 @@
+import net from 'node:net';
+import { SMTPServer } from 'smtp-server';
+import { simpleParser, type ParsedMail } from 'mailparser';
+
+export interface Received {
+  envelope: { from: string | null; to: string[] };
+  raw: Buffer;
+  parsed: ParsedMail;
+}
+
+export type Reply = 'accept' | { code: number; message: string };
+
+/**
+ * A real SMTP listener (the smtp-server package) for tests: keeps what it receives, can refuse
+ * messages with any reply, and can be stopped and started again on the same port (an outage).
+ */
+export class SmtpSink {
+  readonly received: Received[] = [];
+  /** Decides the reply to each message; accepts everything by default. */
+  reply: (rcpt: string[]) => Reply = () => 'accept';
+  port = 0;
+  private server?: SMTPServer;
+
+  get url(): string {
+    return `smtp://127.0.0.1:${this.port}`;
+  }
+
+  async start(): Promise<this> {
+    const server = new SMTPServer({
+      authOptional: true,
+      disabledCommands: ['STARTTLS', 'AUTH'],
+      logger: false,
+      size: 64 * 1024 * 1024,
+      onData: (stream, session, callback) => {
+        const chunks: Buffer[] = [];
+        stream.on('data', (c: Buffer) => chunks.push(c));
+        stream.on('end', async () => {
+          const to = session.envelope.rcptTo.map((r) => r.address);
+          const decision = this.reply(to);
+          if (decision !== 'accept') {
+            return callback(Object.assign(new Error(decision.message), { responseCode: decision.code }));
+          }
+          const raw = Buffer.concat(chunks);
+          this.received.push({
+            envelope: { from: session.envelope.mailFrom ? session.envelope.mailFrom.address : null, to },
+            raw,
+            parsed: await simpleParser(raw),
+          });
+          callback(null, 'Ok queued');
+        });
+      },
+    });
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(this.port, '127.0.0.1', () => resolve());
+    });
+    this.port = (server.server.address() as net.AddressInfo).port;
+    this.server = server;
+    return this;
+  }
+
+  async stop(): Promise<void> {
+    const server = this.server;
+    this.server = undefined;
+    if (!server) return;
+    // Drop open connections too, as a crashed server would.
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+
+  /** Waits until `n` messages were received in all. */
+  async waitFor(n: number, ms = 30_000): Promise<Received[]> {
+    const deadline = Date.now() + ms;
+    while (this.received.length < n) {
+      if (Date.now() > deadline) throw new Error(`expected ${n} messages, got ${this.received.length}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    return this.received;
+  }
+}
