@@ -25,8 +25,13 @@ export interface DevServerOptions {
   /** 0 (default) picks a free port. */
   port?: number;
   persistence?: { kind: 'memory' } | { kind: 'postgres'; url: string; schema?: string };
-  /** Temporal test-server semantics: time jumps to the next deadline whenever nothing is in flight. */
-  timeSkipping?: boolean;
+  /**
+   * Temporal test-server semantics: while skipping is unlocked and nothing is in flight, time jumps
+   * to the next deadline. Starts locked (time runs normally) until a TestService client unlocks it,
+   * as the test server does when @temporalio/testing launches it; `{ startUnlocked: true }` skips
+   * from the start.
+   */
+  timeSkipping?: boolean | { startUnlocked: boolean };
   log?: pino.Logger;
   /** Namespaces to create if missing; `default` always exists. */
   namespaces?: string[];
@@ -65,7 +70,8 @@ export async function startDevServer(opts: DevServerOptions = {}): Promise<DevSe
 
     // The timer queue asks the engine what is in flight; the engine is created right after.
     let engine: Engine | undefined;
-    const timers = new TimerQueue(!!opts.timeSkipping, () => engine?.inFlight() ?? 0);
+    const startUnlocked = typeof opts.timeSkipping === 'object' && opts.timeSkipping.startUnlocked;
+    const timers = new TimerQueue(!!opts.timeSkipping, () => engine?.inFlight() ?? 0, startUnlocked ? 0 : 1);
     engine = new Engine({
       timers,
       store,

@@ -36,8 +36,9 @@ export class TimerQueue implements Clock {
     private readonly skipping: boolean,
     /** How many things are in flight right now (tasks waiting for workers); only read when skipping. */
     private readonly inFlight: () => number = () => 0,
+    initialLocks = 1,
   ) {
-    this.externalLocks = skipping ? 1 : 0;
+    this.externalLocks = skipping ? initialLocks : 0;
   }
 
   get timeSkipping(): boolean {

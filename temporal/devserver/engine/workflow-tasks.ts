@@ -107,6 +107,10 @@ export class WorkflowTasks {
     const exec = this.engine.execution(t.ns, t.rid);
     const wft = exec?.s.wft;
     if (!exec?.running || !wft?.started || wft.seq !== t.seq || wft.attempt !== t.att || wft.started.requestId !== t.req) {
+      this.engine.log.debug(
+        { workflowId: t.wid, runId: t.rid, running: exec?.running, task: t.seq, current: wft?.seq, started: !!wft?.started },
+        'answer for a workflow task that is no longer running',
+      );
       throw notFound('Workflow task not found.');
     }
     return exec;

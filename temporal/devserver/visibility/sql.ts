@@ -37,8 +37,12 @@ export class SqlParams {
   }
 }
 
-function isList(field: Field): boolean {
-  return field.type === IVT.INDEXED_VALUE_TYPE_KEYWORD_LIST && !COLUMNS[field.name];
+/**
+ * Keyword attributes in jsonb: SDKs send them as a string or as a list of strings, and the jsonb
+ * `?` operators match both shapes, so equality and IN use those.
+ */
+function isKeywordLike(field: Field): boolean {
+  return (field.type === IVT.INDEXED_VALUE_TYPE_KEYWORD_LIST || field.type === IVT.INDEXED_VALUE_TYPE_KEYWORD) && !COLUMNS[field.name];
 }
 
 /** SQL expression of a scalar attribute, typed for comparison. */
@@ -69,13 +73,13 @@ function compileExpr(e: Expr, p: SqlParams): string {
     case 'not':
       return `(NOT ${compileExpr(e.expr, p)})`;
     case 'null': {
-      const sql = isList(e.field)
+      const sql = isKeywordLike(e.field)
         ? `(search_attributes->${p.add(e.field.name)} IS NULL OR search_attributes->${p.add(e.field.name)} = '[]'::jsonb)`
         : `(${scalar(e.field, p)} IS NULL)`;
       return e.negate ? `(NOT ${sql})` : sql;
     }
     case 'cmp': {
-      if (isList(e.field)) {
+      if (isKeywordLike(e.field)) {
         const contains = `(search_attributes->${p.add(e.field.name)} ? ${p.add(String(e.value))})`;
         if (e.op === '=') return contains;
         if (e.op === '!=') return `(search_attributes ? ${p.add(e.field.name)} AND NOT ${contains})`;
@@ -83,7 +87,7 @@ function compileExpr(e: Expr, p: SqlParams): string {
       return `(${scalar(e.field, p)} ${e.op === '!=' ? '<>' : e.op} ${p.add(e.value)})`;
     }
     case 'in': {
-      if (isList(e.field)) {
+      if (isKeywordLike(e.field)) {
         const any = `(search_attributes->${p.add(e.field.name)} ?| ${p.add(e.values.map(String))}::text[])`;
         return e.negate ? `(search_attributes ? ${p.add(e.field.name)} AND NOT ${any})` : any;
       }

@@ -1,0 +1,90 @@
+/**
+ * Command line of the dev server, in two dialects:
+ *
+ *   temporal-devserver [--port N] [--host H] [--db postgres-url] [--schema S] [--namespace NS]...
+ *                      [--time-skipping] [--log-level L]
+ *   temporal-devserver-test <port> [--enable-time-skipping]
+ *
+ * The second is how @temporalio/testing launches a time-skipping test server: the port as the only
+ * argument, time skipping available but locked until the test client unlocks it.
+ */
+import { parseArgs } from 'node:util';
+import pino from 'pino';
+import { startDevServer, type DevServer, type DevServerOptions } from './index';
+
+const USAGE = `usage: temporal-devserver [--port N] [--host H] [--db postgres-url] [--schema name]
+                          [--namespace name]... [--time-skipping] [--log-level level]`;
+
+function parseDevServerArgs(argv: string[]): DevServerOptions & { logLevel: string } {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      port: { type: 'string', default: '7233' },
+      host: { type: 'string', default: '127.0.0.1' },
+      db: { type: 'string' },
+      schema: { type: 'string' },
+      namespace: { type: 'string', multiple: true },
+      'time-skipping': { type: 'boolean', default: false },
+      'log-level': { type: 'string', default: 'info' },
+      help: { type: 'boolean', default: false },
+    },
+    strict: true,
+  });
+  if (values.help) {
+    process.stdout.write(`${USAGE}\n`);
+    process.exit(0);
+  }
+  const port = Number(values.port);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`invalid --port ${values.port}`);
+  return {
+    host: values.host,
+    port,
+    persistence: values.db ? { kind: 'postgres', url: values.db, schema: values.schema } : { kind: 'memory' },
+    namespaces: values.namespace,
+    timeSkipping: values['time-skipping'],
+    logLevel: values['log-level']!,
+  };
+}
+
+/** `temporal-devserver-test <port> [--enable-time-skipping]`, as Temporal's Java test server takes it. */
+function parseTestServerArgs(argv: string[]): DevServerOptions & { logLevel: string } {
+  const [portArg, flag] = argv;
+  const port = Number(portArg);
+  if (!Number.isInteger(port) || port <= 0) throw new Error('usage: temporal-devserver-test <port> [--enable-time-skipping]');
+  if (flag && flag !== '--enable-time-skipping') throw new Error(`unknown flag ${flag}`);
+  return {
+    port,
+    timeSkipping: { startUnlocked: flag === '--enable-time-skipping' },
+    logLevel: process.env.TEMPORAL_DEVSERVER_LOG_LEVEL ?? 'warn',
+  };
+}
+
+export async function main(argv: string[], dialect: 'devserver' | 'testserver' = 'devserver'): Promise<DevServer> {
+  const opts = dialect === 'testserver' ? parseTestServerArgs(argv) : parseDevServerArgs(argv);
+  const log = pino({ level: opts.logLevel }, pino.destination(2));
+  const server = await startDevServer({ ...opts, log });
+  if (dialect === 'devserver') log.info({ address: server.address }, 'ready');
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'stopping');
+    server.stop().then(
+      () => process.exit(0),
+      (err) => {
+        log.error({ err }, 'stop failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGINT', () => stop('SIGINT'));
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  return server;
+}
+
+export function run(dialect: 'devserver' | 'testserver'): void {
+  main(process.argv.slice(2), dialect).catch((err: unknown) => {
+    process.stderr.write(`temporal-devserver: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exit(1);
+  });
+}

@@ -1,0 +1,121 @@
+/**
+ * Durable mode survives a crash: the dev server runs as a real child process on PostgreSQL, is
+ * killed with SIGKILL while workflows wait on a timer, a signal and an activity, and is started
+ * again on the same database. Nothing acknowledged before the crash may be lost, and a timer that
+ * came due while the server was down fires when it is back.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
+import { NativeConnection, Worker, type WorkflowBundle } from '@temporalio/worker';
+import { freePort } from '../../src/db/embedded-postgres';
+import { createTestDatabase } from '../setup/db';
+import { createActivities, type AsyncCompletion } from './fixtures/activities';
+import * as workflows from './fixtures/workflows';
+import { bundleWorkflows, eventually, installRuntime, registerSearchAttributes, uid } from './helpers/env';
+
+const BIN = path.join(__dirname, '..', '..', 'bin', 'temporal-devserver');
+const ProjectId = defineSearchAttributeKey('ProjectId', SearchAttributeType.KEYWORD);
+
+function startServerProcess(port: number, db: string): ChildProcess {
+  const child = spawn(process.execPath, [BIN, '--port', String(port), '--db', db, '--log-level', 'warn'], {
+    env: { ...process.env, TEMPORAL_DEVSERVER_FROM_SOURCE: '1' },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  return child;
+}
+
+async function untilServing(address: string): Promise<void> {
+  await eventually(async () => {
+    const c = await Connection.connect({ address, connectTimeout: 1000 });
+    try {
+      await c.workflowService.getSystemInfo({});
+    } finally {
+      await c.close();
+    }
+  }, 30_000);
+}
+
+function killHard(child: ChildProcess): Promise<void> {
+  return new Promise((resolve) => {
+    child.once('exit', () => resolve());
+    child.kill('SIGKILL');
+  });
+}
+
+let bundle: WorkflowBundle;
+const children: ChildProcess[] = [];
+
+beforeAll(async () => {
+  installRuntime();
+  bundle = await bundleWorkflows();
+});
+
+afterAll(async () => {
+  for (const c of children) if (c.exitCode === null && c.signalCode === null) await killHard(c);
+});
+
+test('workflows waiting on a timer, a signal and an activity survive SIGKILL of the server', async () => {
+  const db = await createTestDatabase();
+  const port = await freePort();
+  const address = `127.0.0.1:${port}`;
+  children.push(startServerProcess(port, db));
+  await untilServing(address);
+
+  const connection = await Connection.connect({ address });
+  const nativeConnection = await NativeConnection.connect({ address });
+  const client = new Client({ connection });
+  await registerSearchAttributes(connection, 'default');
+  const taskQueue = uid('crash');
+  const asyncCompletions: AsyncCompletion[] = [];
+  const worker = await Worker.create({
+    connection: nativeConnection,
+    taskQueue,
+    workflowBundle: bundle,
+    activities: createActivities({ asyncCompletions }),
+  });
+  const run = worker.run();
+  const start = (fn: (...args: any[]) => Promise<unknown>, args: unknown[], extra: object = {}) => // eslint-disable-line @typescript-eslint/no-explicit-any
+    client.workflow.start(fn, { taskQueue, workflowId: uid(fn.name), args, ...extra } as never);
+
+  try {
+    const projectId = uid('project');
+    const timer = await start(workflows.sleeper, [2500]);
+    const signal = await start(workflows.waitForSignal, [], { typedSearchAttributes: [{ key: ProjectId, value: projectId }] });
+    const signals = await start(workflows.collectSignals, [2]);
+    const activity = await start(workflows.activityScenario, ['async-complete']);
+    for (const h of [timer, signal, signals]) {
+      await eventually(async () => expect((await h.describe()).historyLength).toBeGreaterThanOrEqual(4));
+    }
+    const completion = await eventually(async () => {
+      const found = asyncCompletions.find((c) => c.workflowId === activity.workflowId);
+      if (!found) throw new Error('activity not started yet');
+      return found;
+    });
+    await signals.signal(workflows.unblock, 'before the crash');
+
+    await killHard(children[0]);
+    // The timer comes due while the server is down.
+    await new Promise((r) => setTimeout(r, 3000));
+    children.push(startServerProcess(port, db));
+    await untilServing(address);
+
+    await signal.signal(workflows.unblock, 'after the crash');
+    await signals.signal(workflows.unblock, 'after the crash');
+    await client.activity.complete(completion.taskToken, 'completed after the crash');
+
+    expect(await timer.result()).toBe('slept 2500');
+    expect(await signal.result()).toBe('unblocked by after the crash');
+    expect(await signals.result()).toEqual(['before the crash', 'after the crash']);
+    expect(await activity.result()).toEqual({ result: 'completed after the crash' });
+    const found: string[] = [];
+    for await (const w of client.workflow.list({ query: `ProjectId = '${projectId}'` })) found.push(w.workflowId);
+    expect(found).toEqual([signal.workflowId]);
+  } finally {
+    worker.shutdown();
+    await run;
+    await connection.close();
+    await nativeConnection.close();
+  }
+}, 120_000);
