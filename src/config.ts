@@ -45,6 +45,11 @@ const envSchema = z.object({
   SMTP_POOL_SIZE: z.coerce.number().int().min(1).max(100).default(8),
   ATTACHMENTS_MAX_MB: z.coerce.number().positive().max(40).default(10),
   MESSAGE_MAX_MB: z.coerce.number().positive().max(100).default(40),
+  /** Hosts SNS signing certificates and subscription URLs may come from; `*` is one DNS label. */
+  SNS_CERT_HOSTS: z
+    .string()
+    .default('sns.*.amazonaws.com')
+    .transform((v) => v.split(',').map((s) => s.trim()).filter(Boolean)),
   DNS_SERVERS: z
     .string()
     .optional()

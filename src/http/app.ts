@@ -10,6 +10,10 @@ import { scheduleSnoozeEnd } from '../modules/contacts/snooze-timer';
 import { domainRoutes } from '../modules/domains/domains.routes';
 import { templateRoutes } from '../modules/templates/templates.routes';
 import { emailRoutes } from '../modules/emails/emails.routes';
+import { trackingRoutes } from '../modules/emails/tracking.routes';
+import { preferencePageRoutes } from '../modules/contacts/preference-pages';
+import { snsRoutes } from '../modules/webhooks/sns.routes';
+import { SnsVerifier } from '../modules/webhooks/sns-signature';
 import type { Links } from '../mail/links';
 import type { TemporalClient } from '../../temporal/client';
 import type { Config } from '../config';
@@ -71,6 +75,11 @@ export function createApp(deps: AppDeps): Koa {
   eventRoutes(router, guards);
   verifyRoutes(router, guards, { resolver: deps.resolver });
   templateRoutes(router, guards);
+  trackingRoutes(router, { links: deps.links });
+  preferencePageRoutes(router, { links: deps.links, formBody: jsonBody });
+  // SNS posts JSON as text/plain.
+  const textBody = koaBody({ text: true, json: true, textLimit: '1mb', jsonLimit: '1mb', multipart: false });
+  snsRoutes(router, { verifier: new SnsVerifier(config.SNS_CERT_HOSTS), textBody });
   emailRoutes(router, guards, {
     links: deps.links,
     limits: { attachmentsMaxBytes: config.ATTACHMENTS_MAX_MB * 2 ** 20, messageMaxBytes: config.MESSAGE_MAX_MB * 2 ** 20 },

@@ -10,8 +10,8 @@ export type DeliveryOutcome =
   /** No conversation was possible (refused, timed out, TLS or auth failure): every message waits. */
   | { kind: 'unreachable'; error: string };
 
-// Amazon SES answers `250 Ok <message id>`; its delivery notifications carry that id.
-const SES_ID = /^250 Ok (\S+)/;
+// Amazon SES answers `250 Ok <message id>` (hex groups joined by dashes); its notifications carry that id.
+const SES_ID = /^250 Ok ([0-9a-f]+(?:-[0-9a-f]+){4,})\s*$/i;
 
 /** The pooled SMTP transport of one process (SMTP_URL, or the dev mailbox's capture server). */
 export class Mailer {

@@ -5,6 +5,7 @@ import type { Role } from '../../src/config';
 import { loadConfig } from '../../src/config';
 import { createLogger } from '../../src/log';
 import { type Service, startService } from '../../src/main';
+import { freePort } from '../../src/db/embedded-postgres';
 import { createTestDatabase } from './db';
 
 export interface ApiResponse<T = any> {
@@ -67,10 +68,13 @@ export interface TestService extends Service {
 export async function startTestService(env: Record<string, string> = {}, role: Role = 'all'): Promise<TestService> {
   const databaseUrl = env.DATABASE_URL ?? (await createTestDatabase());
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'postbox-svc-'));
+  // A known port, so PUBLIC_URL (the base of every link in mail) points at this very server.
+  const port = role === 'worker' ? '0' : String(env.PORT ?? (await freePort()));
   const fullEnv = {
     DATABASE_URL: databaseUrl,
     DATA_DIR: dataDir,
-    PORT: '0',
+    PORT: port,
+    PUBLIC_URL: `http://127.0.0.1:${port}`,
     HOST: '127.0.0.1',
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
     DATABASE_POOL_MAX: '5',

@@ -18,6 +18,8 @@ export class SmtpSink {
   readonly received: Received[] = [];
   /** Decides the reply to each message; accepts everything by default. */
   reply: (rcpt: string[]) => Reply = () => 'accept';
+  /** The text after `250` when accepting; SES answers `Ok <message id>`. */
+  acceptText: () => string = () => 'Accepted';
   port = 0;
   private server?: SMTPServer;
 
@@ -46,7 +48,7 @@ export class SmtpSink {
             raw,
             parsed: await simpleParser(raw),
           });
-          callback(null, 'Ok queued');
+          callback(null, this.acceptText());
         });
       },
     });

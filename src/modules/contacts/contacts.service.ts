@@ -249,6 +249,21 @@ export async function endSnooze(em: EntityManager, contactId: string, snoozedUnt
   });
 }
 
+/**
+ * Sets `subscribed` (ending any snooze) from outside the API: unsubscribe links, bounces, complaints.
+ * Runs in the caller's transaction; answers the subscription event when it was a real change.
+ */
+export async function updateContactSubscription(
+  em: EntityManager,
+  contactId: string,
+  subscribed: boolean,
+  eventData: Record<string, unknown>,
+): Promise<EventRecord[]> {
+  const [current] = await sql<ContactRow>(em, `SELECT ${COLUMNS} FROM contacts WHERE id = ? FOR UPDATE`, [contactId]);
+  if (!current) return [];
+  return (await updateLocked(em, current, { subscribed, eventData })).events;
+}
+
 export async function deleteContact(em: EntityManager, projectId: string, id: string): Promise<void> {
   const rows = await sql(em, `DELETE FROM contacts WHERE project_id = ? AND id = ? RETURNING id`, [projectId, id]);
   if (rows.length === 0) throw notFound('Contact');

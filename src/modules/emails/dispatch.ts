@@ -258,9 +258,11 @@ export class EmailDispatcher {
       const updated = sent.length
         ? await sql<{ id: string }>(
             tx,
-            `UPDATE emails e SET status = 'SENT', sent_at = now(), provider_message_id = v.pid, claimed_until = NULL,
-                                 last_error = NULL, updated_at = now()
-             FROM unnest(?::uuid[], ?::text[]) AS v(id, pid) WHERE e.id = v.id AND e.status = 'QUEUED' RETURNING e.id`,
+            // An open or click can be recorded before this (the recipient was quick): keep the higher status.
+            `UPDATE emails e SET status = CASE WHEN e.status = 'QUEUED' THEN 'SENT' ELSE e.status END, sent_at = now(),
+                                 provider_message_id = v.pid, claimed_until = NULL, last_error = NULL, updated_at = now()
+             FROM unnest(?::uuid[], ?::text[]) AS v(id, pid)
+             WHERE e.id = v.id AND e.sent_at IS NULL AND e.status <> 'FAILED' RETURNING e.id`,
             [sent.map((s) => s.email.id), sent.map((s) => s.outcome.providerMessageId)],
           )
         : [];

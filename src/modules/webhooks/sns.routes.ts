@@ -1,0 +1,96 @@
+import type Router from '@koa/router';
+import type { Middleware } from 'koa';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { sql } from '../../db/orm';
+import { AppError, badRequest } from '../../http/errors';
+import { type EmailActivity, recordEmailActivity } from '../emails/email-activity';
+import type { SnsMessage, SnsVerifier } from './sns-signature';
+
+interface SesEvent {
+  notificationType?: string;
+  eventType?: string;
+  mail?: { messageId?: string; commonHeaders?: { messageId?: string }; headers?: Array<{ name: string; value: string }> };
+  bounce?: { bounceType?: string };
+  click?: { link?: string };
+}
+
+function activityOf(e: SesEvent): EmailActivity | undefined {
+  switch (e.eventType ?? e.notificationType) {
+    case 'Delivery':
+      return { kind: 'delivery' };
+    case 'Open':
+      return { kind: 'open' };
+    case 'Click':
+      return { kind: 'click', link: e.click?.link ?? '' };
+    case 'Complaint':
+      return { kind: 'complaint' };
+    case 'Bounce': {
+      const t = e.bounce?.bounceType;
+      return { kind: 'bounce', bounceType: t === 'Permanent' || t === 'Transient' ? t : 'Undetermined' };
+    }
+    default:
+      return undefined;
+  }
+}
+
+/** The email an SES event is about: by the provider's message id, else by our own Message-ID header. */
+async function findEmail(em: EntityManager, e: SesEvent): Promise<string | undefined> {
+  const ours = e.mail?.commonHeaders?.messageId ?? e.mail?.headers?.find((h) => h.name.toLowerCase() === 'message-id')?.value;
+  const [row] = await sql<{ id: string }>(
+    em,
+    `SELECT id FROM emails WHERE provider_message_id = ? OR message_id = ? ORDER BY provider_message_id = ? DESC LIMIT 1`,
+    [e.mail?.messageId ?? '', ours ?? '', e.mail?.messageId ?? ''],
+  );
+  return row?.id;
+}
+
+/**
+ * SES events (Delivery, Bounce, Complaint, Open, Click) arriving through Amazon SNS. Every message
+ * must carry a valid SNS signature; subscriptions are confirmed only for trusted hosts; a notification
+ * is processed once (its MessageId is recorded in the same transaction). Once the signature is good the
+ * answer is 200 even when processing fails, which is logged: SNS retrying would not fix it.
+ */
+export function snsRoutes(router: Router, deps: { verifier: SnsVerifier; textBody: Middleware }): void {
+  router.post('/webhooks/sns', deps.textBody, async (ctx) => {
+    const raw = ctx.request.body;
+    let message: SnsMessage;
+    try {
+      message = (typeof raw === 'string' ? JSON.parse(raw) : raw) as SnsMessage;
+    } catch {
+      throw badRequest('Body is not an SNS message', 'INVALID_JSON');
+    }
+    if (!message || typeof message !== 'object' || !message.Type) throw badRequest('Body is not an SNS message', 'INVALID_SNS_MESSAGE');
+    if (!(await deps.verifier.verify(message))) throw new AppError(403, 'INVALID_SIGNATURE', 'SNS signature verification failed');
+
+    if (message.Type === 'SubscriptionConfirmation') {
+      if (!message.SubscribeURL || !deps.verifier.trusts(message.SubscribeURL)) {
+        throw new AppError(403, 'UNTRUSTED_SUBSCRIPTION', 'Subscription confirmations are accepted only from trusted SNS hosts');
+      }
+      const res = await fetch(message.SubscribeURL, { redirect: 'error', signal: AbortSignal.timeout(10_000) });
+      ctx.state.log.info({ topic: message.TopicArn, status: res.status }, 'confirmed SNS subscription');
+      ctx.body = { confirmed: res.ok };
+      return;
+    }
+    if (message.Type !== 'Notification') {
+      ctx.body = { ignored: message.Type };
+      return;
+    }
+    try {
+      const outcome = await ctx.state.em.transactional(async (tx) => {
+        const fresh = await sql(tx, `INSERT INTO sns_notifications (message_id) VALUES (?) ON CONFLICT DO NOTHING RETURNING 1`, [message.MessageId]);
+        if (fresh.length === 0) return 'duplicate';
+        const event = JSON.parse(message.Message) as SesEvent;
+        const activity = activityOf(event);
+        if (!activity) return 'ignored';
+        const emailId = await findEmail(tx, event);
+        if (!emailId) return 'unknown_email';
+        await recordEmailActivity(tx, emailId, activity);
+        return 'recorded';
+      });
+      ctx.body = { result: outcome };
+    } catch (err) {
+      ctx.state.log.error({ err, messageId: message.MessageId }, 'could not process an SNS notification');
+      ctx.body = { result: 'error' };
+    }
+  });
+}

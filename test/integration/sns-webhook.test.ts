@@ -1,0 +1,165 @@
+import { execFileSync } from 'node:child_process';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import http from 'node:http';
+import type net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { stringToSign, type SnsMessage } from '../../src/modules/webhooks/sns-signature';
+import { dbQuery } from '../setup/db';
+import { TestDnsServer } from '../setup/dns-server';
+import { verifiedDomain } from '../setup/sender';
+import { type Account, createAccount, startTestService, type TestService } from '../setup/service';
+import { SmtpSink } from '../setup/smtp-sink';
+
+/** A stand-in for the SNS endpoints: serves the signing certificate and records subscription confirmations. */
+let certServer: http.Server;
+let certBase: string;
+const confirmations: string[] = [];
+let privateKey: string;
+
+let dns: TestDnsServer;
+let smtp: SmtpSink;
+let svc: TestService;
+let acct: Account;
+let key: { key: string };
+
+beforeAll(async () => {
+  // A real X.509 certificate, as SNS publishes, made with openssl.
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sns-'));
+  execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${dir}/key.pem`, '-out', `${dir}/cert.pem`, '-days', '2', '-subj', '/CN=sns.test'], {
+    stdio: 'ignore',
+  });
+  privateKey = fs.readFileSync(`${dir}/key.pem`, 'utf8');
+  const cert = fs.readFileSync(`${dir}/cert.pem`, 'utf8');
+  certServer = http.createServer((req, res) => {
+    if (req.url === '/cert.pem') return res.end(cert);
+    if (req.url?.startsWith('/confirm')) {
+      confirmations.push(req.url);
+      return res.end('<ConfirmSubscriptionResponse/>');
+    }
+    res.statusCode = 404;
+    res.end();
+  });
+  await new Promise<void>((r) => certServer.listen(0, '127.0.0.1', () => r()));
+  certBase = `http://127.0.0.1:${(certServer.address() as net.AddressInfo).port}`;
+
+  dns = await new TestDnsServer().start();
+  smtp = await new SmtpSink().start();
+  smtp.acceptText = () => `Ok 0100018c${crypto.randomBytes(4).toString('hex')}-1a2b3c4d-5e6f-4a5b-8c9d-${crypto.randomBytes(6).toString('hex')}-000000`;
+  svc = await startTestService({ DNS_SERVERS: dns.address, SMTP_URL: smtp.url, SNS_CERT_HOSTS: new URL(certBase).host });
+  acct = await createAccount(svc.api);
+  key = { key: acct.project.secretKey };
+  await verifiedDomain(svc.api, dns, acct.project.secretKey, 'ses.test');
+});
+afterAll(async () => {
+  await svc.stop();
+  await smtp.stop();
+  await dns.stop();
+  certServer.close();
+});
+
+function signed(fields: Partial<SnsMessage> & Pick<SnsMessage, 'Type' | 'Message'>, version: '1' | '2' = '2'): SnsMessage {
+  const m = {
+    MessageId: crypto.randomUUID(),
+    TopicArn: 'arn:aws:sns:eu-west-1:123456789012:ses-events',
+    Timestamp: new Date().toISOString(),
+    SignatureVersion: version,
+    SigningCertURL: `${certBase}/cert.pem`,
+    Signature: '',
+    ...fields,
+  } as SnsMessage;
+  m.Signature = crypto.createSign(version === '1' ? 'RSA-SHA1' : 'RSA-SHA256').update(stringToSign(m)).sign(privateKey, 'base64');
+  return m;
+}
+
+const post = (m: unknown) => svc.api.request('POST', '/webhooks/sns', { raw: JSON.stringify(m), headers: { 'content-type': 'text/plain; charset=UTF-8' } });
+
+/** Sends a real email; answers its id, SES message id and contact. */
+async function sentEmail(to: string) {
+  smtp.received.length = 0;
+  const res = await svc.api.post('/v1/send', { to, from: 'hi@ses.test', subject: 's', body: 'b', subscribed: true }, key);
+  const id = res.body.data.emails[0].email;
+  for (;;) {
+    const [row] = await dbQuery(svc.databaseUrl, 'SELECT status, provider_message_id, message_id, contact_id FROM emails WHERE id = $1', [id]);
+    if (row.status === 'SENT') return { id, ses: row.provider_message_id as string, messageId: row.message_id as string, contactId: row.contact_id as string };
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+const sesEvent = (type: string, sesId: string, extra: Record<string, unknown> = {}) =>
+  JSON.stringify({ eventType: type, mail: { messageId: sesId, commonHeaders: {} }, ...extra });
+const email = async (id: string) => (await dbQuery(svc.databaseUrl, 'SELECT * FROM emails WHERE id = $1', [id]))[0];
+const contact = async (id: string) => (await dbQuery(svc.databaseUrl, 'SELECT subscribed FROM contacts WHERE id = $1', [id]))[0];
+const eventNames = async (contactId: string) =>
+  (await dbQuery(svc.databaseUrl, 'SELECT name FROM events WHERE contact_id = $1 ORDER BY created_at, name', [contactId])).map((e) => e.name);
+
+test('a signed Delivery notification finds the email by SES message id; a repeat is processed once', async () => {
+  const e = await sentEmail('d@example.org');
+  expect(e.ses).toMatch(/^0100018c/);
+  const m = signed({ Type: 'Notification', Message: sesEvent('Delivery', e.ses) });
+  const first = await post(m);
+  expect(first.status).toBe(200);
+  expect(first.body).toEqual({ result: 'recorded' });
+  expect((await email(e.id)).status).toBe('DELIVERED');
+  expect((await post(m)).body).toEqual({ result: 'duplicate' });
+  expect((await eventNames(e.contactId)).filter((n) => n === 'email.delivery')).toHaveLength(1);
+});
+
+test('statuses never move down; a notification can also be matched by our Message-ID', async () => {
+  const e = await sentEmail('order@example.org');
+  const byHeader = (type: string, extra = {}) =>
+    JSON.stringify({ notificationType: type, mail: { messageId: 'unknown-ses-id', commonHeaders: { messageId: e.messageId } }, ...extra });
+  await post(signed({ Type: 'Notification', Message: byHeader('Click', { click: { link: 'https://x.example/' } }) }));
+  await post(signed({ Type: 'Notification', Message: byHeader('Delivery') }, '1'));
+  const row = await email(e.id);
+  expect(row.status).toBe('CLICKED');
+  expect(row.delivered_at).toBeTruthy();
+});
+
+test('a permanent bounce and a complaint unsubscribe the contact; a transient bounce is recorded only', async () => {
+  const transient = await sentEmail('soft@example.org');
+  await post(signed({ Type: 'Notification', Message: sesEvent('Bounce', transient.ses, { bounce: { bounceType: 'Transient' } }) }));
+  expect((await email(transient.id)).status).toBe('SENT');
+  expect((await email(transient.id)).bounced_at).toBeTruthy();
+  expect((await contact(transient.contactId)).subscribed).toBe(true);
+  expect(await eventNames(transient.contactId)).toContain('email.bounce');
+
+  const hard = await sentEmail('hard@example.org');
+  await post(signed({ Type: 'Notification', Message: sesEvent('Bounce', hard.ses, { bounce: { bounceType: 'Permanent' } }) }));
+  expect((await email(hard.id)).status).toBe('BOUNCED');
+  expect((await contact(hard.contactId)).subscribed).toBe(false);
+  const [unsub] = await dbQuery(svc.databaseUrl, `SELECT data FROM events WHERE contact_id = $1 AND name = 'contact.unsubscribed'`, [hard.contactId]);
+  expect(unsub.data).toEqual({ reason: 'bounce', emailId: hard.id });
+
+  const complained = await sentEmail('angry@example.org');
+  await post(signed({ Type: 'Notification', Message: sesEvent('Complaint', complained.ses, { complaint: {} }) }));
+  expect((await email(complained.id)).status).toBe('COMPLAINED');
+  expect((await contact(complained.contactId)).subscribed).toBe(false);
+});
+
+test('forged, tampered or untrusted messages are refused with 403 and change nothing', async () => {
+  const e = await sentEmail('forged@example.org');
+  const good = signed({ Type: 'Notification', Message: sesEvent('Complaint', e.ses) });
+  expect((await post({ ...good, Message: sesEvent('Complaint', 'another') })).status).toBe(403);
+  expect((await post({ ...good, Signature: good.Signature.replace(/^.{4}/, 'AAAA') })).status).toBe(403);
+  const elsewhere = signed({ Type: 'Notification', Message: sesEvent('Complaint', e.ses), SigningCertURL: 'https://evil.example/cert.pem' });
+  expect((await post(elsewhere)).status).toBe(403);
+  expect((await post({ hello: 'world' })).status).toBe(400);
+  expect((await email(e.id)).status).toBe('SENT');
+  expect((await contact(e.contactId)).subscribed).toBe(true);
+});
+
+test('subscription confirmations are followed only for trusted hosts', async () => {
+  const ok = signed({ Type: 'SubscriptionConfirmation', Message: 'confirm', Token: 't1', SubscribeURL: `${certBase}/confirm?token=t1` });
+  expect((await post(ok)).body).toEqual({ confirmed: true });
+  expect(confirmations).toEqual(['/confirm?token=t1']);
+  const untrusted = signed({ Type: 'SubscriptionConfirmation', Message: 'confirm', Token: 't2', SubscribeURL: 'https://evil.example/confirm?token=t2' });
+  expect((await post(untrusted)).status).toBe(403);
+  expect(confirmations).toHaveLength(1);
+});
+
+test('a signed notification that cannot be processed still answers 200', async () => {
+  expect((await post(signed({ Type: 'Notification', Message: 'not json' }))).body).toEqual({ result: 'error' });
+  expect((await post(signed({ Type: 'Notification', Message: sesEvent('Delivery', 'nobody-knows') }))).body).toEqual({ result: 'unknown_email' });
+});

@@ -1,0 +1,160 @@
+import { dbQuery } from '../setup/db';
+import { TestDnsServer } from '../setup/dns-server';
+import { verifiedDomain } from '../setup/sender';
+import { type Account, createAccount, startTestService, type TestService } from '../setup/service';
+import { SmtpSink } from '../setup/smtp-sink';
+
+const SECRET = 'a shared secret for every process of this test';
+let dns: TestDnsServer;
+let smtp: SmtpSink;
+let svc: TestService;
+let acct: Account;
+let key: { key: string };
+
+beforeAll(async () => {
+  dns = await new TestDnsServer().start();
+  smtp = await new SmtpSink().start();
+  svc = await startTestService({ DNS_SERVERS: dns.address, SMTP_URL: smtp.url, JWT_SECRET: SECRET });
+  acct = await createAccount(svc.api);
+  key = { key: acct.project.secretKey };
+  await verifiedDomain(svc.api, dns, acct.project.secretKey, 'track.test');
+});
+afterAll(async () => {
+  await svc.stop();
+  await smtp.stop();
+  await dns.stop();
+});
+beforeEach(() => {
+  smtp.received.length = 0;
+});
+
+/** Sends one email through the real pipeline and returns what the SMTP listener received. */
+async function deliver(body: Record<string, unknown>) {
+  const res = await svc.api.post('/v1/send', { from: 'hi@track.test', subject: 'S', ...body }, key);
+  if (res.status !== 200) throw new Error(JSON.stringify(res.body));
+  const [msg] = await smtp.waitFor(1);
+  return { emailId: res.body.data.emails[0].email as string, contactId: res.body.data.emails[0].contact.id as string, html: String(msg.parsed.html), msg };
+}
+
+const hrefs = (html: string) => [...html.matchAll(/href="([^"]+)"/g)].map((m) => m[1].replace(/&amp;/g, '&'));
+const pixelOf = (html: string) => /<img src="([^"]+\/t\/o\/[^"]+)"/.exec(html)?.[1];
+const path = (url: string) => url.slice(svc.api.baseUrl.length);
+const row = async (id: string) => (await dbQuery(svc.databaseUrl, 'SELECT * FROM emails WHERE id = $1', [id]))[0];
+const eventsOf = (contactId: string, name: string) =>
+  dbQuery(svc.databaseUrl, 'SELECT data FROM events WHERE contact_id = $1 AND name = $2 ORDER BY created_at', [contactId, name]);
+
+test('opens: the pixel counts every open, keeps the first time, and moves the status up', async () => {
+  // Make sure the email is SENT before the open (so the order of states is real), then open twice.
+  const { emailId, contactId, html } = await deliver({ to: 'open@example.org', body: '<html><body><p>Hi</p></body></html>' });
+  const pixel = pixelOf(html)!;
+  expect(pixel).toMatch(new RegExp(`^${svc.api.baseUrl}/t/o/${emailId}/[\\w-]{22}\\.gif$`));
+  for (let i = 0; i < 2; i++) {
+    const res = await svc.api.get(path(pixel));
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toBe('image/gif');
+  }
+  const r = await row(emailId);
+  expect(r.open_count).toBe(2);
+  expect(r.opened_at).toBeTruthy();
+  expect(['OPENED']).toContain(r.status);
+  const opens = await eventsOf(contactId, 'email.open');
+  expect(opens.map((e) => e.data.isFirstOpen)).toEqual([true, false]);
+  expect(opens[0].data).toMatchObject({ emailId, messageId: `<${emailId}@track.test>`, templateId: null, campaignId: null });
+  // A forged token still gets an image, but counts nothing.
+  expect((await svc.api.get(`/t/o/${emailId}/AAAAAAAAAAAAAAAAAAAAAA.gif`)).status).toBe(200);
+  expect((await row(emailId)).open_count).toBe(2);
+});
+
+test('clicks: signed links redirect to their destination only; tampering is refused', async () => {
+  const { emailId, contactId, html } = await deliver({
+    to: 'click@example.org',
+    body: '<p><a href="https://shop.example/item?id=1&amp;ref=mail">Item</a> <a href="mailto:x@y.z">mail</a> <a href="{{manageUrl}}">prefs</a></p>',
+  });
+  const [item, mailto, prefs] = hrefs(html);
+  expect(item).toMatch(new RegExp(`^${svc.api.baseUrl}/t/c/${emailId}/`));
+  expect(mailto).toBe('mailto:x@y.z');
+  expect(prefs).toMatch(new RegExp(`^${svc.api.baseUrl}/manage/${contactId}\\?token=`));
+
+  const res = await fetch(item, { redirect: 'manual' });
+  expect(res.status).toBe(302);
+  expect(res.headers.get('location')).toBe('https://shop.example/item?id=1&ref=mail');
+  const r = await row(emailId);
+  expect(r).toMatchObject({ status: 'CLICKED', click_count: 1 });
+  expect(r.clicked_at).toBeTruthy();
+  expect(r.opened_at).toBeTruthy();
+  const clicks = await eventsOf(contactId, 'email.click');
+  expect(clicks[0].data).toMatchObject({ emailId, link: 'https://shop.example/item?id=1&ref=mail' });
+
+  const tampered = item.replace(/u=[^&]+/, `u=${encodeURIComponent('https://evil.example/')}`);
+  const bad = await fetch(tampered, { redirect: 'manual' });
+  expect(bad.status).toBe(400);
+  expect(bad.headers.get('location')).toBeNull();
+  expect((await row(emailId)).click_count).toBe(1);
+  // Status never moves down: a later open leaves CLICKED.
+  await svc.api.get(path(pixelOf(html)!));
+  expect((await row(emailId)).status).toBe('CLICKED');
+});
+
+test('a project can turn tracking off, or keep it for MARKETING mail only', async () => {
+  await svc.api.patch(`/users/@me/projects/${acct.project.id}`, { settings: { tracking: 'off' } }, { cookie: acct.cookie });
+  const off = await deliver({ to: 'off@example.org', body: '<p><a href="https://a.example/">a</a></p>' });
+  expect(pixelOf(off.html)).toBeUndefined();
+  expect(hrefs(off.html)).toEqual(['https://a.example/']);
+  smtp.received.length = 0;
+
+  const settings = await svc.api.patch(`/users/@me/projects/${acct.project.id}`, { settings: { tracking: 'marketing' } }, { cookie: acct.cookie });
+  expect(settings.body.settings).toEqual({ tracking: 'marketing', unsubscribeFooter: true });
+  const transactional = await deliver({ to: 'tx@example.org', body: '<p><a href="https://a.example/">a</a></p>' });
+  expect(pixelOf(transactional.html)).toBeUndefined();
+  smtp.received.length = 0;
+  const tpl = (await svc.api.post('/templates', { name: 'm', subject: 'm', body: '<p><a href="https://a.example/">a</a></p>', from: 'hi@track.test', type: 'MARKETING' }, key)).body;
+  const marketing = await deliver({ to: 'mk@example.org', template: tpl.id, subscribed: true });
+  expect(pixelOf(marketing.html)).toBeDefined();
+  expect(hrefs(marketing.html)[0]).toMatch(/\/t\/c\//);
+  await svc.api.patch(`/users/@me/projects/${acct.project.id}`, { settings: { tracking: 'all' } }, { cookie: acct.cookie });
+  expect((await svc.api.patch(`/users/@me/projects/${acct.project.id}`, { settings: { tracking: 'sometimes' } }, { cookie: acct.cookie })).status).toBe(422);
+});
+
+test('unsubscribe, subscribe and manage pages: GET shows, POST acts, RFC 8058 one-click works, never rate limited', async () => {
+  const tpl = (await svc.api.post('/templates', { name: 'n', subject: 'n', body: '<p>news</p>', from: 'hi@track.test', type: 'MARKETING' }, key)).body;
+  const { contactId, msg } = await deliver({ to: 'leaver@example.org', template: tpl.id, subscribed: true });
+  const listUnsubscribe = msg.parsed.headerLines.find((h) => h.key === 'list-unsubscribe')!.line;
+  const unsubscribeUrl = /<(.+)>/.exec(listUnsubscribe)![1];
+  expect(unsubscribeUrl).toMatch(new RegExp(`^${svc.api.baseUrl}/unsubscribe/${contactId}\\?token=`));
+
+  // Another API process with a limit of 1 request per minute per project: the pages do not count.
+  const strict = await startTestService({ DATABASE_URL: svc.databaseUrl, JWT_SECRET: SECRET, RATE_LIMIT_PER_MINUTE: '1' }, 'api');
+  try {
+    await strict.api.get('/contacts', key);
+    expect((await strict.api.get('/contacts', key)).status).toBe(429);
+    for (let i = 0; i < 5; i++) {
+      const page = await strict.api.get(path(unsubscribeUrl));
+      expect(page.status).toBe(200);
+      expect(page.body).toContain('leaver@example.org');
+    }
+  } finally {
+    await strict.stop();
+  }
+  expect((await svc.api.get(`/contacts/${contactId}`, key)).body.subscribed).toBe(true);
+
+  const oneClick = await svc.api.request('POST', path(unsubscribeUrl), {
+    raw: 'List-Unsubscribe=One-Click',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+  });
+  expect(oneClick.status).toBe(200);
+  expect((await svc.api.get(`/contacts/${contactId}`, key)).body.subscribed).toBe(false);
+  expect((await eventsOf(contactId, 'contact.unsubscribed')).map((e) => e.data)).toEqual([{ reason: 'one_click' }]);
+
+  const subscribe = path(unsubscribeUrl).replace('/unsubscribe/', '/subscribe/');
+  expect((await svc.api.get(subscribe)).body).toContain('Subscribe');
+  expect((await svc.api.request('POST', subscribe)).status).toBe(200);
+  expect((await svc.api.get(`/contacts/${contactId}`, key)).body.subscribed).toBe(true);
+  const manage = await svc.api.get(path(unsubscribeUrl).replace('/unsubscribe/', '/manage/'));
+  expect(manage.body).toContain('is subscribed');
+  expect((await svc.api.request('POST', path(unsubscribeUrl))).status).toBe(200);
+  expect((await eventsOf(contactId, 'contact.unsubscribed')).map((e) => e.data.reason)).toEqual(['one_click', 'unsubscribe_link']);
+
+  const forged = `/unsubscribe/${contactId}?token=AAAAAAAAAAAAAAAAAAAAAA`;
+  expect((await svc.api.get(forged)).status).toBe(404);
+  expect((await svc.api.request('POST', forged)).status).toBe(404);
+});
