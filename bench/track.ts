@@ -5,15 +5,11 @@
  *   BENCH_RUNS=5 BENCH_SECONDS=20 BENCH_CONNECTIONS=64 npm run bench:track
  *
  * The service runs as its own process (`node dist/src/main.js`), with a fresh DATA_DIR, so the load
- * generator here does not share its event loop. Contacts are drawn from a pool of 10,000 emails:
- * the first touches insert, later ones update.
+ * generator here does not share its event loop (it does share the machine's cores). Contacts are
+ * drawn from a pool of 10,000 emails: the first touches insert, later ones update.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
-import fs from 'node:fs';
 import http from 'node:http';
-import os from 'node:os';
-import path from 'node:path';
-import { freePort } from '../src/db/embedded-postgres';
+import { createBenchProject, machine, median, percentile, request, startServiceProcess } from './service-process';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 15);
@@ -28,44 +24,6 @@ interface RunResult {
   errors: number;
   requests: number;
 }
-
-function request(agent: http.Agent, port: number, method: string, p: string, body?: unknown, headers: Record<string, string> = {}) {
-  return new Promise<{ status: number; body: string; headers: http.IncomingHttpHeaders }>((resolve, reject) => {
-    const payload = body === undefined ? undefined : JSON.stringify(body);
-    const req = http.request(
-      {
-        agent,
-        host: '127.0.0.1',
-        port,
-        method,
-        path: p,
-        headers: { ...(payload ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) } : {}), ...headers },
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c) => chunks.push(c));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString(), headers: res.headers }));
-      },
-    );
-    req.on('error', reject);
-    if (payload) req.write(payload);
-    req.end();
-  });
-}
-
-async function waitHealthy(port: number, child: ChildProcess): Promise<void> {
-  const agent = new http.Agent();
-  for (let i = 0; i < 600; i++) {
-    if (child.exitCode !== null) throw new Error('service exited during start-up');
-    const ok = await request(agent, port, 'GET', '/health').then((r) => r.status === 200, () => false);
-    if (ok) return;
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  throw new Error('service did not become healthy');
-}
-
-const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 async function drive(port: number, publicKey: string, seconds: number): Promise<RunResult> {
   const agent = new http.Agent({ keepAlive: true, maxSockets: CONNECTIONS });
@@ -96,36 +54,17 @@ async function drive(port: number, publicKey: string, seconds: number): Promise<
 }
 
 async function main(): Promise<void> {
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'postbox-bench-'));
-  const port = await freePort();
-  const child = spawn(process.execPath, [...(process.env.BENCH_NODE_ARGS ? process.env.BENCH_NODE_ARGS.split(' ') : []), path.join(__dirname, '../src/main.js'), ...(process.env.BENCH_ROLE ? [process.env.BENCH_ROLE] : [])], {
-    env: {
-      ...process.env,
-      DATA_DIR: dataDir,
-      PORT: String(port),
-      HOST: '127.0.0.1',
-      LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
-      RATE_LIMIT_PER_MINUTE: '100000000',
-    },
-    stdio: ['ignore', 'inherit', 'inherit'],
-  });
+  const service = await startServiceProcess({ RATE_LIMIT_PER_MINUTE: '100000000' }, process.env.BENCH_ROLE);
   try {
-    await waitHealthy(port, child);
-    const agent = new http.Agent({ keepAlive: true });
-    const signup = await request(agent, port, 'POST', '/auth/signup', { email: 'bench@example.com', password: 'bench password' });
-    const cookie = String(signup.headers['set-cookie']?.[0] ?? '').split(';')[0];
-    const project = JSON.parse((await request(agent, port, 'POST', '/users/@me/projects', { name: 'bench' }, { cookie })).body);
-
+    const project = await createBenchProject(service.port);
     console.log(`POST /v1/track, ${CONNECTIONS} connections, ${RUNS} runs of ${SECONDS} s (+${WARMUP_SECONDS} s warm-up)`);
-    console.log(`machine: ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, Node ${process.version}`);
-    await drive(port, project.publicKey, WARMUP_SECONDS);
+    console.log(`machine: ${machine()}`);
+    await drive(service.port, project.publicKey, WARMUP_SECONDS);
     const results: RunResult[] = [];
     for (let i = 0; i < RUNS; i++) {
-      const r = await drive(port, project.publicKey, SECONDS);
+      const r = await drive(service.port, project.publicKey, SECONDS);
       results.push(r);
-      console.log(
-        `run ${i + 1}: ${r.rps.toFixed(0)} req/s, p50 ${r.p50.toFixed(1)} ms, p99 ${r.p99.toFixed(1)} ms, ${r.requests} requests, ${r.errors} errors`,
-      );
+      console.log(`run ${i + 1}: ${r.rps.toFixed(0)} req/s, p50 ${r.p50.toFixed(1)} ms, p99 ${r.p99.toFixed(1)} ms, ${r.requests} requests, ${r.errors} errors`);
     }
     console.log(
       `median: ${median(results.map((r) => r.rps)).toFixed(0)} req/s, p50 ${median(results.map((r) => r.p50)).toFixed(1)} ms, p99 ${median(
@@ -133,11 +72,7 @@ async function main(): Promise<void> {
       ).toFixed(1)} ms (goal: >= 2000 req/s at p99 < 100 ms)`,
     );
   } finally {
-    await new Promise<void>((resolve) => {
-      child.once('exit', () => resolve());
-      child.kill('SIGTERM');
-    });
-    fs.rmSync(dataDir, { recursive: true, force: true });
+    await service.stop();
   }
 }
 

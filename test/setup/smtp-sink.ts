@@ -21,6 +21,8 @@ export class SmtpSink {
   /** The text after `250` when accepting; SES answers `Ok <message id>`. */
   acceptText: () => string = () => 'Accepted';
   port = 0;
+  /** Parse each message (tests read them); benchmarks only count. */
+  parse = true;
   private server?: SMTPServer;
 
   get url(): string {
@@ -46,7 +48,7 @@ export class SmtpSink {
           this.received.push({
             envelope: { from: session.envelope.mailFrom ? session.envelope.mailFrom.address : null, to },
             raw,
-            parsed: await simpleParser(raw),
+            parsed: this.parse ? await simpleParser(raw) : (undefined as never),
           });
           callback(null, this.acceptText());
         });

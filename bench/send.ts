@@ -1,0 +1,122 @@
+/**
+ * POST /v1/send: requests/s accepted and emails/s delivered to a local SMTP listener, beside the raw
+ * rate of nodemailer alone (same pool size, same DKIM signing, same listener) measured in the same run.
+ *
+ *   npm run bench:send                      # 3 runs of 3,000 emails, 32 concurrent requests
+ *   BENCH_RUNS=5 BENCH_EMAILS=5000 BENCH_CONNECTIONS=32 npm run bench:send
+ *
+ * The service runs as its own process on embedded defaults (PostgreSQL, durable Temporal dev server);
+ * the SMTP listener and a DNS server publishing the sender domain's records run in this process.
+ */
+import crypto from 'node:crypto';
+import http from 'node:http';
+import { createTransport } from 'nodemailer';
+import { TestDnsServer } from '../test/setup/dns-server';
+import { SmtpSink } from '../test/setup/smtp-sink';
+import { createBenchProject, machine, median, request, startServiceProcess } from './service-process';
+
+const RUNS = Number(process.env.BENCH_RUNS ?? 3);
+const EMAILS = Number(process.env.BENCH_EMAILS ?? 3000);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
+const POOL_SIZE = Number(process.env.SMTP_POOL_SIZE ?? 8);
+const BODY = `<html><body><h1>Hello {{name ?? there}}</h1><p>${'Your weekly summary. '.repeat(40)}</p><a href="https://example.com/x">Open</a></body></html>`;
+
+/** nodemailer alone, pooled and DKIM-signing as the service does, to the same listener. */
+async function rawRate(sink: SmtpSink, dkim: { domainName: string; keySelector: string; privateKey: string }): Promise<number> {
+  const transport = createTransport({ pool: true, host: '127.0.0.1', port: sink.port, maxConnections: POOL_SIZE, maxMessages: Infinity });
+  const start = sink.received.length;
+  const t0 = Date.now();
+  let next = 0;
+  const worker = async () => {
+    while (next < EMAILS) {
+      const i = next++;
+      await transport.sendMail({
+        from: 'bench@bench.test',
+        to: `raw${i}@example.org`,
+        subject: 'Raw',
+        html: BODY.replace('{{name ?? there}}', `user ${i}`),
+        text: 'Your weekly summary.',
+        dkim,
+      });
+    }
+  };
+  await Promise.all(Array.from({ length: POOL_SIZE * 4 }, worker));
+  await sink.waitFor(start + EMAILS, 600_000);
+  transport.close();
+  return EMAILS / ((Date.now() - t0) / 1000);
+}
+
+async function main(): Promise<void> {
+  const dns = await new TestDnsServer().start();
+  const sink = await new SmtpSink().start();
+  sink.parse = false;
+  // Keep memory flat: count messages, drop their bodies.
+  const received = sink.received;
+  const push = received.push.bind(received);
+  received.push = (...items) => push(...items.map((m) => ({ ...m, raw: Buffer.alloc(0) })));
+
+  const service = await startServiceProcess({
+    SMTP_URL: sink.url,
+    DNS_SERVERS: dns.address,
+    RATE_LIMIT_PER_MINUTE: '100000000',
+    SMTP_POOL_SIZE: String(POOL_SIZE),
+  });
+  try {
+    const project = await createBenchProject(service.port);
+    const agent = new http.Agent({ keepAlive: true, maxSockets: CONNECTIONS });
+    const auth = { authorization: `Bearer ${project.secretKey}` };
+    const domain = JSON.parse((await request(agent, service.port, 'POST', '/domains', { domain: 'bench.test' }, auth)).body);
+    for (const r of domain.records) dns.add(r.name, 'TXT', r.value);
+    await request(agent, service.port, 'GET', `/domains/${domain.id}/verify`, undefined, auth);
+    const dkim = { domainName: 'bench.test', keySelector: 'raw', privateKey: crypto.generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString() };
+
+    console.log(`POST /v1/send, ${EMAILS} single-recipient requests per run, ${CONNECTIONS} concurrent, SMTP pool ${POOL_SIZE}, ${RUNS} runs`);
+    console.log(`machine: ${machine()}`);
+    const rows: Array<{ accepted: number; delivered: number; raw: number }> = [];
+    for (let run = 1; run <= RUNS; run++) {
+      const raw = await rawRate(sink, dkim);
+      const start = received.length;
+      const t0 = Date.now();
+      let next = 0;
+      let errors = 0;
+      const worker = async () => {
+        while (next < EMAILS) {
+          const i = next++;
+          const res = await request(agent, service.port, 'POST', '/v1/send', {
+            to: `user${run}-${i}@example.org`,
+            from: 'Bench <hello@bench.test>',
+            subject: 'Weekly summary for {{name}}',
+            body: BODY,
+            data: { name: `user ${i}` },
+          }, auth);
+          if (res.status !== 200) errors++;
+        }
+      };
+      await Promise.all(Array.from({ length: CONNECTIONS }, worker));
+      const acceptedSeconds = (Date.now() - t0) / 1000;
+      await sink.waitFor(start + EMAILS - errors, 600_000);
+      const deliveredSeconds = (Date.now() - t0) / 1000;
+      const row = { accepted: EMAILS / acceptedSeconds, delivered: (EMAILS - errors) / deliveredSeconds, raw };
+      rows.push(row);
+      console.log(
+        `run ${run}: accepted ${row.accepted.toFixed(0)} req/s, delivered ${row.delivered.toFixed(0)} emails/s, raw nodemailer ${raw.toFixed(0)} emails/s ` +
+          `(ratio ${(raw / row.delivered).toFixed(2)}x), ${errors} errors`,
+      );
+    }
+    const m = { accepted: median(rows.map((r) => r.accepted)), delivered: median(rows.map((r) => r.delivered)), raw: median(rows.map((r) => r.raw)) };
+    console.log(
+      `median: accepted ${m.accepted.toFixed(0)} req/s, delivered ${m.delivered.toFixed(0)} emails/s, raw ${m.raw.toFixed(0)} emails/s, ` +
+        `raw/delivered ${(m.raw / m.delivered).toFixed(2)}x (goal: >= 500 emails/s delivered, within 2x of raw)`,
+    );
+    agent.destroy();
+  } finally {
+    await service.stop();
+    await sink.stop();
+    await dns.stop();
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});

@@ -1,0 +1,108 @@
+/** Shared by the benchmarks: the built service as a child process on a fresh DATA_DIR, and a tiny HTTP client. */
+import { type ChildProcess, spawn } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { freePort } from '../src/db/embedded-postgres';
+
+export interface ServiceProcess {
+  port: number;
+  child: ChildProcess;
+  dataDir: string;
+  stop(): Promise<void>;
+}
+
+export interface HttpResult {
+  status: number;
+  body: string;
+  headers: http.IncomingHttpHeaders;
+}
+
+export function request(
+  agent: http.Agent,
+  port: number,
+  method: string,
+  p: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Promise<HttpResult> {
+  return new Promise((resolve, reject) => {
+    const payload = body === undefined ? undefined : JSON.stringify(body);
+    const req = http.request(
+      {
+        agent,
+        host: '127.0.0.1',
+        port,
+        method,
+        path: p,
+        headers: { ...(payload ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) } : {}), ...headers },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString(), headers: res.headers }));
+      },
+    );
+    req.on('error', reject);
+    if (payload) req.write(payload);
+    req.end();
+  });
+}
+
+/** Starts `node dist/src/main.js [role]` with embedded defaults and the given settings; waits for /health. */
+export async function startServiceProcess(env: Record<string, string>, role?: string): Promise<ServiceProcess> {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'postbox-bench-'));
+  const port = await freePort();
+  const nodeArgs = process.env.BENCH_NODE_ARGS ? process.env.BENCH_NODE_ARGS.split(' ') : [];
+  const child = spawn(process.execPath, [...nodeArgs, path.join(__dirname, '../src/main.js'), ...(role ? [role] : [])], {
+    env: {
+      ...process.env,
+      DATA_DIR: dataDir,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
+      TEMPORAL_DEV_SERVER_PORT: String(await freePort()),
+      ...env,
+    },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  const agent = new http.Agent();
+  for (let i = 0; ; i++) {
+    if (child.exitCode !== null) throw new Error('service exited during start-up');
+    const ok = await request(agent, port, 'GET', '/health').then((r) => r.status === 200, () => false);
+    if (ok) break;
+    if (i > 900) throw new Error('service did not become healthy');
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  return {
+    port,
+    child,
+    dataDir,
+    stop: () =>
+      new Promise<void>((resolve) => {
+        child.once('exit', () => {
+          fs.rmSync(dataDir, { recursive: true, force: true });
+          resolve();
+        });
+        child.kill('SIGTERM');
+      }),
+  };
+}
+
+/** Signs up and creates a project; answers its keys and the session cookie. */
+export async function createBenchProject(port: number): Promise<{ publicKey: string; secretKey: string; cookie: string; id: string }> {
+  const agent = new http.Agent({ keepAlive: true });
+  const signup = await request(agent, port, 'POST', '/auth/signup', { email: 'bench@example.com', password: 'bench password' });
+  const cookie = String(signup.headers['set-cookie']?.[0] ?? '').split(';')[0];
+  const project = JSON.parse((await request(agent, port, 'POST', '/users/@me/projects', { name: 'bench' }, { cookie })).body);
+  agent.destroy();
+  return { ...project, cookie };
+}
+
+export const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+export const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+
+export function machine(): string {
+  return `${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, Node ${process.version}`;
+}
