@@ -11,7 +11,7 @@
 import crypto from 'node:crypto';
 import http from 'node:http';
 import { createTransport } from 'nodemailer';
-import { TestDnsServer } from '../test/setup/dns-server';
+import { ZoneDnsServer } from '../src/dns/zone-server';
 import { SmtpSink } from '../test/setup/smtp-sink';
 import { createBenchProject, machine, median, request, startServiceProcess } from './service-process';
 
@@ -47,7 +47,7 @@ async function rawRate(sink: SmtpSink, dkim: { domainName: string; keySelector: 
 }
 
 async function main(): Promise<void> {
-  const dns = await new TestDnsServer().start();
+  const dns = await new ZoneDnsServer().start();
   const sink = await new SmtpSink().start();
   sink.parse = false;
   // Keep memory flat: count messages, drop their bodies.

@@ -1,10 +1,18 @@
+import fs from 'node:fs';
+import path from 'node:path';
 import { parseArgs } from 'node:util';
+import { type ZoneRecords, ZoneDnsServer } from '../dns/zone-server';
 
 const USAGE = `Usage:
   npm run cli -- create-project --email E --password P --name N [--url http://localhost:8080]
+  npm run cli -- dns-server --zone zone.json [--port 5353]
 
 create-project signs up (or logs in, if the account exists) through the running service's HTTP API,
-creates a project and prints its keys.`;
+creates a project and prints its keys.
+
+dns-server is a small local DNS server for trying sender domains without a real one: it serves the
+records listed in the zone file (the response of POST /domains saved as is, or an array of them),
+re-read whenever the file changes. Point the service at it with DNS_SERVERS=127.0.0.1:<port>.`;
 
 async function call(url: string, method: string, path: string, body?: unknown, cookie?: string) {
   const res = await fetch(url + path, {
@@ -38,9 +46,47 @@ async function createProject(args: string[]): Promise<void> {
   );
 }
 
+interface ZoneFileRecord {
+  type: keyof ZoneRecords;
+  name: string;
+  value: string;
+}
+
+function readZone(file: string): ZoneFileRecord[] {
+  const parsed = JSON.parse(fs.readFileSync(file, 'utf8')) as unknown;
+  const docs = Array.isArray(parsed) ? parsed : [parsed];
+  return docs.flatMap((d) => ((d as { records?: ZoneFileRecord[] }).records ?? [d as ZoneFileRecord])).filter((r) => r?.name && r?.type);
+}
+
+async function dnsServer(args: string[]): Promise<void> {
+  const { values } = parseArgs({ args, options: { zone: { type: 'string' }, port: { type: 'string' } } });
+  if (!values.zone) throw new Error(`--zone is required\n\n${USAGE}`);
+  const zoneFile = path.resolve(values.zone);
+  const server = new ZoneDnsServer();
+  server.port = Number(values.port ?? 5353);
+  const load = () => {
+    server.zone.clear();
+    const records = readZone(zoneFile);
+    for (const r of records) server.add(r.name, r.type, r.value);
+    process.stdout.write(`serving ${records.length} records from ${zoneFile}\n`);
+  };
+  load();
+  fs.watchFile(zoneFile, { interval: 500 }, () => {
+    try {
+      load();
+    } catch (err) {
+      process.stderr.write(`zone file not reloaded: ${(err as Error).message}\n`);
+    }
+  });
+  await server.start();
+  process.stdout.write(`DNS server listening on ${server.address} (UDP and TCP); set DNS_SERVERS=${server.address}\n`);
+  await new Promise(() => {});
+}
+
 async function main(): Promise<void> {
   const [command, ...rest] = process.argv.slice(2);
   if (command === 'create-project') return createProject(rest);
+  if (command === 'dns-server') return dnsServer(rest);
   throw new Error(command ? `unknown command "${command}"\n\n${USAGE}` : USAGE);
 }
 

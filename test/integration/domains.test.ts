@@ -1,14 +1,14 @@
 import crypto from 'node:crypto';
 import { dbQuery } from '../setup/db';
-import { TestDnsServer } from '../setup/dns-server';
+import { ZoneDnsServer } from '../../src/dns/zone-server';
 import { type Account, createAccount, startTestService, type TestService } from '../setup/service';
 
-let dns: TestDnsServer;
+let dns: ZoneDnsServer;
 let svc: TestService;
 let acct: Account;
 let key: { key: string };
 beforeAll(async () => {
-  dns = await new TestDnsServer().start();
+  dns = await new ZoneDnsServer().start();
   svc = await startTestService({ DNS_SERVERS: dns.address, DOMAIN_CHECK_INTERVAL_SECONDS: '1', SPF_INCLUDE: 'spf.postbox.test' });
   acct = await createAccount(svc.api);
   key = { key: acct.project.secretKey };

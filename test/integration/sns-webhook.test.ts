@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { stringToSign, type SnsMessage } from '../../src/modules/webhooks/sns-signature';
 import { dbQuery } from '../setup/db';
-import { TestDnsServer } from '../setup/dns-server';
+import { ZoneDnsServer } from '../../src/dns/zone-server';
 import { verifiedDomain } from '../setup/sender';
 import { type Account, createAccount, startTestService, type TestService } from '../setup/service';
 import { SmtpSink } from '../setup/smtp-sink';
@@ -18,7 +18,7 @@ let certBase: string;
 const confirmations: string[] = [];
 let privateKey: string;
 
-let dns: TestDnsServer;
+let dns: ZoneDnsServer;
 let smtp: SmtpSink;
 let svc: TestService;
 let acct: Account;
@@ -44,7 +44,7 @@ beforeAll(async () => {
   await new Promise<void>((r) => certServer.listen(0, '127.0.0.1', () => r()));
   certBase = `http://127.0.0.1:${(certServer.address() as net.AddressInfo).port}`;
 
-  dns = await new TestDnsServer().start();
+  dns = await new ZoneDnsServer().start();
   smtp = await new SmtpSink().start();
   smtp.acceptText = () => `Ok 0100018c${crypto.randomBytes(4).toString('hex')}-1a2b3c4d-5e6f-4a5b-8c9d-${crypto.randomBytes(6).toString('hex')}-000000`;
   svc = await startTestService({ DNS_SERVERS: dns.address, SMTP_URL: smtp.url, SNS_CERT_HOSTS: new URL(certBase).host });

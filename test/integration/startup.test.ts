@@ -5,6 +5,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
 import { freePort } from '../../src/db/embedded-postgres';
+import { Resolver } from '../../src/dns/resolver';
 import { Api } from '../setup/service';
 
 const run = promisify(execFile);
@@ -139,4 +140,30 @@ test('npm run migrate applies pending migrations and is a no-op the second time'
   expect(first.stdout).toMatch(/^Applied: Migration\d+_foundation/);
   const second = await run(process.execPath, [MIGRATE], { env });
   expect(second.stdout.trim()).toBe('Database is up to date');
+});
+
+test('npm run cli -- dns-server serves the records of a POST /domains response saved as a zone file', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'zone-'));
+  const zone = path.join(dir, 'zone.json');
+  fs.writeFileSync(zone, JSON.stringify({ domain: 'cli.test', records: [{ type: 'TXT', name: '_postbox-verification.cli.test', value: 'token-1' }] }));
+  const port = await freePort();
+  const child = spawn(process.execPath, [CLI, 'dns-server', '--zone', zone, '--port', String(port)], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout!.on('data', (d) => (out += d));
+  try {
+    const deadline = Date.now() + 15_000;
+    while (!out.includes('listening') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    const resolver = new Resolver([`127.0.0.1:${port}`], 1000);
+    expect(await resolver.txt('_postbox-verification.cli.test')).toEqual(['token-1']);
+    fs.writeFileSync(zone, JSON.stringify([{ records: [{ type: 'TXT', name: 'other.cli.test', value: 'v=spf1 -all' }] }]));
+    let answer: string[] = [];
+    while (Date.now() < deadline && answer.length === 0) {
+      answer = await resolver.txt('other.cli.test').catch(() => []);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    expect(answer).toEqual(['v=spf1 -all']);
+  } finally {
+    child.kill('SIGTERM');
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
 });

@@ -1,13 +1,13 @@
-import { TestDnsServer } from '../setup/dns-server';
+import { ZoneDnsServer } from '../../src/dns/zone-server';
 import { verifiedDomain } from '../setup/sender';
 import { type Account, createAccount, startTestService, type TestService } from '../setup/service';
 
-let dns: TestDnsServer;
+let dns: ZoneDnsServer;
 let svc: TestService;
 let acct: Account;
 let key: { key: string };
 beforeAll(async () => {
-  dns = await new TestDnsServer().start();
+  dns = await new ZoneDnsServer().start();
   svc = await startTestService({ DNS_SERVERS: dns.address });
   acct = await createAccount(svc.api);
   key = { key: acct.project.secretKey };

@@ -1,18 +1,18 @@
 import { dbQuery } from '../setup/db';
-import { TestDnsServer } from '../setup/dns-server';
+import { ZoneDnsServer } from '../../src/dns/zone-server';
 import { verifiedDomain } from '../setup/sender';
 import { type Account, createAccount, startTestService, type TestService } from '../setup/service';
 import { SmtpSink } from '../setup/smtp-sink';
 
 const SECRET = 'a shared secret for every process of this test';
-let dns: TestDnsServer;
+let dns: ZoneDnsServer;
 let smtp: SmtpSink;
 let svc: TestService;
 let acct: Account;
 let key: { key: string };
 
 beforeAll(async () => {
-  dns = await new TestDnsServer().start();
+  dns = await new ZoneDnsServer().start();
   smtp = await new SmtpSink().start();
   svc = await startTestService({ DNS_SERVERS: dns.address, SMTP_URL: smtp.url, JWT_SECRET: SECRET });
   acct = await createAccount(svc.api);

@@ -1,5 +1,5 @@
 import dgram from 'node:dgram';
-import { TestDnsServer } from '../setup/dns-server';
+import { ZoneDnsServer } from '../../src/dns/zone-server';
 import { type Account, createAccount, startTestService, type TestService } from '../setup/service';
 
 const RESULT_FIELDS = [
@@ -10,11 +10,11 @@ const RESULT_FIELDS = [
 /** A domain that is delegated, receives mail and serves a website. */
 const mailDomain = (mx: string) => ({ NS: [`ns1.${mx}`], MX: [{ exchange: `mx.${mx}`, priority: 10 }], A: ['192.0.2.10'] });
 
-let dns: TestDnsServer;
+let dns: ZoneDnsServer;
 let svc: TestService;
 let acct: Account;
 beforeAll(async () => {
-  dns = await new TestDnsServer().start();
+  dns = await new ZoneDnsServer().start();
   for (const domain of ['good.test', 'mailinator.com', 'mozmail.com', 'gmail.com']) dns.set(domain, mailDomain(domain));
   dns.set('nomx.test', { NS: ['ns1.nomx.test'], A: ['192.0.2.11'] });
   dns.set('nullmx.test', { NS: ['ns1.nullmx.test'], MX: [{ exchange: '.', priority: 0 }], A: ['192.0.2.12'] });

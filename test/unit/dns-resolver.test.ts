@@ -1,10 +1,10 @@
 import { Resolver } from '../../src/dns/resolver';
-import { TestDnsServer } from '../setup/dns-server';
+import { ZoneDnsServer } from '../../src/dns/zone-server';
 
-let dns: TestDnsServer;
+let dns: ZoneDnsServer;
 let resolver: Resolver;
 beforeAll(async () => {
-  dns = await new TestDnsServer().start();
+  dns = await new ZoneDnsServer().start();
   resolver = new Resolver([dns.address], 1000);
 });
 afterAll(() => dns.stop());

@@ -16,7 +16,7 @@ import {
   isPlusAddressed,
   lookupDomain,
 } from '../../src/modules/verify/verify.service';
-import { TestDnsServer } from '../setup/dns-server';
+import { ZoneDnsServer } from '../../src/dns/zone-server';
 
 const dnsOf = (over: Partial<DomainDns> = {}): DomainDns => ({
   NS: 'found',
@@ -227,9 +227,9 @@ describe('input rules', () => {
 });
 
 describe('DNS lookups and their cache (real dns2 server)', () => {
-  let dns: TestDnsServer;
+  let dns: ZoneDnsServer;
   beforeAll(async () => {
-    dns = await new TestDnsServer().start();
+    dns = await new ZoneDnsServer().start();
   });
   afterAll(() => dns.stop());
 

@@ -10,11 +10,11 @@ export interface ZoneRecords {
 }
 
 /**
- * A real DNS server (dns2, UDP and TCP on loopback) serving a zone the test edits as it goes.
+ * A real DNS server (dns2, UDP and TCP on loopback) serving a zone kept in memory and edited as it goes.
  * Names absent from the zone answer NXDOMAIN; present names without the asked type answer NOERROR
- * with no records. `DNS_SERVERS` for the service under test is `server.address`.
+ * with no records. Point DNS_SERVERS at `server.address`. Used by tests, benchmarks and `npm run cli -- dns-server`.
  */
-export class TestDnsServer {
+export class ZoneDnsServer {
   readonly zone = new Map<string, ZoneRecords>();
   private server?: ReturnType<typeof createServer>;
   port = 0;
@@ -64,7 +64,7 @@ export class TestDnsServer {
         send(response);
       },
     });
-    const port = await freeUdpTcpPort();
+    const port = this.port || (await freeUdpTcpPort());
     await this.server.listen({ udp: { port, address: '127.0.0.1' }, tcp: { port, address: '127.0.0.1' } });
     this.port = port;
     return this;
