@@ -39,9 +39,10 @@ export class Migration20261121000100_sending extends Migration {
     // The sender domain of a template, for "is this domain in use" checks.
     this.addSql(`CREATE INDEX templates_project_from_domain_idx ON templates (project_id, (split_part(from_email, '@', 2)))`);
 
-    // Delivery states only move up (events arrive out of order); FAILED is terminal and never sent.
+    // Delivery states only move up (events arrive out of order); FAILED and CANCELLED (a cancelled
+    // campaign's unsent mail) are terminal and were never sent.
     this.addSql(`CREATE FUNCTION email_status_rank(status text) RETURNS integer LANGUAGE sql IMMUTABLE AS $$
-      SELECT CASE status WHEN 'QUEUED' THEN 0 WHEN 'FAILED' THEN 1 WHEN 'SENT' THEN 2 WHEN 'DELIVERED' THEN 3
+      SELECT CASE status WHEN 'QUEUED' THEN 0 WHEN 'FAILED' THEN 1 WHEN 'CANCELLED' THEN 1 WHEN 'SENT' THEN 2 WHEN 'DELIVERED' THEN 3
         WHEN 'OPENED' THEN 4 WHEN 'CLICKED' THEN 5 WHEN 'BOUNCED' THEN 6 WHEN 'COMPLAINED' THEN 7 END $$`);
 
     this.addSql(`CREATE TABLE emails (

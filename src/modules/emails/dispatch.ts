@@ -150,7 +150,7 @@ export class EmailDispatcher {
       this.deps.orm.em.fork(),
       `WITH due AS (
          SELECT id FROM emails
-         WHERE status = 'QUEUED' AND next_attempt_at <= now() AND (claimed_until IS NULL OR claimed_until < now())
+         WHERE status = 'QUEUED' AND campaign_id IS NULL AND next_attempt_at <= now() AND (claimed_until IS NULL OR claimed_until < now())
          ORDER BY next_attempt_at LIMIT ? FOR UPDATE SKIP LOCKED
        )
        UPDATE emails e SET claimed_until = now() + make_interval(secs => ?), attempts = e.attempts + 1
