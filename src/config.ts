@@ -37,6 +37,8 @@ const envSchema = z.object({
   DEV_SMTP_PORT: port.default(0),
   /** Domain whose SPF record authorises our sending host (`include:<it>`); default `a:<SMTP or public host>`. */
   SPF_INCLUDE: z.string().regex(/^[a-z0-9.-]+$/i, 'expected a domain name').optional(),
+  /** Background refresh of each segment's count, and recompute of tracked memberships (time-based conditions). */
+  SEGMENT_REFRESH_SECONDS: z.coerce.number().int().min(1).max(86_400).default(300),
   DOMAIN_CHECK_INTERVAL_SECONDS: z.coerce.number().int().min(1).max(86_400).default(300),
   /** Standing `email-dispatch:<n>` executions that share the outgoing queue. */
   EMAIL_DISPATCHERS: z.coerce.number().int().min(1).max(64).default(2),

@@ -17,6 +17,8 @@ import { storeCaptured } from './modules/dev-mailbox/dev-mailbox.service';
 import { EmailDispatcher, QueueSignal } from './modules/emails/dispatch';
 import { Mailer } from './mail/transport';
 import { Links } from './mail/links';
+import { ActivityHub } from './modules/events/contact-activity';
+import { LiveMembership } from './modules/segments/live-membership';
 import { connectTemporal, ensureSearchAttributes, type TemporalClient } from '../temporal/client';
 import { startDevServer } from '../temporal/devserver';
 import { ensureStandingWorkflows } from '../temporal/maintenance';
@@ -30,6 +32,8 @@ export interface Service {
   smtpUrl: string;
   orm: Orm;
   temporal: TemporalClient;
+  /** Live segment membership of this process; `settled()` waits for pending evaluations. */
+  live: LiveMembership;
   stop(): Promise<void>;
 }
 
@@ -78,6 +82,10 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
     const resolver = new Resolver(config.DNS_SERVERS);
     const secret = config.JWT_SECRET ?? readOrCreateSecret(path.join(config.dataDir, 'jwt-secret'));
     const links = new Links(config.publicUrl, secret);
+    // Committed contact activity fans out in-process: live segment membership (and, later, automations).
+    const hub = new ActivityHub(log);
+    const live = new LiveMembership(orm, hub, log);
+    stops.push(() => live.settled());
     const health: HealthCheck[] = [
       { name: 'database', check: async () => void (await sql(orm.em.fork(), 'SELECT 1')) },
       { name: 'temporal', check: () => temporal.ping() },
@@ -96,7 +104,9 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         orm,
         log,
         resolver,
-        dispatcher: new EmailDispatcher({ orm, mailer, queue, log, retryBaseSeconds: config.EMAIL_RETRY_BASE_SECONDS }),
+        dispatcher: new EmailDispatcher({ orm, mailer, queue, log, hub, retryBaseSeconds: config.EMAIL_RETRY_BASE_SECONDS }),
+        hub,
+        segmentRefreshSeconds: config.SEGMENT_REFRESH_SECONDS,
         idempotencyTtlHours: config.IDEMPOTENCY_TTL_HOURS,
         domainCheckIntervalSeconds: config.DOMAIN_CHECK_INTERVAL_SECONDS,
       });
@@ -121,6 +131,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         temporal,
         jwtSecret: secret,
         links,
+        hub,
         health,
       });
       const server = http.createServer(app.callback());
@@ -141,7 +152,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
       log.info({ url, publicUrl: config.publicUrl }, 'HTTP API listening');
     }
 
-    return { url, port, databaseUrl, smtpUrl, orm, temporal, stop: stopAll };
+    return { url, port, databaseUrl, smtpUrl, orm, temporal, live, stop: stopAll };
   } catch (err) {
     await stopAll();
     throw err;

@@ -17,6 +17,7 @@ export const workflowIds = {
   contactImport: (jobId: string) => `contact-import:${jobId}`,
   maintenance: () => 'maintenance',
   emailDispatch: (shard: number) => `email-dispatch:${shard}`,
+  segment: (segmentId: string) => `segment:${segmentId}`,
 };
 
 /** Keyword search attributes every execution carries, so an operator finds a project's work in the Web UI. */
@@ -26,5 +27,6 @@ export const searchAttributes = {
   CampaignId: defineSearchAttributeKey('CampaignId', SearchAttributeType.KEYWORD),
   ExecutionId: defineSearchAttributeKey('ExecutionId', SearchAttributeType.KEYWORD),
   DomainId: defineSearchAttributeKey('DomainId', SearchAttributeType.KEYWORD),
+  SegmentId: defineSearchAttributeKey('SegmentId', SearchAttributeType.KEYWORD),
   JobId: defineSearchAttributeKey('JobId', SearchAttributeType.KEYWORD),
 };

@@ -13,6 +13,8 @@ import { emailRoutes } from '../modules/emails/emails.routes';
 import { trackingRoutes } from '../modules/emails/tracking.routes';
 import { preferencePageRoutes } from '../modules/contacts/preference-pages';
 import { snsRoutes } from '../modules/webhooks/sns.routes';
+import { segmentRoutes } from '../modules/segments/segments.routes';
+import type { ActivityHub } from '../modules/events/contact-activity';
 import { SnsVerifier } from '../modules/webhooks/sns-signature';
 import type { Links } from '../mail/links';
 import type { TemporalClient } from '../../temporal/client';
@@ -41,6 +43,7 @@ export interface AppDeps {
   temporal: TemporalClient;
   jwtSecret: string;
   links: Links;
+  hub: ActivityHub;
   health: HealthCheck[];
 }
 
@@ -71,17 +74,19 @@ export function createApp(deps: AppDeps): Koa {
     disableSignup: config.DISABLE_SIGNUP,
     projectChanged: (id) => deps.keys.forgetProject(id),
   });
-  contactRoutes(router, guards, { snoozed: (c) => scheduleSnoozeEnd(deps.temporal, c) });
-  eventRoutes(router, guards);
+  contactRoutes(router, guards, { snoozed: (c) => scheduleSnoozeEnd(deps.temporal, c), hub: deps.hub });
+  eventRoutes(router, guards, deps.hub);
   verifyRoutes(router, guards, { resolver: deps.resolver });
   templateRoutes(router, guards);
-  trackingRoutes(router, { links: deps.links });
-  preferencePageRoutes(router, { links: deps.links, formBody: jsonBody });
+  trackingRoutes(router, { links: deps.links, hub: deps.hub });
+  preferencePageRoutes(router, { links: deps.links, formBody: jsonBody, hub: deps.hub });
   // SNS posts JSON as text/plain.
   const textBody = koaBody({ text: true, json: true, textLimit: '1mb', jsonLimit: '1mb', multipart: false });
-  snsRoutes(router, { verifier: new SnsVerifier(config.SNS_CERT_HOSTS), textBody });
+  snsRoutes(router, { verifier: new SnsVerifier(config.SNS_CERT_HOSTS), textBody, hub: deps.hub });
+  segmentRoutes(router, guards, { temporal: deps.temporal, hub: deps.hub });
   emailRoutes(router, guards, {
     links: deps.links,
+    hub: deps.hub,
     limits: { attachmentsMaxBytes: config.ATTACHMENTS_MAX_MB * 2 ** 20, messageMaxBytes: config.MESSAGE_MAX_MB * 2 ** 20 },
   });
   domainRoutes(router, guards, { temporal: deps.temporal, resolver: deps.resolver, spfValue: config.spfValue });

@@ -3,3 +3,4 @@ export { contactSnoozeWorkflow } from './contact-snooze';
 export { domainVerificationWorkflow } from './domain-verification';
 export { emailDispatchWorkflow } from './email-dispatch';
 export { maintenanceWorkflow } from './maintenance';
+export { segmentRefreshWorkflow } from './segment-refresh';

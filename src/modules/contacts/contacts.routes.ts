@@ -4,6 +4,7 @@ import { simpleBadRequest } from '../../http/errors';
 import type { Guards } from '../../http/guards';
 import { body, queryValue, uuidParam } from '../../http/validate';
 import { isUuid } from '../../db/ids';
+import type { ActivityHub } from '../events/contact-activity';
 import { resolveDataMap } from './data-map';
 import { createContactSchema, lookupSchema, patchContactSchema, snoozeEnd } from './contacts.schemas';
 import {
@@ -20,6 +21,7 @@ import {
 export interface ContactHooks {
   /** A snooze is being set: arrange, durably, for the contact to be resubscribed at `until`. */
   snoozed(contact: { id: string; projectId: string; until: Date }): Promise<void>;
+  hub: ActivityHub;
 }
 
 function listQuery(ctx: Context): ListQuery {
@@ -60,6 +62,7 @@ export function contactRoutes(router: Router, g: Guards, hooks: ContactHooks): v
         data: resolveDataMap(input.data),
       }),
     );
+    hooks.hub.publish({ projectId, contactIds: [result.contact.id], events: result.events });
     ctx.status = result.isNew ? 201 : 200;
     ctx.body = { ...toContactDto(result.contact), _meta: { isNew: result.isNew, isUpdate: !result.isNew } };
   });
@@ -95,6 +98,7 @@ export function contactRoutes(router: Router, g: Guards, hooks: ContactHooks): v
       },
       until ? () => hooks.snoozed({ id, projectId, until }) : undefined,
     );
+    hooks.hub.publish({ projectId, contactIds: [id], events: result.events });
     ctx.body = toContactDto(result.contact);
   });
 

@@ -236,16 +236,16 @@ export async function updateContact(
  * Ends a snooze that is due: resubscribes the contact only if it still carries exactly this snooze,
  * so running it twice, or after the contact changed, does nothing.
  */
-export async function endSnooze(em: EntityManager, contactId: string, snoozedUntil: Date): Promise<EventRecord[]> {
+export async function endSnooze(em: EntityManager, contactId: string, snoozedUntil: Date): Promise<{ projectId: string; events: EventRecord[] } | undefined> {
   return em.transactional(async (tx) => {
     const [current] = await sql<ContactRow>(
       tx,
       `SELECT ${COLUMNS} FROM contacts WHERE id = ? AND snoozed_until = ? AND snoozed_until <= now() FOR UPDATE`,
       [contactId, snoozedUntil],
     );
-    if (!current) return [];
+    if (!current) return undefined;
     const result = await updateLocked(tx, current, { subscribed: true, eventData: { reason: 'snooze_expired' } });
-    return result.events;
+    return { projectId: current.project_id, events: result.events };
   });
 }
 

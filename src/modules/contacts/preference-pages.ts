@@ -5,6 +5,7 @@ import { sql } from '../../db/orm';
 import { queryValue } from '../../http/validate';
 import type { Links } from '../../mail/links';
 import { escapeHtml } from '../../mail/render';
+import type { ActivityHub } from '../events/contact-activity';
 import { updateContactSubscription } from './contacts.service';
 
 function page(title: string, body: string): string {
@@ -14,12 +15,17 @@ button{font-size:1rem;padding:.6rem 1.2rem;border-radius:.4rem;border:1px solid 
 <body><h1>${escapeHtml(title)}</h1>${body}</body></html>`;
 }
 
-async function contactOf(ctx: Context, links: Links): Promise<{ id: string; email: string; subscribed: boolean } | undefined> {
+interface PageContact {
+  id: string;
+  project_id: string;
+  email: string;
+  subscribed: boolean;
+}
+
+async function contactOf(ctx: Context, links: Links): Promise<PageContact | undefined> {
   const id = String(ctx.params.contactId);
   if (!isUuid(id) || !links.verifyContact(id, queryValue(ctx, 'token'))) return undefined;
-  const [row] = await sql<{ id: string; email: string; subscribed: boolean }>(ctx.state.em, `SELECT id, email, subscribed FROM contacts WHERE id = ?`, [
-    id,
-  ]);
+  const [row] = await sql<PageContact>(ctx.state.em, `SELECT id, project_id, email, subscribed FROM contacts WHERE id = ?`, [id]);
   return row;
 }
 
@@ -37,7 +43,11 @@ const form = (action: string, label: string) =>
  * scanners change nothing); POST acts. A POST to the unsubscribe URL is also the RFC 8058 one-click
  * path (`List-Unsubscribe=One-Click`). Never rate limited: they carry no API key.
  */
-export function preferencePageRoutes(router: Router, deps: { links: Links; formBody: Middleware }): void {
+export function preferencePageRoutes(router: Router, deps: { links: Links; formBody: Middleware; hub: ActivityHub }): void {
+  const setSubscribed = async (ctx: Context, contact: PageContact, subscribed: boolean, reason: string) => {
+    const events = await ctx.state.em.transactional((tx) => updateContactSubscription(tx, contact.id, subscribed, { reason }));
+    deps.hub.publish({ projectId: contact.project_id, contactIds: [contact.id], events });
+  };
   const self = (ctx: Context) => `${ctx.path}?token=${encodeURIComponent(queryValue(ctx, 'token') ?? '')}`;
 
   router.get('/unsubscribe/:contactId', async (ctx) => {
@@ -53,9 +63,7 @@ export function preferencePageRoutes(router: Router, deps: { links: Links; formB
     const c = await contactOf(ctx, deps.links);
     if (!c) return invalid(ctx);
     const oneClick = (ctx.request.body as Record<string, unknown> | undefined)?.['List-Unsubscribe'] === 'One-Click';
-    await ctx.state.em.transactional((tx) =>
-      updateContactSubscription(tx, c.id, false, { reason: oneClick ? 'one_click' : 'unsubscribe_link' }),
-    );
+    await setSubscribed(ctx, c, false, oneClick ? 'one_click' : 'unsubscribe_link');
     ctx.type = 'text/html';
     ctx.body = page('Unsubscribed', `<p><b>${escapeHtml(c.email)}</b> will receive no more marketing email.</p>${form(self(ctx).replace('/unsubscribe/', '/subscribe/'), 'Subscribe again')}`);
   });
@@ -72,7 +80,7 @@ export function preferencePageRoutes(router: Router, deps: { links: Links; formB
   router.post('/subscribe/:contactId', deps.formBody, async (ctx) => {
     const c = await contactOf(ctx, deps.links);
     if (!c) return invalid(ctx);
-    await ctx.state.em.transactional((tx) => updateContactSubscription(tx, c.id, true, { reason: 'subscribe_link' }));
+    await setSubscribed(ctx, c, true, 'subscribe_link');
     ctx.type = 'text/html';
     ctx.body = page('Subscribed', `<p><b>${escapeHtml(c.email)}</b> is subscribed again.</p>`);
   });

@@ -5,7 +5,8 @@ import type { Logger } from 'pino';
 import type { SendMailOptions } from 'nodemailer/lib/mailer';
 import { sql } from '../../db/orm';
 import type { DeliveryOutcome, Mailer } from '../../mail/transport';
-import { insertEvents, type EventRecord, type NewEvent } from '../events/events.store';
+import type { ActivityHub } from '../events/contact-activity';
+import { insertEvents, type NewEvent } from '../events/events.store';
 import { EMAIL_QUEUED_CHANNEL } from './emails.service';
 
 export interface QueuedEmail {
@@ -52,6 +53,12 @@ export interface DrainReport {
 export class SmtpUnavailableError extends Error {}
 
 const CLAIM_SECONDS = 120;
+
+function groupBy<T, K>(items: T[], key: (t: T) => K): Map<K, T[]> {
+  const out = new Map<K, T[]>();
+  for (const item of items) out.set(key(item), [...(out.get(key(item)) ?? []), item]);
+  return out;
+}
 
 /** Backoff for a message the server refused with 4xx: base, 2 × base, 4 × base … capped at 1 h. */
 export const retryDelaySeconds = (attempts: number, baseSeconds: number) => Math.min(3600, baseSeconds * 2 ** Math.max(0, attempts - 1));
@@ -109,8 +116,8 @@ export interface DispatcherDeps {
   mailer: Mailer;
   queue: QueueSignal;
   log: Logger;
-  /** Called after events are committed, for whatever reacts to events (segments, automations). */
-  onEvents?: (events: EventRecord[]) => Promise<void>;
+  /** Told about every committed event (segments, automations react to them). */
+  hub?: ActivityHub;
   batchSize?: number;
   concurrency?: number;
   /** First delay after a 4xx reply (EMAIL_RETRY_BASE_SECONDS). */
@@ -252,6 +259,7 @@ export class EmailDispatcher {
         return o?.kind === kind ? [{ email: e, outcome: o as Extract<DeliveryOutcome, { kind: K }> }] : [];
       });
     const sent = of('sent');
+    const projectOf = new Map(batch.map((e) => [e.contact_id, e.project_id]));
     const retry = of('retry');
     const failed = of('failed');
     const recorded = await this.deps.orm.em.fork().transactional(async (tx) => {
@@ -297,6 +305,8 @@ export class EmailDispatcher {
     report.sent += sent.length;
     report.retried += retry.length;
     report.failed += failed.length;
-    if (recorded.length) await this.deps.onEvents?.(recorded).catch((err) => this.deps.log.error({ err }, 'event hook failed'));
+    for (const [projectId, events] of groupBy(recorded, (e) => projectOf.get(e.contactId)!)) {
+      this.deps.hub?.publish({ projectId, contactIds: [], events });
+    }
   }
 }

@@ -41,9 +41,15 @@ interface Updated {
  * (SENT < DELIVERED < OPENED < CLICKED < BOUNCED < COMPLAINED: events arrive out of order); `openedAt`
  * and `clickedAt` keep the first time while the counters count every event; a permanent bounce or a
  * complaint unsubscribes the contact. A transient bounce is recorded only. Runs in one transaction;
- * answers the events written, or [] when the email is unknown.
+ * answers the events written, or undefined when the email is unknown.
  */
-export async function recordEmailActivity(em: EntityManager, emailId: string, activity: EmailActivity): Promise<EventRecord[]> {
+export interface RecordedActivity {
+  projectId: string;
+  contactId: string;
+  events: EventRecord[];
+}
+
+export async function recordEmailActivity(em: EntityManager, emailId: string, activity: EmailActivity): Promise<RecordedActivity | undefined> {
   return em.transactional(async (tx) => {
     const status = STATUS_OF[activity.kind];
     const downgradable = activity.kind === 'bounce' && activity.bounceType !== 'Permanent';
@@ -75,7 +81,7 @@ export async function recordEmailActivity(em: EntityManager, emailId: string, ac
         activity.kind,
       ],
     );
-    if (!row) return [];
+    if (!row) return undefined;
     const data: Record<string, unknown> = {
       emailId: row.id,
       messageId: row.message_id,
@@ -94,6 +100,6 @@ export async function recordEmailActivity(em: EntityManager, emailId: string, ac
       const reason = activity.kind === 'complaint' ? 'complaint' : 'bounce';
       events.push(...(await updateContactSubscription(tx, row.contact_id, false, { reason, emailId: row.id })));
     }
-    return events;
+    return { projectId: row.project_id, contactId: row.contact_id, events };
   });
 }

@@ -4,6 +4,7 @@ import { badRequest } from '../../http/errors';
 import type { Guards } from '../../http/guards';
 import { body, queryValue, uuidParam } from '../../http/validate';
 import { isUuid } from '../../db/ids';
+import type { ActivityHub } from './contact-activity';
 import { trackSchema } from './events.schemas';
 import {
   assertContactInProject,
@@ -37,10 +38,12 @@ function eventListQuery(ctx: Context): Omit<EventListQuery, 'contactId'> {
   };
 }
 
-export function eventRoutes(router: Router, g: Guards): void {
+export function eventRoutes(router: Router, g: Guards, hub: ActivityHub): void {
   const track = async (ctx: Context) => {
     const input = body(ctx, trackSchema);
-    const result = await trackEvent(ctx.state.em, ctx.state.project!.id, input);
+    const projectId = ctx.state.project!.id;
+    const result = await trackEvent(ctx.state.em, projectId, input);
+    hub.publish({ projectId, contactIds: [result.contactId], events: result.recorded });
     ctx.body = {
       success: true,
       data: { contact: result.contactId, event: result.event.id, timestamp: result.event.createdAt },

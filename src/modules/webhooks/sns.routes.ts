@@ -4,6 +4,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { sql } from '../../db/orm';
 import { AppError, badRequest } from '../../http/errors';
 import { type EmailActivity, recordEmailActivity } from '../emails/email-activity';
+import type { ActivityHub } from '../events/contact-activity';
 import type { SnsMessage, SnsVerifier } from './sns-signature';
 
 interface SesEvent {
@@ -50,7 +51,7 @@ async function findEmail(em: EntityManager, e: SesEvent): Promise<string | undef
  * is processed once (its MessageId is recorded in the same transaction). Once the signature is good the
  * answer is 200 even when processing fails, which is logged: SNS retrying would not fix it.
  */
-export function snsRoutes(router: Router, deps: { verifier: SnsVerifier; textBody: Middleware }): void {
+export function snsRoutes(router: Router, deps: { verifier: SnsVerifier; textBody: Middleware; hub: ActivityHub }): void {
   router.post('/webhooks/sns', deps.textBody, async (ctx) => {
     const raw = ctx.request.body;
     let message: SnsMessage;
@@ -84,10 +85,16 @@ export function snsRoutes(router: Router, deps: { verifier: SnsVerifier; textBod
         if (!activity) return 'ignored';
         const emailId = await findEmail(tx, event);
         if (!emailId) return 'unknown_email';
-        await recordEmailActivity(tx, emailId, activity);
-        return 'recorded';
+        const recorded = await recordEmailActivity(tx, emailId, activity);
+        return recorded ? ({ result: 'recorded', recorded } as const) : 'unknown_email';
       });
-      ctx.body = { result: outcome };
+      if (typeof outcome === 'string') {
+        ctx.body = { result: outcome };
+      } else {
+        const r = outcome.recorded;
+        deps.hub.publish({ projectId: r.projectId, contactIds: [r.contactId], events: r.events });
+        ctx.body = { result: outcome.result };
+      }
     } catch (err) {
       ctx.state.log.error({ err, messageId: message.MessageId }, 'could not process an SNS notification');
       ctx.body = { result: 'error' };
