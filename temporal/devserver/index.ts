@@ -79,8 +79,8 @@ export async function startDevServer(opts: DevServerOptions = {}): Promise<DevSe
       namespaces,
       maxClosedInMemory: opts.maxClosedInMemory ?? (store ? 500 : 5000),
     });
-    const workflowTasks = new WorkflowTasks(engine);
     const activityTasks = new ActivityTasks(engine);
+    const workflowTasks = new WorkflowTasks(engine, activityTasks);
     engine.dispatchTask = (exec, task) =>
       task.kind === 'workflow' ? workflowTasks.enqueue(exec, task.seq) : activityTasks.enqueue(exec, task.rec, task.attempt);
     const resumed = await engine.resumeFromStore();
@@ -92,6 +92,8 @@ export async function startDevServer(opts: DevServerOptions = {}): Promise<DevSe
     const server = new grpc.Server({
       'grpc.max_receive_message_length': MAX_MESSAGE_BYTES,
       'grpc.max_send_message_length': MAX_MESSAGE_BYTES,
+      // Channelz bookkeeping costs on every call and nobody reads it here.
+      'grpc.enable_channelz': 0,
     });
     addService(
       server,

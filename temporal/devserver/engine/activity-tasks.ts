@@ -30,12 +30,18 @@ export class ActivityTasks {
     const exec = this.engine.execution(namespace, runId);
     const rec = exec?.running ? exec.activityByScheduledId(scheduledEventId) : undefined;
     if (!exec || !rec || rec.phase !== 'scheduled' || rec.attempt !== attempt) return undefined;
-    exec.startActivity(rec, identity);
+    const task = this.claim(exec, rec, identity);
     this.engine.timers.set(exec, exec.nextDeadline());
+    return task;
+  }
+
+  /** Starts the attempt for `identity` and builds its PollActivityTaskQueueResponse. */
+  claim(exec: Execution, rec: ActivityRecord, identity: string): object {
+    exec.startActivity(rec, identity);
     const s = exec.s;
-    const scheduled = decodeEvent(exec.history[scheduledEventId - 1]).activityTaskScheduledEventAttributes!;
+    const scheduled = decodeEvent(exec.history[rec.scheduledEventId - 1]).activityTaskScheduledEventAttributes!;
     return {
-      taskToken: encodeToken({ k: 'a', ns: s.namespace, wid: s.workflowId, rid: s.runId, sched: scheduledEventId, att: rec.attempt }),
+      taskToken: encodeToken({ k: 'a', ns: s.namespace, wid: s.workflowId, rid: s.runId, sched: rec.scheduledEventId, att: rec.attempt }),
       workflowNamespace: s.namespace,
       workflowType: { name: s.workflowType },
       workflowExecution: { workflowId: s.workflowId, runId: s.runId },

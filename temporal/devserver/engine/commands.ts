@@ -9,7 +9,7 @@ import { retryPolicyProto, normalizeRetryPolicy, decideRetry } from './retry-pol
 import { EventType } from './history';
 import type { Engine, Tx } from './engine';
 import type { Execution } from './execution';
-import type { ChildRecord } from './state';
+import type { ActivityRecord, ChildRecord } from './state';
 
 type ICommand = temporal.api.command.v1.ICommand;
 type ICompleteRequest = temporal.api.workflowservice.v1.IRespondWorkflowTaskCompletedRequest;
@@ -61,6 +61,8 @@ export class WorkflowTaskCompletion {
   private readonly commands: ICommand[];
   /** Work on other runs, done after every command of this completion is in the history. */
   private readonly deferred: (() => void)[] = [];
+  /** Activities the completing worker asked to run itself (eager dispatch, saves a poll). */
+  readonly eagerActivities: ActivityRecord[] = [];
 
   constructor(
     private readonly engine: Engine,
@@ -235,7 +237,7 @@ export class WorkflowTaskCompletion {
           },
           c.userMetadata ? { userMetadata: c.userMetadata } : undefined,
         );
-        exec.addActivity({
+        const rec: ActivityRecord = {
           scheduledEventId,
           activityId: a.activityId!,
           activityType: a.activityType!.name!,
@@ -246,7 +248,9 @@ export class WorkflowTaskCompletion {
           attemptScheduledTime: now,
           ...t,
           retry,
-        });
+        };
+        exec.addActivity(rec);
+        if (a.requestEagerExecution && taskQueue === s.taskQueue) this.eagerActivities.push(rec);
         break;
       }
       case CT.COMMAND_TYPE_REQUEST_CANCEL_ACTIVITY_TASK: {

@@ -98,6 +98,11 @@ export class Execution implements TimerOwner {
   readonly waiters = new Set<() => void>();
   /** Set when the run is kept in memory only as a read cache (closed, durable mode). */
   lastAccess = 0;
+  /**
+   * The worker that has this run cached asked for its next tasks on its own (sticky) queue; not
+   * persisted: after a restart every task goes to the normal queue with the full history.
+   */
+  sticky?: { queue: string; timeoutMs: number };
 
   constructor(
     readonly s: ExecutionRecord,
@@ -359,6 +364,8 @@ export class Execution implements TimerOwner {
   ): void {
     const wft = this.s.wft;
     if (!wft) return;
+    // The worker may have dropped the run from its cache: the retry goes out with full history.
+    this.sticky = undefined;
     if (wft.started && wft.scheduledEventId) {
       const { scheduledEventId, startedEventId } = this.materializeRunningTask();
       if (kind.timedOut) {
@@ -703,6 +710,7 @@ export class Execution implements TimerOwner {
     consider(s.executionExpiresAt);
     consider(s.backoffUntil);
     if (s.wft?.started) consider(s.wft.started.time + s.workflowTaskTimeoutMs);
+    else if (s.wft && this.sticky) consider(s.wft.scheduledTime + this.sticky.timeoutMs);
     for (const t of s.timers) consider(t.fireAt);
     for (const a of s.activities) consider(this.activityDeadline(a));
     return at === Infinity ? undefined : at;
@@ -735,6 +743,10 @@ export class Execution implements TimerOwner {
     }
     if (s.wft?.started && s.wft.started.time + s.workflowTaskTimeoutMs <= now) {
       this.failWorkflowTask({ timedOut: true });
+    } else if (s.wft && !s.wft.started && this.sticky && s.wft.scheduledTime + this.sticky.timeoutMs <= now) {
+      // The sticky worker did not take it in time (gone?): offer it on the normal queue instead.
+      this.sticky = undefined;
+      this.outbox.push({ kind: 'workflow', seq: s.wft.seq });
     }
     const dueTimers = s.timers.filter((t) => t.fireAt <= now).sort((a, b) => a.fireAt - b.fireAt || a.startedEventId - b.startedEventId);
     for (const t of dueTimers) this.fireTimer(t);

@@ -68,8 +68,6 @@ export interface PollerInfo {
 
 export class Matching {
   private readonly queues = new Map<string, TaskQueue>();
-  /** Polls that can never receive a task (sticky queues we decline), parked until they expire. */
-  private readonly parked = new Map<string, Set<Poller>>();
   private readonly timers = new Set<NodeJS.Timeout>();
 
   private queue(namespace: string, kind: QueueKind, name: string): TaskQueue {
@@ -112,22 +110,13 @@ export class Matching {
     return this.wait(ctx, waitMs, identity, (p) => q.pollers.push(p), (p) => q.pollers.remove(p));
   }
 
-  /** A poll that will only ever time out (declined sticky queues); ShutdownWorker releases it. */
-  park(stickyQueue: string, ctx: CallContext, waitMs: number, identity: string): Promise<undefined> {
-    let set = this.parked.get(stickyQueue);
-    if (!set) {
-      set = new Set();
-      this.parked.set(stickyQueue, set);
-    }
-    const s = set;
-    return this.wait(ctx, waitMs, identity, (p) => s.add(p), (p) => {
-      s.delete(p);
-      if (!s.size) this.parked.delete(stickyQueue);
-    }) as Promise<undefined>;
-  }
-
-  releaseParked(stickyQueue: string): void {
-    for (const p of [...(this.parked.get(stickyQueue) ?? [])]) p.finish(undefined);
+  /** Removes a queue (a worker's sticky queue at its shutdown): waiting polls get "no task". */
+  drop(namespace: string, kind: QueueKind, name: string): void {
+    const key = `${namespace}\u0000${kind}\u0000${name}`;
+    const q = this.queues.get(key);
+    if (!q) return;
+    this.queues.delete(key);
+    for (let p = q.pollers.shift(); p; p = q.pollers.shift()) p.finish(undefined);
   }
 
   private wait(
@@ -173,7 +162,6 @@ export class Matching {
     for (const q of this.queues.values()) {
       for (let p = q.pollers.shift(); p; p = q.pollers.shift()) p.finish(undefined);
     }
-    for (const set of this.parked.values()) for (const p of [...set]) p.finish(undefined);
     for (const t of this.timers) clearTimeout(t);
     this.timers.clear();
   }

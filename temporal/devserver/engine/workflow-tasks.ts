@@ -5,9 +5,10 @@
  */
 import crypto from 'node:crypto';
 import { status as grpcStatus } from '@grpc/grpc-js';
-import { encodeWithHistory, enums, type IPayloads, msToTs, temporal } from '../proto';
+import { durToMs, encodeWithHistory, enums, type IPayloads, msToTs, temporal } from '../proto';
 import { invalidArgument, notFound, queryFailed, RpcError } from '../rpc/errors';
 import { type CallContext, longPollWindow } from '../rpc/grpc-server';
+import type { ActivityTasks } from './activity-tasks';
 import { WorkflowTaskCompletion } from './commands';
 import type { Engine, Tx } from './engine';
 import type { Execution } from './execution';
@@ -19,6 +20,8 @@ type IWorkflowQuery = temporal.api.query.v1.IWorkflowQuery;
 
 const POLL_WINDOW_MS = 60_000;
 const QUERY_TIMEOUT_MS = 60_000;
+/** How long a task waits for the sticky worker before going to the normal queue (SDK default). */
+const STICKY_TIMEOUT_MS = 10_000;
 const NORMAL_QUEUE = enums.TaskQueueKind.TASK_QUEUE_KIND_NORMAL;
 const Status = enums.WorkflowExecutionStatus;
 
@@ -37,19 +40,38 @@ export class WorkflowTasks {
   private readonly queries = new Map<string, PendingQuery>();
   private readonly queriesByRun = new Map<string, Set<PendingQuery>>();
 
-  constructor(private readonly engine: Engine) {
+  constructor(
+    private readonly engine: Engine,
+    private readonly activities: ActivityTasks,
+  ) {
     engine.onPublish.push((tx) => this.afterPublish(tx));
   }
 
-  /** Offers the scheduled workflow task `seq` of `exec` to pollers of its task queue. */
+  /**
+   * Offers the scheduled workflow task `seq` of `exec` to pollers: of the sticky queue of the
+   * worker that has the run cached (with only the new events), else of its task queue.
+   */
   enqueue(exec: Execution, seq: number): void {
     const { namespace, runId } = exec.s;
-    this.engine.matching.add(namespace, 'workflow', exec.s.wft?.taskQueue ?? exec.s.taskQueue, {
-      take: (identity) => this.dispatch(namespace, runId, seq, identity),
+    const sticky = exec.sticky;
+    this.engine.matching.add(namespace, 'workflow', sticky?.queue ?? exec.s.wft?.taskQueue ?? exec.s.taskQueue, {
+      take: (identity) => this.dispatch(namespace, runId, seq, identity, !!sticky),
     });
   }
 
-  private dispatch(namespace: string, runId: string, seq: number, identity: string): Buffer | undefined {
+  /** A worker is shutting down: its sticky runs go back to the normal queue with full histories. */
+  releaseSticky(namespace: string, stickyQueue: string): void {
+    for (const exec of this.engine.executions.values()) {
+      if (exec.s.namespace !== namespace || exec.sticky?.queue !== stickyQueue) continue;
+      exec.sticky = undefined;
+      const wft = exec.s.wft;
+      if (exec.running && wft && !wft.started) this.enqueue(exec, wft.seq);
+      this.engine.timers.set(exec, exec.nextDeadline());
+    }
+    this.engine.matching.drop(namespace, 'workflow', stickyQueue);
+  }
+
+  private dispatch(namespace: string, runId: string, seq: number, identity: string, sticky: boolean): Buffer | undefined {
     const exec = this.engine.execution(namespace, runId);
     if (!exec) return undefined;
     const started = exec.startWorkflowTask(seq, identity);
@@ -64,8 +86,10 @@ export class WorkflowTasks {
         queries[q.id] = q.query;
       }
     }
-    const events = exec.history.length + started.events.length > HISTORY_PAGE_SIZE ? undefined : [...exec.history, ...started.events];
-    const page = events ?? exec.history.slice(0, HISTORY_PAGE_SIZE);
+    // A sticky worker has the run cached up to its last completed task: only newer events go out.
+    const from = sticky ? s.lastCompletedWftStartedId : 0;
+    const fits = exec.history.length - from + started.events.length <= HISTORY_PAGE_SIZE;
+    const page = fits ? [...exec.history.slice(from), ...started.events] : exec.history.slice(from, from + HISTORY_PAGE_SIZE);
     return encodeWithHistory(
       ws.PollWorkflowTaskQueueResponse,
       {
@@ -76,7 +100,7 @@ export class WorkflowTasks {
         startedEventId: started.startedEventId,
         attempt: started.wft.attempt,
         backlogCountHint: this.engine.matching.backlog(s.namespace, 'workflow', started.wft.taskQueue),
-        nextPageToken: events ? undefined : encodePageToken({ rid: s.runId, next: HISTORY_PAGE_SIZE + 1 }),
+        nextPageToken: fits ? undefined : encodePageToken({ rid: s.runId, next: from + HISTORY_PAGE_SIZE + 1 }),
         workflowExecutionTaskQueue: { name: started.wft.taskQueue, kind: NORMAL_QUEUE },
         scheduledTime: msToTs(started.wft.scheduledTime),
         startedTime: msToTs(started.wft.started!.time),
@@ -92,11 +116,6 @@ export class WorkflowTasks {
     const queue = req.taskQueue?.name;
     if (!queue) throw invalidArgument('TaskQueue is not set on request.');
     const window = longPollWindow(ctx, POLL_WINDOW_MS);
-    if (req.taskQueue?.kind === enums.TaskQueueKind.TASK_QUEUE_KIND_STICKY) {
-      // Declined stickiness: nothing is ever sent here; the normal queue carries full histories.
-      await this.engine.matching.park(queue, ctx, window, req.identity ?? '');
-      return {};
-    }
     return (await this.engine.matching.poll(ns.name, 'workflow', queue, req.identity ?? '', ctx, window)) ?? {};
   }
 
@@ -125,7 +144,9 @@ export class WorkflowTasks {
       const bad = completion.validate();
       if (bad) {
         // A retry that keeps failing is dropped and left to time out, as Temporal does.
-        if (exec.s.wft!.attempt > 1 && bad.cause !== enums.WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND) return bad;
+        if (exec.s.wft!.attempt > 1 && bad.cause !== enums.WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND) {
+          return bad;
+        }
         tx.touch(exec);
         exec.failWorkflowTask({
           timedOut: false,
@@ -136,12 +157,18 @@ export class WorkflowTasks {
         return bad;
       }
       tx.touch(exec);
+      const stickyQueue = req.stickyAttributes?.workerTaskQueue?.name;
+      exec.sticky = stickyQueue
+        ? { queue: stickyQueue, timeoutMs: durToMs(req.stickyAttributes!.scheduleToStartTimeout) || STICKY_TIMEOUT_MS }
+        : undefined;
       completion.apply(tx);
       this.resolveQueryResults(exec, req.queryResults);
-      return undefined;
+      // Eagerly requested activities start now, for this worker; their queued tasks go stale.
+      const eager = exec.running ? completion.eagerActivities.filter((rec) => exec.activityByScheduledId(rec.scheduledEventId) === rec) : [];
+      return { activityTasks: eager.map((rec) => this.activities.claim(exec, rec, req.identity ?? '')) };
     });
-    if (outcome) throw invalidArgument(outcome.message);
-    return {};
+    if ('cause' in outcome) throw invalidArgument(outcome.message);
+    return outcome;
   }
 
   async fail(req: temporal.api.workflowservice.v1.IRespondWorkflowTaskFailedRequest): Promise<object> {

@@ -14,6 +14,8 @@ export interface CallContext {
   onCancel(fn: () => void): void;
   /** Milliseconds left before the client gives up, or Infinity. */
   msUntilDeadline(): number;
+  /** Whether the request arrived compressed (gzip/deflate). */
+  requestCompressed(): boolean;
 }
 
 /** A handler returns a plain message object, or the exact bytes of an already-encoded response. */
@@ -33,6 +35,12 @@ function callContext(call: grpc.ServerUnaryCall<unknown, unknown>): CallContext 
       const d = call.getDeadline();
       const at = d instanceof Date ? d.getTime() : Number(d);
       return Number.isFinite(at) ? at - Date.now() : Infinity;
+    },
+    requestCompressed() {
+      // grpc-js strips grpc-encoding from the metadata; its call object still knows it. If a later
+      // grpc-js hides it, this answers false and nothing changes but speed.
+      const encoding = (call as unknown as { call?: { incomingEncoding?: string } }).call?.incomingEncoding;
+      return encoding === 'gzip' || encoding === 'deflate';
     },
   };
 }
@@ -94,7 +102,7 @@ export function addService(server: grpc.Server, serviceName: string, handlers: H
   server.addService(definition as grpc.ServiceDefinition, implementation);
 }
 
-/** Resolves after `ms`, or earlier when the call is cancelled; the timer never keeps the process alive. */
+/** How long a long poll may wait: at most `maxMs`, and always answered before the client's deadline. */
 export function longPollWindow(ctx: CallContext, maxMs: number, marginMs = 1000): number {
   return Math.max(0, Math.min(maxMs, ctx.msUntilDeadline() - marginMs));
 }

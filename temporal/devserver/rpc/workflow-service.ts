@@ -11,7 +11,7 @@ import type { VisibilityService } from '../engine/visibility-service';
 import type { WorkflowOperations } from '../engine/workflow-operations';
 import type { WorkflowTasks } from '../engine/workflow-tasks';
 import { durToMs } from '../proto';
-import { invalidArgument } from './errors';
+import { invalidArgument, unimplemented } from './errors';
 import type { Handlers } from './grpc-server';
 
 /** The Temporal server version we answer like; the SDK only checks capabilities. */
@@ -51,26 +51,34 @@ export function describeNamespace(ns: NamespaceRecord): Loose<temporal.api.workf
   };
 }
 
+/** What GetSystemInfo answers: the capabilities the SDK checks before relying on them. */
+const systemInfo = () => ({
+  serverVersion: SERVER_VERSION,
+  capabilities: {
+    signalAndQueryHeader: true,
+    internalErrorDifferentiation: true,
+    activityFailureIncludeHeartbeat: true,
+    supportsSchedules: false,
+    encodedFailureAttributes: true,
+    buildIdBasedVersioning: false,
+    upsertMemo: true,
+    eagerWorkflowStart: false,
+    // Without it the worker stops sending SDK flags, which changes replay behaviour.
+    sdkMetadata: true,
+    countGroupByExecutionStatus: false,
+    nexus: false,
+  },
+});
+
 export function workflowServiceHandlers(p: ServiceParts): Handlers {
   const { engine, ops, workflowTasks, activityTasks, history, visibility } = p;
   return {
-    GetSystemInfo: () => ({
-      serverVersion: SERVER_VERSION,
-      capabilities: {
-        signalAndQueryHeader: true,
-        internalErrorDifferentiation: true,
-        activityFailureIncludeHeartbeat: true,
-        supportsSchedules: false,
-        encodedFailureAttributes: true,
-        buildIdBasedVersioning: false,
-        upsertMemo: true,
-        eagerWorkflowStart: false,
-        // Without it the worker stops sending SDK flags, which changes replay behaviour.
-        sdkMetadata: true,
-        countGroupByExecutionStatus: false,
-        nexus: false,
-      },
-    }),
+    GetSystemInfo: (_req: object, ctx) => {
+      // The worker's core gzips every request unless the server declines at connect time; on one
+      // machine that compression is pure cost (a zlib stream per message). Core reconnects without it.
+      if (ctx.requestCompressed()) throw unimplemented('grpc-encoding gzip is not supported by the dev server; send uncompressed');
+      return systemInfo();
+    },
     GetClusterInfo: () => ({
       supportedClients: { 'temporal-cli': '< 2.0.0', 'temporal-go': '< 2.0.0', 'temporal-typescript': '< 2.0.0' },
       serverVersion: SERVER_VERSION,
@@ -132,7 +140,7 @@ export function workflowServiceHandlers(p: ServiceParts): Handlers {
     CountWorkflowExecutions: (req) => visibility.count(req),
 
     ShutdownWorker: (req: temporal.api.workflowservice.v1.IShutdownWorkerRequest) => {
-      if (req.stickyTaskQueue) engine.matching.releaseParked(req.stickyTaskQueue);
+      if (req.stickyTaskQueue) workflowTasks.releaseSticky(engine.namespaces.get(req.namespace).name, req.stickyTaskQueue);
       return {};
     },
     DescribeTaskQueue: (req: temporal.api.workflowservice.v1.IDescribeTaskQueueRequest) => {
