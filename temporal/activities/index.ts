@@ -10,6 +10,7 @@ import type { EmailDispatcher } from '../../src/modules/emails/dispatch';
 import type { ActivityHub } from '../../src/modules/events/contact-activity';
 import { computeMembership, refreshCount } from '../../src/modules/segments/segments.service';
 import { sql } from '../../src/db/orm';
+import { cancelCampaignDelivery, completeCampaign, startCampaignSend } from '../../src/modules/campaigns/campaigns.service';
 
 export interface ActivityDeps {
   orm: MikroORM;
@@ -20,6 +21,7 @@ export interface ActivityDeps {
   idempotencyTtlHours: number;
   domainCheckIntervalSeconds: number;
   segmentRefreshSeconds: number;
+  campaignBatchSize: number;
 }
 
 /** Thin adapters from workflows to services. Each one is safe to run twice. */
@@ -62,6 +64,33 @@ export function createActivities(deps: ActivityDeps) {
       if (!(segment.type === 'DYNAMIC' && segment.track_membership)) await refreshCount(em, input.segmentId);
       if (computed.events.length) deps.hub.publish({ projectId: segment.project_id, contactIds: [], events: computed.events });
       return { exists: true, intervalSeconds: deps.segmentRefreshSeconds };
+    },
+
+    /** Fixes a campaign's audience as sending starts (idempotent). */
+    async startCampaignSend(input: { campaignId: string }) {
+      return startCampaignSend(deps.orm.em.fork(), input.campaignId);
+    },
+
+    /** One batch of a campaign's recipients; `stopped` once the campaign is no longer SENDING. */
+    async deliverCampaignBatch(input: { campaignId: string }) {
+      const ctx = Context.current();
+      const [c] = await sql<{ status: string }>(deps.orm.em.fork(), `SELECT status FROM campaigns WHERE id = ?`, [input.campaignId]);
+      if (c?.status !== 'SENDING') return { stopped: true, claimed: 0, remaining: 0, nextDueInSeconds: null, sent: 0, retried: 0, failed: 0 };
+      const r = await deps.dispatcher.deliverCampaignBatch(input.campaignId, {
+        limit: deps.campaignBatchSize,
+        retrying: ctx.info.attempt > 1,
+        heartbeat: () => ctx.heartbeat(),
+        signal: ctx.cancellationSignal,
+      });
+      return { stopped: false, ...r };
+    },
+
+    async completeCampaign(input: { campaignId: string }) {
+      return completeCampaign(deps.orm.em.fork(), input.campaignId);
+    },
+
+    async cancelCampaignDelivery(input: { campaignId: string }) {
+      return cancelCampaignDelivery(deps.orm.em.fork(), input.campaignId);
     },
 
     async purgeExpired(): Promise<{ idempotencyKeys: number; rateLimitWindows: number }> {

@@ -21,6 +21,8 @@ export class SmtpSink {
   /** The text after `250` when accepting; SES answers `Ok <message id>`. */
   acceptText: () => string = () => 'Accepted';
   port = 0;
+  /** Milliseconds to wait before answering each message (a slow server). */
+  delayMs = 0;
   /** Parse each message (tests read them); benchmarks only count. */
   parse = true;
   private server?: SMTPServer;
@@ -40,6 +42,7 @@ export class SmtpSink {
         stream.on('data', (c: Buffer) => chunks.push(c));
         stream.on('end', async () => {
           const to = session.envelope.rcptTo.map((r) => r.address);
+          if (this.delayMs) await new Promise((r) => setTimeout(r, this.delayMs));
           const decision = this.reply(to);
           if (decision !== 'accept') {
             return callback(Object.assign(new Error(decision.message), { responseCode: decision.code }));

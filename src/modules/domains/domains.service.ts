@@ -141,14 +141,20 @@ export async function checkDomain(em: EntityManager, resolver: Resolver, id: str
   return updated;
 }
 
-/** Where a sender domain is in use; later modules (campaigns, workflow steps) add their own references. */
+/** Where a sender domain is in use: templates, campaigns not yet finished (workflow steps add theirs). */
 export async function domainUsage(em: EntityManager, projectId: string, domain: string) {
   const templates = await sql<{ id: string; name: string }>(
     em,
     `SELECT id, name FROM templates WHERE project_id = ? AND split_part(from_email, '@', 2) = ? ORDER BY name`,
     [projectId, domain],
   );
-  return { templates, campaigns: [] as Array<{ id: string; name: string }>, workflowSteps: [] as Array<{ id: string; workflowId: string }> };
+  const campaigns = await sql<{ id: string; name: string; status: string }>(
+    em,
+    `SELECT id, name, status FROM campaigns WHERE project_id = ? AND split_part(from_email, '@', 2) = ?
+       AND status IN ('DRAFT', 'SCHEDULED', 'SENDING') ORDER BY name`,
+    [projectId, domain],
+  );
+  return { templates, campaigns, workflowSteps: [] as Array<{ id: string; workflowId: string }> };
 }
 
 export async function deleteDomain(em: EntityManager, projectId: string, id: string): Promise<DomainRow> {

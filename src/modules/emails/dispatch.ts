@@ -7,7 +7,9 @@ import { sql } from '../../db/orm';
 import type { DeliveryOutcome, Mailer } from '../../mail/transport';
 import type { ActivityHub } from '../events/contact-activity';
 import { insertEvents, type NewEvent } from '../events/events.store';
-import { EMAIL_QUEUED_CHANNEL } from './emails.service';
+import type { Links } from '../../mail/links';
+import { projectSettings, type ProjectSettings } from '../accounts/project-settings';
+import { composeMessage, EMAIL_QUEUED_CHANNEL, type EmailType } from './emails.service';
 
 export interface QueuedEmail {
   id: string;
@@ -53,6 +55,16 @@ export interface DrainReport {
 export class SmtpUnavailableError extends Error {}
 
 const CLAIM_SECONDS = 120;
+const RECORD_EVERY = 50;
+
+type Rendered = ReturnType<typeof composeMessage>;
+
+/** Campaign counters move with the rows that really changed state. */
+async function countForCampaigns(em: EntityManager, rows: Array<{ campaign_id: string | null }>, column: 'sent_count' | 'failed_count'): Promise<void> {
+  const per = new Map<string, number>();
+  for (const r of rows) if (r.campaign_id) per.set(r.campaign_id, (per.get(r.campaign_id) ?? 0) + 1);
+  for (const [id, n] of per) await sql(em, `UPDATE campaigns SET ${column} = ${column} + ?, updated_at = now() WHERE id = ?`, [n, id]);
+}
 
 function groupBy<T, K>(items: T[], key: (t: T) => K): Map<K, T[]> {
   const out = new Map<K, T[]>();
@@ -116,6 +128,8 @@ export interface DispatcherDeps {
   mailer: Mailer;
   queue: QueueSignal;
   log: Logger;
+  /** For mail rendered at send time (campaigns). */
+  links: Links;
   /** Told about every committed event (segments, automations react to them). */
   hub?: ActivityHub;
   batchSize?: number;
@@ -147,44 +161,94 @@ export class EmailDispatcher {
         await this.deps.queue.wait(Math.min(1000, Math.max(0, opts.until - Date.now())), opts.signal);
         continue;
       }
-      await this.deliver(batch, report);
+      await this.deliver(batch, report, opts.heartbeat, opts.signal);
     }
     return report;
   }
 
-  private async claim(): Promise<QueuedEmail[]> {
+  /** Claims due queued mail: transactional (campaignId undefined) or one campaign's. */
+  private async claim(campaignId?: string, limit = this.deps.batchSize ?? 100): Promise<QueuedEmail[]> {
     return sql<QueuedEmail>(
       this.deps.orm.em.fork(),
       `WITH due AS (
          SELECT id FROM emails
-         WHERE status = 'QUEUED' AND campaign_id IS NULL AND next_attempt_at <= now() AND (claimed_until IS NULL OR claimed_until < now())
+         WHERE status = 'QUEUED' AND ${campaignId ? 'campaign_id = ?' : 'campaign_id IS NULL'}
+           AND next_attempt_at <= now() AND (claimed_until IS NULL OR claimed_until < now())
          ORDER BY next_attempt_at LIMIT ? FOR UPDATE SKIP LOCKED
        )
        UPDATE emails e SET claimed_until = now() + make_interval(secs => ?), attempts = e.attempts + 1
        FROM due WHERE e.id = due.id
        RETURNING e.id, e.project_id, e.contact_id, e.template_id, e.campaign_id, e.from_email, e.from_name, e.reply_to,
                  e.to_email, e.to_name, e.subject, e.html, e.text, e.headers, e.message_id, e.attempts`,
-      [this.deps.batchSize ?? 100, CLAIM_SECONDS],
+      [...(campaignId ? [campaignId] : []), limit, CLAIM_SECONDS],
     );
   }
 
-  private async deliver(batch: QueuedEmail[], report: DrainReport): Promise<void> {
+  /**
+   * One batch of a campaign's mail, for its `campaign-send` workflow: claims up to `limit` recipients,
+   * renders each with their own data, sends and records. `retrying` releases claims left by an earlier
+   * attempt of this activity that died (only the campaign's own workflow sends its mail).
+   */
+  async deliverCampaignBatch(
+    campaignId: string,
+    opts: { limit: number; retrying: boolean; heartbeat: () => void; signal?: AbortSignal },
+  ): Promise<DrainReport & { claimed: number; remaining: number; nextDueInSeconds: number | null }> {
     const em = this.deps.orm.em.fork();
+    if (opts.retrying) {
+      await sql(em, `UPDATE emails SET claimed_until = NULL WHERE campaign_id = ? AND status = 'QUEUED' AND claimed_until IS NOT NULL`, [campaignId]);
+    }
+    const report: DrainReport = { sent: 0, retried: 0, failed: 0 };
+    const batch = await this.claim(campaignId, opts.limit);
+    if (batch.length) await this.deliver(batch, report, opts.heartbeat, opts.signal);
+    const [left] = await sql<{ remaining: number; next_due: number | null }>(
+      em,
+      `SELECT count(*)::int AS remaining, extract(epoch FROM min(next_attempt_at) - now())::float AS next_due
+       FROM emails WHERE campaign_id = ? AND status = 'QUEUED'`,
+      [campaignId],
+    );
+    return { ...report, claimed: batch.length, remaining: left.remaining, nextDueInSeconds: left.next_due === null ? null : Math.max(0, left.next_due) };
+  }
+
+  private async deliver(all: QueuedEmail[], report: DrainReport, heartbeat: () => void = () => {}, signal?: AbortSignal): Promise<void> {
+    const em = this.deps.orm.em.fork();
+    const { rendered, skipped } = await this.renderAtSendTime(em, all);
+    if (skipped.size) {
+      await sql(em, `UPDATE emails SET status = 'CANCELLED', claimed_until = NULL, last_error = ?, updated_at = now() WHERE id = ANY(?::uuid[]) AND status = 'QUEUED'`, [
+        'the contact unsubscribed before this was sent',
+        [...skipped],
+      ]);
+    }
+    const batch = all.filter((e) => !skipped.has(e.id));
     const attachments = await this.attachmentsOf(em, batch);
     const outcomes = new Map<string, DeliveryOutcome>();
+    let pending: QueuedEmail[] = [];
     let unreachable: string | undefined;
     let next = 0;
+    // Outcomes are recorded every RECORD_EVERY sends, so a crash can resend at most that many (plus those in flight).
+    const flush = async () => {
+      const done = pending;
+      pending = [];
+      if (done.length) await this.record(done, outcomes, rendered, report);
+      heartbeat();
+    };
+    let flushing: Promise<void> = Promise.resolve();
     const worker = async () => {
-      while (next < batch.length && !unreachable) {
+      while (next < batch.length && !unreachable && !signal?.aborted) {
         const email = batch[next++];
-        const message = await this.message(em, email, attachments.get(email.id) ?? []);
+        const message = await this.message(em, email, attachments.get(email.id) ?? [], rendered.get(email.id));
         const outcome = await this.deps.mailer.send(message);
-        if (outcome.kind === 'unreachable') unreachable = outcome.error;
-        else outcomes.set(email.id, outcome);
+        if (outcome.kind === 'unreachable') {
+          unreachable = outcome.error;
+          continue;
+        }
+        outcomes.set(email.id, outcome);
+        pending.push(email);
+        if (pending.length >= RECORD_EVERY) flushing = flushing.then(flush);
       }
     };
     await Promise.all(Array.from({ length: Math.min(this.deps.concurrency ?? 16, batch.length) }, worker));
-    await this.record(batch, outcomes, report);
+    await flushing;
+    await flush();
     if (unreachable) {
       const waiting = batch.filter((e) => !outcomes.has(e.id)).map((e) => e.id);
       await sql(em, `UPDATE emails SET claimed_until = NULL, last_error = ? WHERE id = ANY(?::uuid[]) AND status = 'QUEUED'`, [
@@ -193,6 +257,56 @@ export class EmailDispatcher {
       ]);
       throw new SmtpUnavailableError(`SMTP server unavailable: ${unreachable}`);
     }
+  }
+
+  /**
+   * Campaign mail is stored unrendered: each recipient's message is rendered now, with their data as it
+   * is now. A MARKETING recipient who unsubscribed since the audience was fixed is skipped.
+   */
+  private async renderAtSendTime(em: EntityManager, batch: QueuedEmail[]): Promise<{ rendered: Map<string, Rendered>; skipped: Set<string> }> {
+    const out = new Map<string, Rendered>();
+    const skipped = new Set<string>();
+    const todo = batch.filter((e) => e.html === null && e.campaign_id);
+    if (todo.length === 0) return { rendered: out, skipped };
+    const campaigns = new Map(
+      (
+        await sql<{ id: string; subject: string; body: string; type: EmailType }>(em, `SELECT id, subject, body, type FROM campaigns WHERE id = ANY(?::uuid[])`, [
+          [...new Set(todo.map((e) => e.campaign_id!))],
+        ])
+      ).map((c) => [c.id, c]),
+    );
+    const contacts = new Map(
+      (
+        await sql<{ id: string; email: string; subscribed: boolean; data: Record<string, unknown> }>(em, `SELECT id, email, subscribed, data FROM contacts WHERE id = ANY(?::uuid[])`, [
+          todo.map((e) => e.contact_id),
+        ])
+      ).map((c) => [c.id, c]),
+    );
+    const settings = new Map<string, ProjectSettings>();
+    for (const e of todo) {
+      const campaign = campaigns.get(e.campaign_id!);
+      const contact = contacts.get(e.contact_id);
+      if (!campaign || !contact) continue;
+      if (campaign.type === 'MARKETING' && !contact.subscribed) {
+        skipped.add(e.id);
+        continue;
+      }
+      if (!settings.has(e.project_id)) settings.set(e.project_id, await projectSettings(em, e.project_id));
+      out.set(
+        e.id,
+        composeMessage({
+          emailId: e.id,
+          type: campaign.type,
+          subject: campaign.subject,
+          body: campaign.body,
+          contact,
+          headers: {},
+          settings: settings.get(e.project_id)!,
+          links: this.deps.links,
+        }),
+      );
+    }
+    return { rendered: out, skipped };
   }
 
   private async attachmentsOf(em: EntityManager, batch: QueuedEmail[]): Promise<Map<string, Attachment[]>> {
@@ -225,17 +339,18 @@ export class EmailDispatcher {
     return this.keys.get(cacheKey)!;
   }
 
-  private async message(em: EntityManager, e: QueuedEmail, attachments: Attachment[]): Promise<SendMailOptions> {
+  private async message(em: EntityManager, e: QueuedEmail, attachments: Attachment[], rendered?: Rendered): Promise<SendMailOptions> {
     const dkim = await this.signingKey(em, e.project_id, e.from_email);
+    const text = rendered ? rendered.text : e.text;
     return {
       messageId: e.message_id,
       from: { name: e.from_name ?? '', address: e.from_email },
       to: { name: e.to_name ?? '', address: e.to_email },
       replyTo: e.reply_to ?? e.from_email,
-      subject: e.subject,
-      ...(e.text ? { text: e.text } : {}),
-      html: e.html ?? '',
-      headers: e.headers,
+      subject: rendered?.subject ?? e.subject,
+      ...(text ? { text } : {}),
+      html: rendered?.html ?? e.html ?? '',
+      headers: rendered?.headers ?? e.headers,
       attachments: attachments.map((a) => ({
         filename: a.filename,
         content: a.content,
@@ -251,7 +366,7 @@ export class EmailDispatcher {
    * One transaction for the whole batch, one statement per outcome kind. Only rows still QUEUED change,
    * and `email.sent` is written only for those, so a batch recorded twice records nothing twice.
    */
-  private async record(batch: QueuedEmail[], outcomes: Map<string, DeliveryOutcome>, report: DrainReport): Promise<void> {
+  private async record(batch: QueuedEmail[], outcomes: Map<string, DeliveryOutcome>, rendered: Map<string, Rendered>, report: DrainReport): Promise<void> {
     if (outcomes.size === 0) return;
     const of = <K extends DeliveryOutcome['kind']>(kind: K) =>
       batch.flatMap((e) => {
@@ -264,14 +379,16 @@ export class EmailDispatcher {
     const failed = of('failed');
     const recorded = await this.deps.orm.em.fork().transactional(async (tx) => {
       const updated = sent.length
-        ? await sql<{ id: string }>(
+        ? await sql<{ id: string; campaign_id: string | null }>(
             tx,
             // An open or click can be recorded before this (the recipient was quick): keep the higher status.
-            `UPDATE emails e SET status = CASE WHEN e.status = 'QUEUED' THEN 'SENT' ELSE e.status END, sent_at = now(),
-                                 provider_message_id = v.pid, claimed_until = NULL, last_error = NULL, updated_at = now()
-             FROM unnest(?::uuid[], ?::text[]) AS v(id, pid)
-             WHERE e.id = v.id AND e.sent_at IS NULL AND e.status <> 'FAILED' RETURNING e.id`,
-            [sent.map((s) => s.email.id), sent.map((s) => s.outcome.providerMessageId)],
+            // A campaign cancelled while this was in flight still sent it: what left is recorded as sent.
+            `UPDATE emails e SET status = CASE WHEN e.status IN ('QUEUED', 'CANCELLED') THEN 'SENT' ELSE e.status END, sent_at = now(),
+                                 provider_message_id = v.pid, subject = coalesce(v.subject, e.subject), claimed_until = NULL,
+                                 last_error = NULL, updated_at = now()
+             FROM unnest(?::uuid[], ?::text[], ?::text[]) AS v(id, pid, subject)
+             WHERE e.id = v.id AND e.sent_at IS NULL AND e.status <> 'FAILED' RETURNING e.id, e.campaign_id`,
+            [sent.map((s) => s.email.id), sent.map((s) => s.outcome.providerMessageId), sent.map((s) => rendered.get(s.email.id)?.subject ?? null)],
           )
         : [];
       if (retry.length) {
@@ -283,14 +400,16 @@ export class EmailDispatcher {
           [retry.map((r) => r.email.id), retry.map((r) => retryDelaySeconds(r.email.attempts, this.deps.retryBaseSeconds ?? 30)), retry.map((r) => r.outcome.error)],
         );
       }
-      if (failed.length) {
-        await sql(
-          tx,
-          `UPDATE emails e SET status = 'FAILED', failed_at = now(), claimed_until = NULL, last_error = v.error, updated_at = now()
-           FROM unnest(?::uuid[], ?::text[]) AS v(id, error) WHERE e.id = v.id AND e.status = 'QUEUED'`,
-          [failed.map((f) => f.email.id), failed.map((f) => f.outcome.error)],
-        );
-      }
+      const failedRows = failed.length
+        ? await sql<{ id: string; campaign_id: string | null }>(
+            tx,
+            `UPDATE emails e SET status = 'FAILED', failed_at = now(), claimed_until = NULL, last_error = v.error, updated_at = now()
+             FROM unnest(?::uuid[], ?::text[]) AS v(id, error) WHERE e.id = v.id AND e.status = 'QUEUED' RETURNING e.id, e.campaign_id`,
+            [failed.map((f) => f.email.id), failed.map((f) => f.outcome.error)],
+          )
+        : [];
+      await countForCampaigns(tx, updated, 'sent_count');
+      await countForCampaigns(tx, failedRows, 'failed_count');
       const updatedIds = new Set(updated.map((u) => u.id));
       const events: NewEvent[] = sent
         .filter((s) => updatedIds.has(s.email.id))

@@ -18,6 +18,15 @@ const STATUS_OF: Record<EmailActivity['kind'], string> = {
   complaint: 'COMPLAINED',
 };
 
+/** The campaign counter each first-of-its-kind event moves (a transient bounce counts as a bounce). */
+const COUNTER_OF: Record<EmailActivity['kind'], string> = {
+  delivery: 'delivered_count',
+  open: 'opened_count',
+  click: 'clicked_count',
+  bounce: 'bounced_count',
+  complaint: 'complained_count',
+};
+
 const EVENT_OF: Record<EmailActivity['kind'], string> = {
   delivery: 'email.delivery',
   open: 'email.open',
@@ -34,6 +43,8 @@ interface Updated {
   campaign_id: string | null;
   message_id: string;
   first: boolean;
+  /** A click on an email nobody had opened yet also counts as its first open. */
+  first_open: boolean;
 }
 
 /**
@@ -70,7 +81,8 @@ export async function recordEmailActivity(em: EntityManager, emailId: string, ac
        RETURNING e.id, e.project_id, e.contact_id, e.template_id, e.campaign_id, e.message_id,
          CASE ? WHEN 'open' THEN before.opened_at IS NULL WHEN 'click' THEN before.clicked_at IS NULL
            WHEN 'delivery' THEN before.delivered_at IS NULL WHEN 'bounce' THEN before.bounced_at IS NULL
-           ELSE before.complained_at IS NULL END AS first`,
+           ELSE before.complained_at IS NULL END AS first,
+         before.opened_at IS NULL AS first_open`,
       [
         emailId,
         // A transient bounce is recorded, but does not make the email BOUNCED.
@@ -95,6 +107,10 @@ export async function recordEmailActivity(em: EntityManager, emailId: string, ac
     }
     if (activity.kind === 'bounce') data.bounceType = activity.bounceType;
     const events = await insertEvents(tx, [{ projectId: row.project_id, contactId: row.contact_id, name: EVENT_OF[activity.kind], data }]);
+    if (row.campaign_id && row.first) {
+      const counters = activity.kind === 'click' && row.first_open ? [COUNTER_OF.click, COUNTER_OF.open] : [COUNTER_OF[activity.kind]];
+      await sql(tx, `UPDATE campaigns SET ${counters.map((c) => `${c} = ${c} + 1`).join(', ')}, updated_at = now() WHERE id = ?`, [row.campaign_id]);
+    }
     const unsubscribes = (activity.kind === 'bounce' && activity.bounceType === 'Permanent') || activity.kind === 'complaint';
     if (unsubscribes) {
       const reason = activity.kind === 'complaint' ? 'complaint' : 'bounce';

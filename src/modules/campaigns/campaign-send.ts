@@ -1,0 +1,25 @@
+import type { TemporalClient } from '../../../temporal/client';
+import { searchAttributes, workflowIds } from '../../../temporal/task-queues';
+import { rescheduleSignal } from '../../../temporal/workflows/campaign-send';
+
+/** Starts `campaign-send:<campaignId>`; it sleeps until `scheduledFor` when there is one. */
+export async function startCampaignWorkflow(t: TemporalClient, c: { id: string; projectId: string; scheduledFor: Date | null }): Promise<void> {
+  await t.client.workflow.start('campaignSendWorkflow', {
+    workflowId: workflowIds.campaignSend(c.id),
+    taskQueue: t.taskQueue,
+    args: [{ campaignId: c.id, scheduledFor: c.scheduledFor?.toISOString() ?? null }],
+    typedSearchAttributes: [
+      { key: searchAttributes.ProjectId, value: c.projectId },
+      { key: searchAttributes.CampaignId, value: c.id },
+    ],
+  });
+}
+
+/** Moves a scheduled campaign's send time (null: now). */
+export async function rescheduleCampaignWorkflow(t: TemporalClient, campaignId: string, at: Date | null): Promise<void> {
+  await t.client.workflow.getHandle(workflowIds.campaignSend(campaignId)).signal(rescheduleSignal, at?.toISOString() ?? null);
+}
+
+export async function cancelCampaignWorkflow(t: TemporalClient, campaignId: string): Promise<void> {
+  await t.client.workflow.getHandle(workflowIds.campaignSend(campaignId)).cancel();
+}
