@@ -50,9 +50,12 @@ export function request(
   });
 }
 
-/** Starts `node dist/src/main.js [role]` with embedded defaults and the given settings; waits for /health. */
-export async function startServiceProcess(env: Record<string, string>, role?: string): Promise<ServiceProcess> {
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'postbox-bench-'));
+/**
+ * Starts `node dist/src/main.js [role]` with embedded defaults and the given settings; waits for
+ * /health (or, for a worker, a moment to connect). Pass `dataDir` to join another process's cluster.
+ */
+export async function startServiceProcess(env: Record<string, string>, role?: string, joinDataDir?: string): Promise<ServiceProcess> {
+  const dataDir = joinDataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'postbox-bench-'));
   const port = await freePort();
   const nodeArgs = process.env.BENCH_NODE_ARGS ? process.env.BENCH_NODE_ARGS.split(' ') : [];
   const child = spawn(process.execPath, [...nodeArgs, path.join(__dirname, '../src/main.js'), ...(role ? [role] : [])], {
@@ -67,6 +70,19 @@ export async function startServiceProcess(env: Record<string, string>, role?: st
     },
     stdio: ['ignore', 'inherit', 'inherit'],
   });
+  const stop = () =>
+    new Promise<void>((resolve) => {
+      child.once('exit', () => {
+        if (!joinDataDir) fs.rmSync(dataDir, { recursive: true, force: true });
+        resolve();
+      });
+      child.kill('SIGTERM');
+    });
+  if (role === 'worker') {
+    await new Promise((r) => setTimeout(r, 5000));
+    if (child.exitCode !== null) throw new Error('worker exited during start-up');
+    return { port, child, dataDir, stop };
+  }
   const agent = new http.Agent();
   for (let i = 0; ; i++) {
     if (child.exitCode !== null) throw new Error('service exited during start-up');
@@ -75,19 +91,7 @@ export async function startServiceProcess(env: Record<string, string>, role?: st
     if (i > 900) throw new Error('service did not become healthy');
     await new Promise((r) => setTimeout(r, 200));
   }
-  return {
-    port,
-    child,
-    dataDir,
-    stop: () =>
-      new Promise<void>((resolve) => {
-        child.once('exit', () => {
-          fs.rmSync(dataDir, { recursive: true, force: true });
-          resolve();
-        });
-        child.kill('SIGTERM');
-      }),
-  };
+  return { port, child, dataDir, stop };
 }
 
 /** Signs up and creates a project; answers its keys and the session cookie. */
@@ -105,4 +109,18 @@ export const percentile = (sorted: number[], p: number) => sorted[Math.min(sorte
 
 export function machine(): string {
   return `${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, Node ${process.version}`;
+}
+
+/** The URL of the embedded PostgreSQL a service process started in `dataDir`. */
+export function embeddedDatabaseUrl(dataDir: string): string {
+  const password = fs.readFileSync(path.join(dataDir, 'postgres-password'), 'utf8').trim();
+  const lines = fs.readFileSync(path.join(dataDir, 'postgres', 'postmaster.pid'), 'utf8').split('\n');
+  return `postgresql://postgres:${encodeURIComponent(password)}@127.0.0.1:${lines[3]}/postbox`;
+}
+
+/** Peak and current resident memory of a process, from /proc (Linux). */
+export function memoryOf(pid: number): { rssMb: number; peakMb: number } {
+  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (field: string) => Number(new RegExp(`${field}:\\s+(\\d+)`).exec(status)?.[1] ?? 0);
+  return { rssMb: kb('VmRSS') / 1024, peakMb: kb('VmHWM') / 1024 };
 }

@@ -149,6 +149,25 @@ describe('GET /contacts', () => {
     expect(fallback.body.data.map((c: any) => c.email)).toEqual(['user44@beta.com', 'user43@beta.com']);
   });
 
+  test('the unfiltered total is the maintained count, and it follows inserts and deletes of every kind', async () => {
+    const p = await freshProject();
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) ids.push((await svc.api.post('/contacts', { email: `n${i}@count.test` }, p.key)).body.id);
+    await svc.api.post('/v1/track', { email: 'tracked@count.test', event: 'x' }, { key: p.acct.project.publicKey });
+    await svc.api.post('/v1/track', { email: 'tracked@count.test', event: 'x' }, { key: p.acct.project.publicKey });
+    expect((await svc.api.get('/contacts', p.key)).body.total).toBe(6);
+    await svc.api.delete(`/contacts/${ids[0]}`, p.key);
+    await dbQuery(svc.databaseUrl, `DELETE FROM contacts WHERE id = ANY($1::uuid[])`, [ids.slice(1, 3)]);
+    await dbQuery(
+      svc.databaseUrl,
+      `INSERT INTO contacts (id, project_id, email, subscribed) SELECT gen_random_uuid(), $1, 'bulk' || i || '@count.test', true FROM generate_series(1, 100) i`,
+      [p.acct.project.id],
+    );
+    const [{ n }] = await dbQuery(svc.databaseUrl, 'SELECT count(*)::int AS n FROM contacts WHERE project_id = $1', [p.acct.project.id]);
+    expect(n).toBe(103);
+    expect((await svc.api.get('/contacts', p.key)).body.total).toBe(103);
+  });
+
   test('an unknown cursor is 400', async () => {
     const res = await svc.api.get('/contacts?cursor=00000000-0000-4000-8000-000000000000', key);
     expect(res.status).toBe(400);

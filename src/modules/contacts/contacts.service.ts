@@ -310,6 +310,7 @@ export async function listContacts(em: EntityManager, projectId: string, q: List
   if (q.status === 'snoozed') where.push('snoozed_until IS NOT NULL');
   const filters = where.join(' AND ');
   const filterParams = [...params];
+  const unfiltered = where.length === 1;
 
   if (q.cursor) {
     const [anchor] = await sql<{ v: unknown }>(em, `SELECT ${column} AS v FROM contacts WHERE project_id = ? AND id = ?`, [
@@ -330,7 +331,12 @@ export async function listContacts(em: EntityManager, projectId: string, q: List
   const page = rows.slice(0, q.limit);
   let total = 0;
   if (!q.cursor) {
-    const [c] = await sql<{ n: string }>(em, `SELECT count(*) AS n FROM contacts WHERE ${filters}`, filterParams);
+    // Unfiltered, the maintained per-project count answers without counting (see contact_counts).
+    const [c] = await sql<{ n: string }>(
+      em,
+      unfiltered ? `SELECT coalesce(sum(n), 0) AS n FROM contact_counts WHERE project_id = ?` : `SELECT count(*) AS n FROM contacts WHERE ${filters}`,
+      filterParams,
+    );
     total = Number(c.n);
   }
   return {

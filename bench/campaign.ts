@@ -1,0 +1,143 @@
+/**
+ * A 100,000-recipient campaign delivered to a local SMTP listener: emails/s end to end (send request
+ * to last message received), beside nodemailer's raw rate to the same listener in the same run, the
+ * worker process's peak memory, and the campaign workflow's history length.
+ *
+ *   npm run bench:campaign                       # 100,000 recipients, 1 run
+ *   BENCH_RECIPIENTS=20000 BENCH_RUNS=3 npm run bench:campaign
+ *
+ * The API and the worker run as two processes of the built service (the worker joins the API's
+ * embedded PostgreSQL and Temporal dev server), so the worker's memory is its own.
+ */
+import crypto from 'node:crypto';
+import http from 'node:http';
+import { Client, Connection } from '@temporalio/client';
+import { createTransport } from 'nodemailer';
+import pg from 'pg';
+import { freePort } from '../src/db/embedded-postgres';
+import { ZoneDnsServer } from '../src/dns/zone-server';
+import { SmtpSink } from '../test/setup/smtp-sink';
+import { createBenchProject, embeddedDatabaseUrl, machine, median, memoryOf, request, startServiceProcess } from './service-process';
+
+const RECIPIENTS = Number(process.env.BENCH_RECIPIENTS ?? 100_000);
+const RUNS = Number(process.env.BENCH_RUNS ?? 1);
+const POOL_SIZE = Number(process.env.SMTP_POOL_SIZE ?? 8);
+const BODY = `<html><body><h1>Hello {{name ?? there}}</h1><p>${'This month in review. '.repeat(40)}</p><a href="https://example.com/x">Read</a></body></html>`;
+
+async function rawRate(sink: SmtpSink, count: number): Promise<number> {
+  const dkim = {
+    domainName: 'bench.test',
+    keySelector: 'raw',
+    privateKey: crypto.generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(),
+  };
+  const transport = createTransport({ pool: true, host: '127.0.0.1', port: sink.port, maxConnections: POOL_SIZE, maxMessages: Infinity });
+  const start = sink.received.length;
+  const t0 = Date.now();
+  let next = 0;
+  const worker = async () => {
+    while (next < count) {
+      const i = next++;
+      await transport.sendMail({ from: 'news@bench.test', to: `raw${i}@example.org`, subject: 'Raw', html: BODY.replace('{{name ?? there}}', `user ${i}`), text: 'This month in review.', dkim });
+    }
+  };
+  await Promise.all(Array.from({ length: 16 }, worker));
+  await sink.waitFor(start + count, 600_000);
+  transport.close();
+  return count / ((Date.now() - t0) / 1000);
+}
+
+async function main(): Promise<void> {
+  const dns = await new ZoneDnsServer().start();
+  const sink = await new SmtpSink().start();
+  sink.parse = false;
+  const received = sink.received;
+  const push = received.push.bind(received);
+  received.push = (...items) => push(...items.map((m) => ({ ...m, raw: Buffer.alloc(0) })));
+
+  const temporalPort = await freePort();
+  const env = {
+    SMTP_URL: sink.url,
+    DNS_SERVERS: dns.address,
+    RATE_LIMIT_PER_MINUTE: '100000000',
+    SMTP_POOL_SIZE: String(POOL_SIZE),
+    TEMPORAL_DEV_SERVER_PORT: String(temporalPort),
+    JWT_SECRET: 'bench secret shared by the api and the worker',
+  };
+  const api = await startServiceProcess(env, 'api');
+  const worker = await startServiceProcess(env, 'worker', api.dataDir);
+  const db = new pg.Client({ connectionString: embeddedDatabaseUrl(api.dataDir) });
+  await db.connect();
+  const connection = await Connection.connect({ address: `127.0.0.1:${temporalPort}` });
+  const temporal = new Client({ connection });
+  let peakMb = 0;
+  const sampler = setInterval(() => {
+    try {
+      peakMb = Math.max(peakMb, memoryOf(worker.child.pid!).rssMb);
+    } catch {
+      /* exited */
+    }
+  }, 250);
+  try {
+    const project = await createBenchProject(api.port);
+    const agent = new http.Agent({ keepAlive: true });
+    const auth = { authorization: `Bearer ${project.secretKey}` };
+    const domain = JSON.parse((await request(agent, api.port, 'POST', '/domains', { domain: 'bench.test' }, auth)).body);
+    for (const r of domain.records) dns.add(r.name, 'TXT', r.value);
+    await request(agent, api.port, 'GET', `/domains/${domain.id}/verify`, undefined, auth);
+    await db.query(
+      `INSERT INTO contacts (id, project_id, email, subscribed, data)
+       SELECT gen_random_uuid(), $1, 'user' || i || '@example.org', true, jsonb_build_object('name', 'User ' || i) FROM generate_series(1, $2) AS i`,
+      [project.id, RECIPIENTS],
+    );
+    await db.query('ANALYZE contacts');
+
+    console.log(`campaign to ${RECIPIENTS} recipients, SMTP pool ${POOL_SIZE}, ${RUNS} run(s)`);
+    console.log(`machine: ${machine()}`);
+    const rows: Array<{ rate: number; raw: number; history: number }> = [];
+    for (let run = 1; run <= RUNS; run++) {
+      const raw = await rawRate(sink, Math.min(RECIPIENTS, 20_000));
+      const c = JSON.parse(
+        (
+          await request(agent, api.port, 'POST', '/campaigns', { name: `Bench ${run}`, subject: 'News for {{name}}', body: BODY, from: 'news@bench.test', fromName: 'News', audienceType: 'ALL' }, auth)
+        ).body,
+      ).data;
+      const start = received.length;
+      const t0 = Date.now();
+      const res = await request(agent, api.port, 'POST', `/campaigns/${c.id}/send`, {}, auth);
+      if (res.status !== 200) throw new Error(res.body);
+      await sink.waitFor(start + RECIPIENTS, 3_600_000);
+      const rate = RECIPIENTS / ((Date.now() - t0) / 1000);
+      let status = '';
+      while (status !== 'SENT') {
+        status = JSON.parse((await request(agent, api.port, 'GET', `/campaigns/${c.id}`, undefined, auth)).body).status;
+        if (status !== 'SENT') await new Promise((r) => setTimeout(r, 200));
+      }
+      const description = await temporal.workflow.getHandle(`campaign-send:${c.id}`).describe();
+      const history = description.historyLength;
+      rows.push({ rate, raw, history });
+      console.log(
+        `run ${run}: ${rate.toFixed(0)} emails/s end to end, raw nodemailer ${raw.toFixed(0)} emails/s (ratio ${(raw / rate).toFixed(2)}x), ` +
+          `worker peak RSS ${peakMb.toFixed(0)} MB, last workflow run's history ${history} events`,
+      );
+    }
+    const m = { rate: median(rows.map((r) => r.rate)), raw: median(rows.map((r) => r.raw)) };
+    console.log(
+      `median: ${m.rate.toFixed(0)} emails/s, raw ${m.raw.toFixed(0)} emails/s, raw/campaign ${(m.raw / m.rate).toFixed(2)}x, worker peak RSS ${peakMb.toFixed(0)} MB ` +
+        `(goal: >= 1000 emails/s, within 1.5x of raw, worker < 400 MB)`,
+    );
+    agent.destroy();
+  } finally {
+    clearInterval(sampler);
+    await connection.close();
+    await db.end();
+    await worker.stop();
+    await api.stop();
+    await sink.stop();
+    await dns.stop();
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
