@@ -44,7 +44,8 @@ type Driver = 'raw' | 'sdk';
 interface ServerMemory {
   rss: number;
   heapUsed: number;
-  closedInMemory?: number;
+  heapTotal: number;
+  external: number;
 }
 
 // ------------------------------------------------------------------ the server child process
@@ -61,7 +62,7 @@ async function serveChild(): Promise<void> {
     if (m.type === 'memory') {
       global.gc?.();
       const mem = process.memoryUsage();
-      process.send!({ memory: { rss: mem.rss, heapUsed: mem.heapUsed } satisfies ServerMemory });
+      process.send!({ memory: { rss: mem.rss, heapUsed: mem.heapUsed, heapTotal: mem.heapTotal, external: mem.external } satisfies ServerMemory });
     } else if (m.type === 'stop') {
       void server.stop().then(() => process.exit(0));
     }
@@ -361,11 +362,15 @@ async function memoryRun(): Promise<void> {
   const t0 = performance.now();
   try {
     const start = await server.memory();
-    console.log(`  ${'0'.padStart(7)} workflows: rss ${mb(start.rss)}, heap ${mb(start.heapUsed)}`);
+    console.log(
+      `  ${'0'.padStart(7)} workflows: rss ${mb(start.rss)}, heap used ${mb(start.heapUsed)} of ${mb(start.heapTotal)}, external ${mb(start.external)}`,
+    );
     await drive((q, id, arg) => starter.execute(q, id, arg), taskQueue, MEMORY_WORKFLOWS, CONCURRENCY, async (done) => {
       const m = await server.memory();
       const rate = done / ((performance.now() - t0) / 1000);
-      console.log(`  ${String(done).padStart(7)} workflows: rss ${mb(m.rss)}, heap ${mb(m.heapUsed)}  (${rate.toFixed(0)} wf/s so far)`);
+      console.log(
+        `  ${String(done).padStart(7)} workflows: rss ${mb(m.rss)}, heap used ${mb(m.heapUsed)} of ${mb(m.heapTotal)}, external ${mb(m.external)}  (${rate.toFixed(0)} wf/s so far)`,
+      );
     });
   } finally {
     raw.stop();
@@ -407,6 +412,7 @@ async function main(): Promise<void> {
           `${mode}/${driver} run ${run}: ${r.throughput.toFixed(0)} workflows/s, p50 ${r.p50.toFixed(1)} ms, p99 ${r.p99.toFixed(1)} ms (p50 under load ${r.loadedP50.toFixed(0)} ms)`,
         );
       }
+      if (!results.length) continue;
       console.log(
         `== ${mode}/${driver} median of ${RUNS}: ${median(results.map((r) => r.throughput)).toFixed(0)} workflows/s, ` +
           `p50 ${median(results.map((r) => r.p50)).toFixed(1)} ms, p99 ${median(results.map((r) => r.p99)).toFixed(1)} ms`,

@@ -127,20 +127,24 @@ export function splitHistoryBody(body: Uint8Array): Buffer[] {
   const out: Buffer[] = [];
   while (reader.pos < reader.len) {
     const tag = reader.uint32();
-    if (tag >>> 3 === 1 && (tag & 7) === 2) out.push(Buffer.from(reader.bytes()));
+    if (tag >>> 3 === 1 && (tag & 7) === 2) out.push(ownedCopy(reader.bytes()));
     else reader.skipType(tag & 7);
   }
   return out;
 }
 
-/** Prepends `eventId` (field 1) to an event encoded without one; the last occurrence of a scalar wins anyway. */
-export function withEventId(encodedWithoutId: Uint8Array, eventId: number): Buffer {
-  return Buffer.concat([Buffer.from([0x08]), varint(eventId), encodedWithoutId]);
+/**
+ * A standalone copy of `bytes`. Small Buffers normally live in shared 8 KB pool slabs, and one kept
+ * event would keep its whole slab alive: histories are kept for long, so they get their own memory.
+ */
+export function ownedCopy(bytes: Uint8Array): Buffer {
+  const out = Buffer.allocUnsafeSlow(bytes.length);
+  out.set(bytes);
+  return out;
 }
 
 export function encodeEvent(event: Loose<IHistoryEvent> | Record<string, unknown>): Buffer {
-  const w = HistoryEvent.encode(event as temporal.api.history.v1.HistoryEvent);
-  return Buffer.from(w.finish());
+  return ownedCopy(HistoryEvent.encode(event as temporal.api.history.v1.HistoryEvent).finish());
 }
 
 export function decodeEvent(bytes: Uint8Array): temporal.api.history.v1.HistoryEvent {

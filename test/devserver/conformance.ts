@@ -279,6 +279,14 @@ export function conformanceSuite(title: string, options: ConformanceOptions = {}
         expect(await retried.result()).toBe(3);
       });
 
+      test('run timeout closes the run as timed out', async () => {
+        const handle = await start(workflows.waitForSignal, [], { workflowRunTimeout: '700ms' });
+        const err = await handle.result().catch((e) => e);
+        expect(err).toBeInstanceOf(WorkflowFailedError);
+        expect(err.cause?.name).toBe('TimeoutFailure');
+        expect((await handle.describe()).status.name).toBe('TIMED_OUT');
+      });
+
       test('continue-as-new chains runs; the result follows them', async () => {
         const handle = await start(workflows.continueAsNewLoop, [3]);
         expect(await handle.result()).toBe(3);

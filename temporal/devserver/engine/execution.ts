@@ -23,7 +23,6 @@ import {
   msToTs,
   Payloads,
   SearchAttributes,
-  withEventId,
   num,
   type temporal,
 } from '../proto';

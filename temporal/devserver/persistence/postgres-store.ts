@@ -189,69 +189,60 @@ export class PostgresStore implements Store {
       }
       for (const c of b.currentRuns) current.set(`${c.namespace}/${c.workflowId}`, c);
     }
-    const rows = [...latest.values()].map((w) => w.row);
-    const states = [...latest.values()].map((w) => w.state);
-    const c = this.writer;
-    await c.query('BEGIN');
-    try {
-      if (history.run.length) {
-        await c.query(
-          `INSERT INTO history (namespace, run_id, first_event_id, events)
-           SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bytea[])`,
-          [history.ns, history.run, history.first, history.events],
-        );
-      }
-      if (rows.length) {
-        await c.query(
-          `INSERT INTO executions (namespace, run_id, workflow_id, workflow_type, task_queue, status, start_time,
-             execution_time, close_time, history_length, history_size_bytes, state_transitions, parent_workflow_id,
-             parent_run_id, root_workflow_id, root_run_id, start_request_id, search_attributes, state)
-           SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[], $7::bigint[],
-             $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[], $13::text[], $14::text[],
-             $15::text[], $16::text[], $17::text[], $18::jsonb[], $19::text[])
-           ON CONFLICT (namespace, run_id) DO UPDATE SET
-             workflow_type = excluded.workflow_type, task_queue = excluded.task_queue, status = excluded.status,
-             execution_time = excluded.execution_time, close_time = excluded.close_time,
-             history_length = excluded.history_length, history_size_bytes = excluded.history_size_bytes,
-             state_transitions = excluded.state_transitions, search_attributes = excluded.search_attributes,
-             state = excluded.state`,
-          [
-            rows.map((r) => r.namespace),
-            rows.map((r) => r.runId),
-            rows.map((r) => r.workflowId),
-            rows.map((r) => r.workflowType),
-            rows.map((r) => r.taskQueue),
-            rows.map((r) => r.status),
-            rows.map((r) => r.startTime),
-            rows.map((r) => r.executionTime),
-            rows.map((r) => r.closeTime ?? null),
-            rows.map((r) => r.historyLength),
-            rows.map((r) => r.historySizeBytes),
-            rows.map((r) => r.stateTransitions),
-            rows.map((r) => r.parentWorkflowId ?? null),
-            rows.map((r) => r.parentRunId ?? null),
-            rows.map((r) => r.rootWorkflowId ?? null),
-            rows.map((r) => r.rootRunId ?? null),
-            [...latest.values()].map((w) => w.startRequestId),
-            rows.map((r) => JSON.stringify(r.searchAttributes)),
-            states,
-          ],
-        );
-      }
-      if (current.size) {
-        const cur = [...current.values()];
-        await c.query(
-          `INSERT INTO current_runs (namespace, workflow_id, run_id)
-           SELECT * FROM unnest($1::text[], $2::text[], $3::text[])
-           ON CONFLICT (namespace, workflow_id) DO UPDATE SET run_id = excluded.run_id`,
-          [cur.map((x) => x.namespace), cur.map((x) => x.workflowId), cur.map((x) => x.runId)],
-        );
-      }
-      await c.query('COMMIT');
-    } catch (err) {
-      await c.query('ROLLBACK').catch(() => {});
-      throw err;
-    }
+    const writes = [...latest.values()];
+    const rows = writes.map((w) => w.row);
+    const cur = [...current.values()];
+    // One statement, so one round trip and one implicit transaction for the whole group.
+    await this.writer.query(
+      `WITH h AS (
+         INSERT INTO history (namespace, run_id, first_event_id, events)
+         SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bytea[])
+       ), c AS (
+         INSERT INTO current_runs (namespace, workflow_id, run_id)
+         SELECT * FROM unnest($5::text[], $6::text[], $7::text[])
+         ON CONFLICT (namespace, workflow_id) DO UPDATE SET run_id = excluded.run_id
+       )
+       INSERT INTO executions (namespace, run_id, workflow_id, workflow_type, task_queue, status, start_time,
+         execution_time, close_time, history_length, history_size_bytes, state_transitions, parent_workflow_id,
+         parent_run_id, root_workflow_id, root_run_id, start_request_id, search_attributes, state)
+       SELECT * FROM unnest($8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::int[], $14::bigint[],
+         $15::bigint[], $16::bigint[], $17::bigint[], $18::bigint[], $19::bigint[], $20::text[], $21::text[],
+         $22::text[], $23::text[], $24::text[], $25::jsonb[], $26::text[])
+       ON CONFLICT (namespace, run_id) DO UPDATE SET
+         workflow_type = excluded.workflow_type, task_queue = excluded.task_queue, status = excluded.status,
+         execution_time = excluded.execution_time, close_time = excluded.close_time,
+         history_length = excluded.history_length, history_size_bytes = excluded.history_size_bytes,
+         state_transitions = excluded.state_transitions, search_attributes = excluded.search_attributes,
+         state = excluded.state`,
+      [
+        history.ns,
+        history.run,
+        history.first,
+        history.events,
+        cur.map((x) => x.namespace),
+        cur.map((x) => x.workflowId),
+        cur.map((x) => x.runId),
+        rows.map((r) => r.namespace),
+        rows.map((r) => r.runId),
+        rows.map((r) => r.workflowId),
+        rows.map((r) => r.workflowType),
+        rows.map((r) => r.taskQueue),
+        rows.map((r) => r.status),
+        rows.map((r) => r.startTime),
+        rows.map((r) => r.executionTime),
+        rows.map((r) => r.closeTime ?? null),
+        rows.map((r) => r.historyLength),
+        rows.map((r) => r.historySizeBytes),
+        rows.map((r) => r.stateTransitions),
+        rows.map((r) => r.parentWorkflowId ?? null),
+        rows.map((r) => r.parentRunId ?? null),
+        rows.map((r) => r.rootWorkflowId ?? null),
+        rows.map((r) => r.rootRunId ?? null),
+        writes.map((w) => w.startRequestId),
+        rows.map((r) => JSON.stringify(r.searchAttributes)),
+        writes.map((w) => w.state),
+      ],
+    );
   }
 
   // ------------------------------------------------------------------ reads
