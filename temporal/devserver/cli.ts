@@ -41,7 +41,9 @@ function parseDevServerArgs(argv: string[]): DevServerOptions & { logLevel: stri
     port,
     persistence: values.db ? { kind: 'postgres', url: values.db, schema: values.schema } : { kind: 'memory' },
     namespaces: values.namespace,
+    // From the command line, time skipping starts unlocked: nothing else would ever unlock it.
     timeSkipping: values['time-skipping'],
+    timeSkippingStartsUnlocked: values['time-skipping'],
     logLevel: values['log-level']!,
   };
 }
@@ -54,7 +56,8 @@ function parseTestServerArgs(argv: string[]): DevServerOptions & { logLevel: str
   if (flag && flag !== '--enable-time-skipping') throw new Error(`unknown flag ${flag}`);
   return {
     port,
-    timeSkipping: { startUnlocked: flag === '--enable-time-skipping' },
+    timeSkipping: true,
+    timeSkippingStartsUnlocked: flag === '--enable-time-skipping',
     logLevel: process.env.TEMPORAL_DEVSERVER_LOG_LEVEL ?? 'warn',
   };
 }

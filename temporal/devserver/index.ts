@@ -28,10 +28,11 @@ export interface DevServerOptions {
   /**
    * Temporal test-server semantics: while skipping is unlocked and nothing is in flight, time jumps
    * to the next deadline. Starts locked (time runs normally) until a TestService client unlocks it,
-   * as the test server does when @temporalio/testing launches it; `{ startUnlocked: true }` skips
-   * from the start.
+   * as the test server does when @temporalio/testing launches it.
    */
-  timeSkipping?: boolean | { startUnlocked: boolean };
+  timeSkipping?: boolean;
+  /** With `timeSkipping`, start unlocked (the test server's `--enable-time-skipping`). */
+  timeSkippingStartsUnlocked?: boolean;
   log?: pino.Logger;
   /** Namespaces to create if missing; `default` always exists. */
   namespaces?: string[];
@@ -70,8 +71,7 @@ export async function startDevServer(opts: DevServerOptions = {}): Promise<DevSe
 
     // The timer queue asks the engine what is in flight; the engine is created right after.
     let engine: Engine | undefined;
-    const startUnlocked = typeof opts.timeSkipping === 'object' && opts.timeSkipping.startUnlocked;
-    const timers = new TimerQueue(!!opts.timeSkipping, () => engine?.inFlight() ?? 0, startUnlocked ? 0 : 1);
+    const timers = new TimerQueue(!!opts.timeSkipping, () => engine?.inFlight() ?? 0, opts.timeSkippingStartsUnlocked ? 0 : 1);
     engine = new Engine({
       timers,
       store,

@@ -263,7 +263,6 @@ export class Engine implements ExecutionHost {
     if (!exec || exec.s.workflowId !== workflowId) {
       throw notFound(`workflow execution not found for workflow ID "${workflowId}" and run ID "${runId ?? ''}"`);
     }
-    exec.lastAccess = Date.now();
     return exec;
   }
 
@@ -542,10 +541,6 @@ export class Engine implements ExecutionHost {
     if (this.store) {
       for (const ns of this.namespaces.list()) await this.store.deleteClosedBefore(ns.name, now - ns.retentionMs);
     }
-  }
-
-  get closedInMemory(): number {
-    return this.closedOrder.size;
   }
 
   /** Loads every open run from the store and resumes it (durable mode start-up). */

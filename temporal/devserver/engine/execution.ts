@@ -95,8 +95,6 @@ export class Execution implements TimerOwner {
   searchAttributeValues: Record<string, unknown> = {};
   /** Long polls waiting for new events of this run. */
   readonly waiters = new Set<() => void>();
-  /** Set when the run is kept in memory only as a read cache (closed, durable mode). */
-  lastAccess = 0;
   /**
    * The worker that has this run cached asked for its next tasks on its own (sticky) queue; not
    * persisted: after a restart every task goes to the normal queue with the full history.
@@ -122,11 +120,6 @@ export class Execution implements TimerOwner {
 
   get wftStarted(): boolean {
     return !!this.s.wft?.started;
-  }
-
-  /** History length as the SDK sees it (persisted events only). */
-  get historyLength(): number {
-    return this.s.nextEventId - 1;
   }
 
   onTimer(now: number): void {
