@@ -1,10 +1,12 @@
 import { Migration20261121000000_foundation } from './Migration20261121000000_foundation';
 import { Migration20261121000100_sending } from './Migration20261121000100_sending';
 import { Migration20261121000200_audiences } from './Migration20261121000200_audiences';
+import { Migration20261121000300_automations } from './Migration20261121000300_automations';
 
 /** Every migration in the order it runs; append new ones, never edit landed ones. */
 export const migrationsList = [
   { name: 'Migration20261121000000_foundation', class: Migration20261121000000_foundation },
   { name: 'Migration20261121000100_sending', class: Migration20261121000100_sending },
   { name: 'Migration20261121000200_audiences', class: Migration20261121000200_audiences },
+  { name: 'Migration20261121000300_automations', class: Migration20261121000300_automations },
 ];

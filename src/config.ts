@@ -46,6 +46,10 @@ const envSchema = z.object({
   EMAIL_DISPATCHERS: z.coerce.number().int().min(1).max(64).default(2),
   /** First retry delay after an SMTP 4xx reply; doubles on each attempt, at most one hour. */
   EMAIL_RETRY_BASE_SECONDS: z.coerce.number().int().min(1).max(3600).default(30),
+  /** Standing `automation-dispatch:<n>` executions that turn recorded events into automation starts and wake-ups. */
+  AUTOMATION_DISPATCHERS: z.coerce.number().int().min(1).max(64).default(1),
+  /** Let WEBHOOK steps call private, loopback and metadata addresses (tests, private deployments). */
+  WEBHOOK_ALLOW_PRIVATE: bool.default(false),
   SMTP_POOL_SIZE: z.coerce.number().int().min(1).max(100).default(8),
   ATTACHMENTS_MAX_MB: z.coerce.number().positive().max(40).default(10),
   MESSAGE_MAX_MB: z.coerce.number().positive().max(100).default(40),

@@ -19,6 +19,8 @@ import { Mailer } from './mail/transport';
 import { Links } from './mail/links';
 import { ActivityHub } from './modules/events/contact-activity';
 import { LiveMembership } from './modules/segments/live-membership';
+import { AUTOMATION_OUTBOX_CHANNEL, AutomationDispatcher } from './modules/workflows/automation-dispatch';
+import { AutomationRuntime } from './modules/workflows/automation-runtime';
 import { connectTemporal, ensureSearchAttributes, type TemporalClient } from '../temporal/client';
 import { startDevServer } from '../temporal/devserver';
 import { ensureStandingWorkflows } from '../temporal/maintenance';
@@ -97,6 +99,9 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
       const queue = new QueueSignal(databaseUrl);
       await queue.start();
       stops.push(() => queue.stop());
+      const automationQueue = new QueueSignal(databaseUrl, AUTOMATION_OUTBOX_CHANNEL);
+      await automationQueue.start();
+      stops.push(() => automationQueue.stop());
       const worker = await startWorker({
         address: temporal.address,
         namespace: temporal.namespace,
@@ -108,11 +113,13 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         hub,
         segmentRefreshSeconds: config.SEGMENT_REFRESH_SECONDS,
         campaignBatchSize: config.CAMPAIGN_BATCH_SIZE,
+        automation: new AutomationRuntime({ orm, hub, links, resolver, allowPrivateWebhooks: config.WEBHOOK_ALLOW_PRIVATE, log }),
+        automationDispatcher: new AutomationDispatcher({ orm, temporal, queue: automationQueue, log }),
         idempotencyTtlHours: config.IDEMPOTENCY_TTL_HOURS,
         domainCheckIntervalSeconds: config.DOMAIN_CHECK_INTERVAL_SECONDS,
       });
       stops.push(() => worker.stop());
-      await ensureStandingWorkflows(temporal, { emailDispatchers: config.EMAIL_DISPATCHERS });
+      await ensureStandingWorkflows(temporal, { emailDispatchers: config.EMAIL_DISPATCHERS, automationDispatchers: config.AUTOMATION_DISPATCHERS });
     }
 
     let url: string | undefined;

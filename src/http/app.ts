@@ -15,6 +15,7 @@ import { preferencePageRoutes } from '../modules/contacts/preference-pages';
 import { snsRoutes } from '../modules/webhooks/sns.routes';
 import { segmentRoutes } from '../modules/segments/segments.routes';
 import { campaignRoutes } from '../modules/campaigns/campaigns.routes';
+import { workflowRoutes } from '../modules/workflows/workflows.routes';
 import type { ActivityHub } from '../modules/events/contact-activity';
 import { SnsVerifier } from '../modules/webhooks/sns-signature';
 import type { Links } from '../mail/links';
@@ -86,6 +87,7 @@ export function createApp(deps: AppDeps): Koa {
   snsRoutes(router, { verifier: new SnsVerifier(config.SNS_CERT_HOSTS), textBody, hub: deps.hub });
   segmentRoutes(router, guards, { temporal: deps.temporal, hub: deps.hub });
   campaignRoutes(router, guards, { temporal: deps.temporal, links: deps.links, hub: deps.hub });
+  workflowRoutes(router, guards, { temporal: deps.temporal });
   emailRoutes(router, guards, {
     links: deps.links,
     hub: deps.hub,

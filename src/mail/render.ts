@@ -5,7 +5,8 @@
  */
 const PLACEHOLDER = /\{\{\s*([^{}]*?)\s*\}\}/g;
 
-export type RenderMode = 'html' | 'text';
+/** `url`: values are percent-encoded, for placeholders inside a URL (webhooks). */
+export type RenderMode = 'html' | 'text' | 'url';
 
 const ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
 export const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => ESCAPES[c]);
@@ -19,14 +20,15 @@ function lookup(vars: Record<string, unknown>, path: string): unknown {
   return value;
 }
 
+const encode = (text: string, mode: RenderMode) => (mode === 'html' ? escapeHtml(text) : mode === 'url' ? encodeURIComponent(text) : text);
+
 function present(value: unknown, mode: RenderMode): string {
   const scalar = (v: unknown) => (typeof v === 'object' && v !== null ? JSON.stringify(v) : String(v));
   if (Array.isArray(value)) {
     const items = value.filter((v) => v !== null && v !== undefined).map(scalar);
-    return mode === 'html' ? items.map((i) => `<li>${escapeHtml(i)}</li>`).join('') : items.join(', ');
+    return mode === 'html' ? items.map((i) => `<li>${escapeHtml(i)}</li>`).join('') : encode(items.join(', '), mode);
   }
-  const text = scalar(value);
-  return mode === 'html' ? escapeHtml(text) : text;
+  return encode(scalar(value), mode);
 }
 
 function unquote(s: string): string {
@@ -40,7 +42,7 @@ export function render(template: string, vars: Record<string, unknown>, mode: Re
     const value = lookup(vars, path.trim());
     if (value === undefined || value === null || value === '' || (Array.isArray(value) && value.length === 0)) {
       const fallback = rest.length ? unquote(rest.join('??').trim()) : '';
-      return mode === 'html' ? escapeHtml(fallback) : fallback;
+      return encode(fallback, mode);
     }
     return present(value, mode);
   });

@@ -1,5 +1,5 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { Context } from '@temporalio/activity';
+import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Logger } from 'pino';
 import { purgeExpiredIdempotencyKeys } from '../../src/http/idempotency';
 import { purgeRateLimitWindows } from '../../src/http/rate-limit';
@@ -7,6 +7,8 @@ import type { Resolver } from '../../src/dns/resolver';
 import { endSnooze } from '../../src/modules/contacts/contacts.service';
 import { checkDomain } from '../../src/modules/domains/domains.service';
 import type { EmailDispatcher } from '../../src/modules/emails/dispatch';
+import type { AutomationDispatcher, AutomationEvent } from '../../src/modules/workflows/automation-dispatch';
+import type { AutomationRuntime } from '../../src/modules/workflows/automation-runtime';
 import type { ActivityHub } from '../../src/modules/events/contact-activity';
 import { computeMembership, refreshCount } from '../../src/modules/segments/segments.service';
 import { sql } from '../../src/db/orm';
@@ -22,6 +24,8 @@ export interface ActivityDeps {
   domainCheckIntervalSeconds: number;
   segmentRefreshSeconds: number;
   campaignBatchSize: number;
+  automation: AutomationRuntime;
+  automationDispatcher: AutomationDispatcher;
 }
 
 /** Thin adapters from workflows to services. Each one is safe to run twice. */
@@ -91,6 +95,42 @@ export function createActivities(deps: ActivityDeps) {
 
     async cancelCampaignDelivery(input: { campaignId: string }) {
       return cancelCampaignDelivery(deps.orm.em.fork(), input.campaignId);
+    },
+
+    async automationLoad(input: { executionId: string }) {
+      return deps.automation.load(input.executionId);
+    },
+
+    async automationRunStep(input: { executionId: string; stepId: string; seq: number }) {
+      return deps.automation.runStep(input.executionId, input.stepId, input.seq);
+    },
+
+    async automationBeginWait(input: { executionId: string; stepId: string; seq: number; eventName?: string }) {
+      return deps.automation.beginWait(input.executionId, input.stepId, input.seq, input.eventName);
+    },
+
+    async automationEndWait(input: { executionId: string; seq: number; outcome: 'event' | 'timeout' | 'elapsed'; event?: AutomationEvent }) {
+      return deps.automation.endWait(input.executionId, input.seq, input.outcome, input.event);
+    },
+
+    async automationFinish(input: { executionId: string; status: 'COMPLETED' | 'EXITED' | 'FAILED' | 'CANCELLED'; error?: string }) {
+      return deps.automation.finish(input.executionId, input.status, input.error);
+    },
+
+    /** Refusals (a private address, a 4xx) are final; timeouts, 5xx and network errors are retried. */
+    async automationWebhook(input: { executionId: string; stepId: string; seq: number }) {
+      try {
+        return await deps.automation.webhook(input.executionId, input.stepId, input.seq, Context.current().info.attempt);
+      } catch (err) {
+        if ((err as { retryable?: boolean }).retryable === false) throw ApplicationFailure.nonRetryable((err as Error).message, 'WebhookRefused');
+        throw err;
+      }
+    },
+
+    /** Starts executions and wakes waiting ones from the automation outbox, for up to `seconds`. */
+    async drainAutomationOutbox(input: { seconds: number }) {
+      const ctx = Context.current();
+      return deps.automationDispatcher.drain({ until: Date.now() + input.seconds * 1000, heartbeat: () => ctx.heartbeat(), signal: ctx.cancellationSignal });
     },
 
     async purgeExpired(): Promise<{ idempotencyKeys: number; rateLimitWindows: number }> {

@@ -1,11 +1,10 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
-import { sql } from '../../db/orm';
 import type { Links } from '../../mail/links';
 import { projectSettings } from '../accounts/project-settings';
 import { upsertContact } from '../contacts/contacts.service';
 import { assertVerifiedSender } from '../domains/domains.service';
-import { composeMessage, EMAIL_QUEUED_CHANNEL } from '../emails/emails.service';
+import { composeMessage, notifyDispatchers, queueEmail } from '../emails/emails.service';
 import type { CampaignRow } from './campaigns.service';
 
 /**
@@ -28,14 +27,18 @@ export async function queueTestSend(em: EntityManager, c: CampaignRow, email: st
       settings,
       links,
     });
-    const domain = c.from_email.slice(c.from_email.lastIndexOf('@') + 1);
-    await sql(
-      tx,
-      `INSERT INTO emails (id, project_id, contact_id, type, from_email, from_name, reply_to, to_email, subject, html, text, headers, message_id)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?)`,
-      [emailId, c.project_id, upsert.contact.id, c.type, c.from_email, c.from_name, c.reply_to ?? c.from_email, email, message.subject, message.html, message.text, JSON.stringify(message.headers), `<${emailId}@${domain}>`],
-    );
-    await sql(tx, `SELECT pg_notify(?, ?)`, [EMAIL_QUEUED_CHANNEL, c.project_id]);
+    await queueEmail(tx, {
+      id: emailId,
+      projectId: c.project_id,
+      contactId: upsert.contact.id,
+      templateId: null,
+      type: c.type,
+      from: { email: c.from_email, name: c.from_name },
+      replyTo: c.reply_to ?? c.from_email,
+      to: { email, name: null },
+      message,
+    });
+    await notifyDispatchers(tx, c.project_id);
     return { emailId, contactId: upsert.contact.id, events: upsert.events };
   });
 }

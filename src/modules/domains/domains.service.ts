@@ -141,7 +141,7 @@ export async function checkDomain(em: EntityManager, resolver: Resolver, id: str
   return updated;
 }
 
-/** Where a sender domain is in use: templates, campaigns not yet finished (workflow steps add theirs). */
+/** Where a sender domain is in use: templates, campaigns not yet finished, workflow steps sending from it. */
 export async function domainUsage(em: EntityManager, projectId: string, domain: string) {
   const templates = await sql<{ id: string; name: string }>(
     em,
@@ -154,7 +154,14 @@ export async function domainUsage(em: EntityManager, projectId: string, domain: 
        AND status IN ('DRAFT', 'SCHEDULED', 'SENDING') ORDER BY name`,
     [projectId, domain],
   );
-  return { templates, campaigns, workflowSteps: [] as Array<{ id: string; workflowId: string }> };
+  const workflowSteps = await sql<{ id: string; workflowId: string }>(
+    em,
+    `SELECT s.id, s.workflow_id AS "workflowId" FROM workflow_steps s JOIN workflows w ON w.id = s.workflow_id
+     JOIN templates t ON t.id::text = s.config->>'templateId'
+     WHERE w.project_id = ? AND s.type = 'SEND_EMAIL' AND split_part(t.from_email, '@', 2) = ?`,
+    [projectId, domain],
+  );
+  return { templates, campaigns, workflowSteps };
 }
 
 export async function deleteDomain(em: EntityManager, projectId: string, id: string): Promise<DomainRow> {

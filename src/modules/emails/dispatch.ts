@@ -76,14 +76,17 @@ function groupBy<T, K>(items: T[], key: (t: T) => K): Map<K, T[]> {
 export const retryDelaySeconds = (attempts: number, baseSeconds: number) => Math.min(3600, baseSeconds * 2 ** Math.max(0, attempts - 1));
 
 /**
- * Wakes idle dispatchers of this process when mail is queued (PostgreSQL LISTEN on the channel the
- * send transaction NOTIFYs at commit). Without the listener they still poll, only more slowly.
+ * Wakes idle dispatchers of this process when work is queued (PostgreSQL LISTEN on the channel the
+ * queuing transaction NOTIFYs at commit). Without the listener they still poll, only more slowly.
  */
 export class QueueSignal {
   private client?: pg.Client;
   private waiters = new Set<() => void>();
 
-  constructor(private readonly databaseUrl: string) {}
+  constructor(
+    private readonly databaseUrl: string,
+    private readonly channel = EMAIL_QUEUED_CHANNEL,
+  ) {}
 
   async start(): Promise<void> {
     const client = new pg.Client({ connectionString: this.databaseUrl });
@@ -92,7 +95,7 @@ export class QueueSignal {
       this.client = undefined;
     });
     await client.connect();
-    await client.query(`LISTEN ${EMAIL_QUEUED_CHANNEL}`);
+    await client.query(`LISTEN ${this.channel}`);
     this.client = client;
   }
 

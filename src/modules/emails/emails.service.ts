@@ -121,6 +121,52 @@ export function composeMessage(c: ComposeInput) {
   return { subject: render(c.subject, vars, 'text'), html, text, headers };
 }
 
+export interface QueuedEmailInput {
+  id: string;
+  projectId: string;
+  contactId: string;
+  templateId: string | null;
+  type: EmailType;
+  from: { email: string; name: string | null };
+  replyTo: string;
+  to: { email: string; name: string | null };
+  message: ReturnType<typeof composeMessage>;
+}
+
+/**
+ * Stores one rendered email as QUEUED in the caller's transaction; `ON CONFLICT` makes a retried
+ * caller with a derived id harmless. The caller NOTIFYs the dispatchers once its transaction is done.
+ */
+export async function queueEmail(em: EntityManager, e: QueuedEmailInput): Promise<boolean> {
+  const domain = e.from.email.slice(e.from.email.lastIndexOf('@') + 1);
+  const rows = await sql(
+    em,
+    `INSERT INTO emails (id, project_id, contact_id, template_id, type, from_email, from_name, reply_to, to_email, to_name,
+                         subject, html, text, headers, message_id)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?) ON CONFLICT (id) DO NOTHING RETURNING 1`,
+    [
+      e.id,
+      e.projectId,
+      e.contactId,
+      e.templateId,
+      e.type,
+      e.from.email,
+      e.from.name,
+      e.replyTo,
+      e.to.email,
+      e.to.name,
+      e.message.subject,
+      e.message.html,
+      e.message.text,
+      JSON.stringify(e.message.headers),
+      `<${e.id}@${domain}>`,
+    ],
+  );
+  return rows.length > 0;
+}
+
+export const notifyDispatchers = (em: EntityManager, projectId: string) => sql(em, `SELECT pg_notify(?, ?)`, [EMAIL_QUEUED_CHANNEL, projectId]);
+
 /**
  * POST /v1/send. Everything that can refuse the request is checked before anything is written; then,
  * in one transaction, each recipient gets their contact upsert and their own rendered, queued email.
@@ -166,7 +212,6 @@ export async function sendEmails(
   return em.transactional(async (tx) => {
     const emails: SendResult['emails'] = [];
     const events: EventRecord[] = [];
-    const fromDomain = sender.email.slice(sender.email.lastIndexOf('@') + 1);
     for (const recipient of to) {
       const upsert = await upsertContact(tx, projectId, {
         email: recipient.email,
@@ -188,33 +233,21 @@ export async function sendEmails(
         settings,
         links: deps.links,
       });
-      await sql(
-        tx,
-        `INSERT INTO emails (id, project_id, contact_id, template_id, type, from_email, from_name, reply_to, to_email, to_name,
-                             subject, html, text, headers, message_id)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?)`,
-        [
-          emailId,
-          projectId,
-          contact.id,
-          template?.id ?? null,
-          type,
-          sender.email,
-          sender.name,
-          replyTo,
-          contact.email,
-          recipient.name,
-          message.subject,
-          message.html,
-          message.text,
-          JSON.stringify(message.headers),
-          `<${emailId}@${fromDomain}>`,
-        ],
-      );
+      await queueEmail(tx, {
+        id: emailId,
+        projectId,
+        contactId: contact.id,
+        templateId: template?.id ?? null,
+        type,
+        from: sender,
+        replyTo,
+        to: { email: contact.email, name: recipient.name },
+        message,
+      });
       if (input.attachments?.length) await insertAttachments(tx, emailId, input.attachments);
       emails.push({ contact: { id: contact.id, email: contact.email }, email: emailId });
     }
-    await sql(tx, `SELECT pg_notify(?, ?)`, [EMAIL_QUEUED_CHANNEL, projectId]);
+    await notifyDispatchers(tx, projectId);
     return { emails, timestamp: new Date().toISOString(), events };
   });
 }

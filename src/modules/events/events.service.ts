@@ -141,9 +141,24 @@ export async function eventStats(em: EntityManager, projectId: string) {
   };
 }
 
-/** Where an event name is referenced. Segments and workflows register their references here as they land. */
-export async function eventUsage(_em: EntityManager, _projectId: string, name: string) {
-  return { eventName: name, segments: [] as unknown[], workflows: [] as unknown[], total: 0 };
+/** Where an event name is referenced: segment conditions, workflow triggers, WAIT_FOR_EVENT and CONDITION steps. */
+export async function eventUsage(em: EntityManager, projectId: string, name: string) {
+  const field = JSON.stringify(`event.${name}`);
+  const segments = await sql<{ id: string; name: string }>(
+    em,
+    `SELECT id, name FROM segments WHERE project_id = ? AND position(? in condition::text) > 0 ORDER BY name`,
+    [projectId, field],
+  );
+  const workflows = await sql<{ id: string; name: string; usedAs: string }>(
+    em,
+    `SELECT w.id, w.name, 'trigger' AS "usedAs" FROM workflows w WHERE w.project_id = ? AND w.trigger_config->>'eventName' = ?
+     UNION ALL
+     SELECT DISTINCT w.id, w.name, lower(s.type) AS "usedAs" FROM workflows w JOIN workflow_steps s ON s.workflow_id = w.id
+     WHERE w.project_id = ? AND ((s.type = 'WAIT_FOR_EVENT' AND s.config->>'eventName' = ?) OR (s.type = 'CONDITION' AND s.config->>'field' = ?))
+     ORDER BY 2, 3`,
+    [projectId, name, projectId, name, `event.${name}`],
+  );
+  return { eventName: name, segments, workflows, total: segments.length + workflows.length };
 }
 
 export async function deleteEventsByName(em: EntityManager, projectId: string, name: string) {

@@ -88,10 +88,18 @@ export async function updateTemplate(em: EntityManager, projectId: string, id: s
   return row;
 }
 
-/** Where a template is used; campaigns and workflow steps add their references as they land. */
-export async function templateUsage(_em: EntityManager, _projectId: string, templateId: string) {
+/**
+ * Where a template is used: by the SEND_EMAIL steps of workflows. (Campaigns carry their own
+ * content; `campaigns` stays for clients that expect it.)
+ */
+export async function templateUsage(em: EntityManager, projectId: string, templateId: string) {
   const campaigns: Array<{ id: string; name: string; status: string }> = [];
-  const workflowSteps: Array<{ id: string; workflowId: string; workflowName: string }> = [];
+  const workflowSteps = await sql<{ id: string; workflowId: string; workflowName: string }>(
+    em,
+    `SELECT s.id, w.id AS "workflowId", w.name AS "workflowName" FROM workflow_steps s JOIN workflows w ON w.id = s.workflow_id
+     WHERE w.project_id = ? AND s.type = 'SEND_EMAIL' AND s.config->>'templateId' = ? ORDER BY w.name, s.id`,
+    [projectId, templateId],
+  );
   return { templateId, campaigns, workflowSteps, total: campaigns.length + workflowSteps.length };
 }
 

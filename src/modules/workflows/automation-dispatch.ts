@@ -1,0 +1,107 @@
+import type { MikroORM } from '@mikro-orm/postgresql';
+import type { Logger } from 'pino';
+import type { TemporalClient } from '../../../temporal/client';
+import { workflowIds } from '../../../temporal/task-queues';
+import { sql } from '../../db/orm';
+import type { QueueSignal } from '../emails/dispatch';
+import { startExecution } from './executions.service';
+import type { WorkflowRow } from './workflows.service';
+
+/** NOTIFYed by the events trigger when it routes an event to automations (see the automations migration). */
+export const AUTOMATION_OUTBOX_CHANNEL = 'postbox_automation_outbox';
+
+export interface AutomationEvent {
+  id: string;
+  name: string;
+  data: Record<string, unknown>;
+}
+
+interface OutboxRow {
+  id: string;
+  kind: 'start' | 'wake';
+  project_id: string;
+  contact_id: string;
+  event_id: string;
+  event_name: string;
+  event_data: Record<string, unknown>;
+  workflow_id: string | null;
+  execution_id: string | null;
+}
+
+const CLAIM_SECONDS = 60;
+const BATCH = 200;
+const CONCURRENCY = 32;
+
+/**
+ * Turns recorded events into automation: every outbox row is an event that starts an enabled
+ * workflow (with an execution id derived from the two, so it starts once) or wakes an execution
+ * waiting for it. Rows are written by a trigger in the event's own transaction, claimed here with
+ * SKIP LOCKED, and deleted once handled, so nothing is lost when a process dies in between.
+ */
+export class AutomationDispatcher {
+  constructor(
+    private readonly deps: { orm: MikroORM; temporal: TemporalClient; queue: QueueSignal; log: Logger },
+  ) {}
+
+  async drain(opts: { until: number; heartbeat: () => void; signal?: AbortSignal }): Promise<{ started: number; woken: number }> {
+    const report = { started: 0, woken: 0 };
+    while (Date.now() < opts.until && !opts.signal?.aborted) {
+      opts.heartbeat();
+      const rows = await sql<OutboxRow>(
+        this.deps.orm.em.fork(),
+        `WITH due AS (
+           SELECT id FROM automation_outbox WHERE claimed_until IS NULL OR claimed_until < now()
+           ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED
+         )
+         UPDATE automation_outbox o SET claimed_until = now() + make_interval(secs => ?) FROM due WHERE o.id = due.id RETURNING o.*`,
+        [BATCH, CLAIM_SECONDS],
+      );
+      if (rows.length === 0) {
+        await this.deps.queue.wait(Math.min(1000, Math.max(0, opts.until - Date.now())), opts.signal);
+        continue;
+      }
+      let next = 0;
+      const worker = async () => {
+        while (next < rows.length) {
+          const row = rows[next++];
+          try {
+            if (row.kind === 'start' ? await this.start(row) : await this.wake(row)) report[row.kind === 'start' ? 'started' : 'woken']++;
+            await sql(this.deps.orm.em.fork(), `DELETE FROM automation_outbox WHERE id = ?`, [row.id]);
+          } catch (err) {
+            // Left claimed: tried again when the claim expires.
+            this.deps.log.warn({ err, outboxId: row.id }, 'automation outbox row failed; will retry');
+          }
+        }
+      };
+      await Promise.all(Array.from({ length: Math.min(CONCURRENCY, rows.length) }, worker));
+    }
+    return report;
+  }
+
+  /** A disabled (or deleted) workflow starts nothing; re-entry rules are applied by startExecution. */
+  private async start(row: OutboxRow): Promise<boolean> {
+    const em = this.deps.orm.em.fork();
+    const [w] = await sql<WorkflowRow>(em, `SELECT * FROM workflows WHERE id = ? AND enabled`, [row.workflow_id]);
+    if (!w) return false;
+    const x = await startExecution(em, this.deps.temporal, w, {
+      contactId: row.contact_id,
+      triggerEventId: row.event_id,
+      context: { ...row.event_data, trigger: { eventId: row.event_id, eventName: row.event_name } },
+    });
+    return !!x;
+  }
+
+  /** Signals the waiting execution, if it still waits for this event name. */
+  private async wake(row: OutboxRow): Promise<boolean> {
+    const [waiting] = await sql(this.deps.orm.em.fork(), `SELECT 1 FROM workflow_waits WHERE execution_id = ? AND event_name = ?`, [row.execution_id, row.event_name]);
+    if (!waiting) return false;
+    const event: AutomationEvent = { id: row.event_id, name: row.event_name, data: row.event_data };
+    try {
+      await this.deps.temporal.client.workflow.getHandle(workflowIds.automation(row.execution_id!)).signal('automationEvent', event);
+      return true;
+    } catch (err) {
+      if ((err as Error).name === 'WorkflowNotFoundError') return false;
+      throw err;
+    }
+  }
+}

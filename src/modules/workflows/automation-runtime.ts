@@ -1,0 +1,298 @@
+import crypto from 'node:crypto';
+import type { MikroORM } from '@mikro-orm/postgresql';
+import type { Logger } from 'pino';
+import type { Resolver } from '../../dns/resolver';
+import { sql } from '../../db/orm';
+import type { Links } from '../../mail/links';
+import { render, templateVariables } from '../../mail/render';
+import { projectSettings } from '../accounts/project-settings';
+import { resolveDataMap } from '../contacts/data-map';
+import { type ContactRow, updateContact, upsertContact } from '../contacts/contacts.service';
+import { assertVerifiedSender } from '../domains/domains.service';
+import { composeMessage, notifyDispatchers, queueEmail } from '../emails/emails.service';
+import type { ActivityHub } from '../events/contact-activity';
+import { evaluateCondition } from '../segments/conditions/evaluate';
+import { loadContactFacts, loadSegmentRefs } from '../segments/conditions/facts';
+import { eventNamesOf } from '../segments/conditions/tree';
+import type { TemplateRow } from '../templates/templates.service';
+import type { ExecutionRow } from './executions.service';
+import { callWebhook, WebhookError } from './webhook';
+import { conditionFilter, type Definition } from './workflows.service';
+import type { ExecutionStatus } from './workflows.schemas';
+
+export interface RuntimeDeps {
+  orm: MikroORM;
+  hub: ActivityHub;
+  links: Links;
+  resolver: Resolver;
+  allowPrivateWebhooks: boolean;
+  log: Logger;
+}
+
+/** `next` follows the step's single transition; `yes`/`no` a CONDITION's branch; `exit` ends the execution. */
+export type StepOutcome = 'next' | 'yes' | 'no' | 'exit';
+
+export interface LoadedExecution {
+  status: ExecutionStatus;
+  definition: Definition;
+}
+
+/** Ids derived from (execution, step sequence number): a retried activity repeats nothing. */
+function derivedId(executionId: string, seq: number, what: string): string {
+  const h = crypto.createHash('sha1').update(`${executionId}/${seq}/${what}`).digest();
+  h[6] = (h[6] & 0x0f) | 0x50;
+  h[8] = (h[8] & 0x3f) | 0x80;
+  const x = h.subarray(0, 16).toString('hex');
+  return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20)}`;
+}
+
+/**
+ * What the steps of an automation do, for the activities of `automation:<executionId>`. Every method
+ * is idempotent: step records and emails carry ids derived from the step's sequence number, waits
+ * and status changes are upserts.
+ */
+export class AutomationRuntime {
+  constructor(private readonly deps: RuntimeDeps) {}
+
+  private em() {
+    return this.deps.orm.em.fork();
+  }
+
+  private async execution(executionId: string): Promise<ExecutionRow | undefined> {
+    const [x] = await sql<ExecutionRow>(this.em(), `SELECT * FROM workflow_executions WHERE id = ?`, [executionId]);
+    return x;
+  }
+
+  async load(executionId: string): Promise<LoadedExecution | undefined> {
+    const x = await this.execution(executionId);
+    return x && { status: x.status, definition: x.definition };
+  }
+
+  private async beginStep(x: ExecutionRow, stepId: string, type: string, seq: number, status: 'RUNNING' | 'WAITING'): Promise<string> {
+    const id = derivedId(x.id, seq, 'step');
+    const em = this.em();
+    await sql(
+      em,
+      `INSERT INTO workflow_execution_steps (id, execution_id, step_id, type, status) VALUES (?, ?, ?, ?, ?)
+       ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status`,
+      [id, x.id, stepId, type, status],
+    );
+    await sql(
+      em,
+      `UPDATE workflow_executions SET current_step_id = ?, status = CASE WHEN status IN ('RUNNING', 'WAITING') THEN ? ELSE status END, updated_at = now() WHERE id = ?`,
+      [stepId, status, x.id],
+    );
+    return id;
+  }
+
+  private async endStep(stepRunId: string, status: 'COMPLETED' | 'SKIPPED' | 'FAILED', output: unknown, error?: string): Promise<void> {
+    await sql(this.em(), `UPDATE workflow_execution_steps SET status = ?, output = ?::jsonb, error = ?, completed_at = now() WHERE id = ?`, [
+      status,
+      output === undefined ? null : JSON.stringify(output),
+      error ?? null,
+      stepRunId,
+    ]);
+  }
+
+  private async contact(x: ExecutionRow): Promise<ContactRow | undefined> {
+    const [c] = await sql<ContactRow>(this.em(), `SELECT * FROM contacts WHERE id = ?`, [x.contact_id]);
+    return c;
+  }
+
+  private vars(x: ExecutionRow, c: ContactRow) {
+    return templateVariables({ contact: { id: c.id, email: c.email, data: c.data }, values: x.context, links: this.deps.links.contactLinks(c.id) });
+  }
+
+  /** Runs one instantaneous step (TRIGGER, CONDITION, SEND_EMAIL, UPDATE_CONTACT, EXIT). */
+  async runStep(executionId: string, stepId: string, seq: number): Promise<StepOutcome> {
+    const x = await this.execution(executionId);
+    if (!x) return 'exit';
+    const step = x.definition.steps.find((s) => s.id === stepId);
+    if (!step) throw new Error(`step ${stepId} is not in the execution's definition`);
+    const run = await this.beginStep(x, step.id, step.type, seq, 'RUNNING');
+    switch (step.type) {
+      case 'TRIGGER':
+        await this.endStep(run, 'COMPLETED', { context: x.context });
+        return 'next';
+      case 'EXIT':
+        await this.endStep(run, 'COMPLETED', { reason: step.config.reason ?? null });
+        return 'exit';
+      case 'CONDITION': {
+        const result = await this.condition(x, step.config);
+        await this.endStep(run, 'COMPLETED', { result });
+        return result ? 'yes' : 'no';
+      }
+      case 'SEND_EMAIL': {
+        const output = await this.sendEmail(x, step.config, seq);
+        await this.endStep(run, output.sent ? 'COMPLETED' : 'SKIPPED', output);
+        return 'next';
+      }
+      case 'UPDATE_CONTACT': {
+        const output = await this.updateContact(x, step.config);
+        await this.endStep(run, 'COMPLETED', output);
+        return 'next';
+      }
+      default:
+        throw new Error(`step type ${step.type} is not instantaneous`);
+    }
+  }
+
+  private async condition(x: ExecutionRow, config: Record<string, unknown>): Promise<boolean> {
+    const { filter, scope } = conditionFilter(config);
+    const tree = { logic: 'AND' as const, groups: [{ filters: [filter] }] };
+    const now = Date.now();
+    if (scope === 'context') {
+      const facts = { email: '', subscribed: false, createdAt: new Date(0), updatedAt: new Date(0), data: x.context, lastEventAt: new Map(), staticSegments: new Set<string>() };
+      return evaluateCondition(tree, facts, { now, segments: new Map() });
+    }
+    const em = this.em();
+    const facts = (await loadContactFacts(em, x.project_id, [x.contact_id], eventNamesOf(tree, now))).get(x.contact_id);
+    if (!facts) return false;
+    return evaluateCondition(tree, facts, { now, segments: await loadSegmentRefs(em, x.project_id) });
+  }
+
+  /** Queues the template, rendered with the contact's data and the execution's context. MARKETING mail honours subscription. */
+  private async sendEmail(x: ExecutionRow, config: Record<string, unknown>, seq: number) {
+    const em = this.em();
+    const [template] = await sql<TemplateRow>(em, `SELECT * FROM templates WHERE project_id = ? AND id = ?`, [x.project_id, config.templateId]);
+    if (!template) throw new Error('the template of this step no longer exists');
+    const recipient = config.recipient as { type: 'CONTACT' | 'CUSTOM'; customEmail?: string } | undefined;
+    await assertVerifiedSender(em, x.project_id, template.from_email);
+    const settings = await projectSettings(em, x.project_id);
+    const emailId = derivedId(x.id, seq, 'email');
+    const out = await em.transactional(async (tx) => {
+      let contact = await this.contact(x);
+      if (!contact) return { sent: false, reason: 'the contact no longer exists' };
+      if (recipient?.type === 'CUSTOM' && recipient.customEmail) {
+        contact = (await upsertContact(tx, x.project_id, { email: recipient.customEmail, defaultSubscribed: false, data: { set: {}, unset: [] } })).contact;
+      }
+      if (template.type === 'MARKETING' && !contact.subscribed) return { sent: false, reason: 'the contact is not subscribed to marketing email' };
+      const message = composeMessage({
+        emailId,
+        type: template.type,
+        subject: template.subject,
+        body: template.body,
+        contact: { id: contact.id, email: contact.email, data: contact.data },
+        values: x.context,
+        headers: {},
+        settings,
+        links: this.deps.links,
+      });
+      await queueEmail(tx, {
+        id: emailId,
+        projectId: x.project_id,
+        contactId: contact.id,
+        templateId: template.id,
+        type: template.type,
+        from: { email: template.from_email, name: template.from_name },
+        replyTo: template.reply_to ?? template.from_email,
+        to: { email: contact.email, name: null },
+        message,
+      });
+      await notifyDispatchers(tx, x.project_id);
+      return { sent: true, emailId, to: contact.email };
+    });
+    return out;
+  }
+
+  private async updateContact(x: ExecutionRow, config: Record<string, unknown>) {
+    const action = config.subscriptionAction as 'none' | 'subscribe' | 'unsubscribe' | undefined;
+    const updates = config.updates as Record<string, unknown> | undefined;
+    const result = await updateContact(this.em(), x.project_id, x.contact_id, {
+      data: updates ? resolveDataMap(updates) : undefined,
+      subscribed: action === 'subscribe' ? true : action === 'unsubscribe' ? false : undefined,
+    });
+    this.deps.hub.publish({ projectId: x.project_id, contactIds: [x.contact_id], events: result.events });
+    return { updated: result.isUpdate, data: result.contact.data, subscribed: result.contact.subscribed };
+  }
+
+  /** The execution waits (a DELAY, or a WAIT_FOR_EVENT registered under (project, contact, event name)). */
+  async beginWait(executionId: string, stepId: string, seq: number, eventName?: string): Promise<void> {
+    const x = await this.execution(executionId);
+    if (!x) return;
+    const step = x.definition.steps.find((s) => s.id === stepId)!;
+    await this.beginStep(x, stepId, step.type, seq, 'WAITING');
+    if (eventName) {
+      await sql(
+        this.em(),
+        `INSERT INTO workflow_waits (execution_id, project_id, contact_id, event_name) VALUES (?, ?, ?, ?)
+         ON CONFLICT (execution_id) DO UPDATE SET event_name = EXCLUDED.event_name, created_at = now()`,
+        [x.id, x.project_id, x.contact_id, eventName],
+      );
+    }
+  }
+
+  /** The wait is over: an event arrived (its data merged into the context) or the time ran out. */
+  async endWait(executionId: string, seq: number, outcome: 'event' | 'timeout' | 'elapsed', event?: { id: string; name: string; data: Record<string, unknown> }) {
+    const em = this.em();
+    await sql(em, `DELETE FROM workflow_waits WHERE execution_id = ?`, [executionId]);
+    if (event) {
+      await sql(
+        em,
+        `UPDATE workflow_executions SET context = context || ?::jsonb, updated_at = now() WHERE id = ?`,
+        [JSON.stringify({ ...event.data, lastEvent: { id: event.id, name: event.name } }), executionId],
+      );
+    }
+    await sql(em, `UPDATE workflow_executions SET status = 'RUNNING', updated_at = now() WHERE id = ? AND status = 'WAITING'`, [executionId]);
+    await this.endStep(derivedId(executionId, seq, 'step'), 'COMPLETED', { outcome, ...(event ? { eventId: event.id } : {}) });
+  }
+
+  /** Calls the step's webhook (url, headers and body rendered); its answer lands in the context as `webhook`. */
+  async webhook(executionId: string, stepId: string, seq: number, attempt: number): Promise<{ status: number }> {
+    const x = await this.execution(executionId);
+    if (!x) return { status: 0 };
+    const step = x.definition.steps.find((s) => s.id === stepId)!;
+    const run = await this.beginStep(x, stepId, 'WEBHOOK', seq, 'RUNNING');
+    const contact = await this.contact(x);
+    const vars = contact ? this.vars(x, contact) : { ...x.context };
+    const config = step.config as { url: string; method?: string; headers?: Record<string, string>; body?: unknown };
+    const renderJson = (v: unknown): unknown =>
+      typeof v === 'string' ? render(v, vars, 'text') : Array.isArray(v) ? v.map(renderJson) : v && typeof v === 'object' ? Object.fromEntries(Object.entries(v).map(([k, val]) => [k, renderJson(val)])) : v;
+    const method = (config.method ?? 'POST').toUpperCase();
+    const body = config.body === undefined || method === 'GET' ? undefined : typeof config.body === 'string' ? render(config.body, vars, 'text') : JSON.stringify(renderJson(config.body));
+    const headers = Object.fromEntries(Object.entries(config.headers ?? {}).map(([k, v]) => [k, render(v, vars, 'text')]));
+    if (body !== undefined && typeof config.body !== 'string' && !Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) {
+      headers['content-type'] = 'application/json';
+    }
+    try {
+      const res = await callWebhook(
+        { url: render(config.url, vars, 'url'), method, headers, body },
+        { resolver: this.deps.resolver, allowPrivate: this.deps.allowPrivateWebhooks },
+      );
+      let parsed: unknown = res.body;
+      try {
+        parsed = JSON.parse(res.body);
+      } catch {
+        /* text */
+      }
+      await sql(this.em(), `UPDATE workflow_executions SET context = context || ?::jsonb, updated_at = now() WHERE id = ?`, [
+        JSON.stringify({ webhook: { status: res.status, body: parsed } }),
+        x.id,
+      ]);
+      await this.endStep(run, 'COMPLETED', { status: res.status, attempts: attempt });
+      return { status: res.status };
+    } catch (err) {
+      const retryable = err instanceof WebhookError ? err.retryable : true;
+      await sql(this.em(), `UPDATE workflow_execution_steps SET error = ? WHERE id = ?`, [(err as Error).message, run]);
+      throw Object.assign(new Error((err as Error).message), { retryable });
+    }
+  }
+
+  /** Records the end: COMPLETED, EXITED, FAILED (with the reason) or CANCELLED. */
+  async finish(executionId: string, status: 'COMPLETED' | 'EXITED' | 'FAILED' | 'CANCELLED', error?: string): Promise<void> {
+    const em = this.em();
+    await sql(em, `DELETE FROM workflow_waits WHERE execution_id = ?`, [executionId]);
+    await sql(
+      em,
+      `UPDATE workflow_executions SET status = ?, error = ?, completed_at = coalesce(completed_at, now()), updated_at = now()
+       WHERE id = ? AND status IN ('RUNNING', 'WAITING')`,
+      [status, error ?? null, executionId],
+    );
+    if (status === 'FAILED' || status === 'CANCELLED') {
+      await sql(em, `UPDATE workflow_execution_steps SET status = ?, completed_at = now() WHERE execution_id = ? AND status IN ('RUNNING', 'WAITING')`, [
+        status,
+        executionId,
+      ]);
+    }
+  }
+}

@@ -1,0 +1,147 @@
+import crypto from 'node:crypto';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { TemporalClient } from '../../../temporal/client';
+import { searchAttributes, workflowIds } from '../../../temporal/task-queues';
+import { newId } from '../../db/ids';
+import { sql } from '../../db/orm';
+import { notFound } from '../../http/errors';
+import type { ExecutionStatus } from './workflows.schemas';
+import { type Definition, definitionOf, graphOf, type WorkflowRow } from './workflows.service';
+
+export interface ExecutionRow {
+  id: string;
+  workflow_id: string;
+  project_id: string;
+  contact_id: string;
+  status: ExecutionStatus;
+  context: Record<string, unknown>;
+  definition: Definition;
+  current_step_id: string | null;
+  trigger_event_id: string | null;
+  error: string | null;
+  created_at: Date;
+  updated_at: Date;
+  completed_at: Date | null;
+}
+
+export const toExecutionDto = (x: ExecutionRow) => ({
+  id: x.id,
+  workflowId: x.workflow_id,
+  contactId: x.contact_id,
+  status: x.status,
+  context: x.context,
+  currentStepId: x.current_step_id,
+  triggerEventId: x.trigger_event_id,
+  error: x.error,
+  createdAt: new Date(x.created_at).toISOString(),
+  updatedAt: new Date(x.updated_at).toISOString(),
+  completedAt: x.completed_at ? new Date(x.completed_at).toISOString() : null,
+});
+
+/** One event never starts a workflow twice: its execution id is derived from both. */
+export function executionIdFor(workflowId: string, eventId: string): string {
+  const h = crypto.createHash('sha1').update(`${workflowId}/${eventId}`).digest();
+  h[6] = (h[6] & 0x0f) | 0x50;
+  h[8] = (h[8] & 0x3f) | 0x80;
+  const x = h.subarray(0, 16).toString('hex');
+  return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20)}`;
+}
+
+export interface StartOptions {
+  contactId: string;
+  context: Record<string, unknown>;
+  /** Set for executions started by an event: the id is then derived, and re-entry rules apply. */
+  triggerEventId?: string;
+}
+
+/**
+ * Starts an execution: snapshots the definition, records the execution and starts
+ * `automation:<executionId>` before committing. A workflow without re-entry admits each contact once
+ * (workflow_entries). Answers undefined when the contact may not enter.
+ */
+export async function startExecution(em: EntityManager, temporal: TemporalClient, w: WorkflowRow, opts: StartOptions): Promise<ExecutionRow | undefined> {
+  const id = opts.triggerEventId ? executionIdFor(w.id, opts.triggerEventId) : newId();
+  return em.transactional(async (tx) => {
+    const [existing] = await sql<ExecutionRow>(tx, `SELECT * FROM workflow_executions WHERE id = ?`, [id]);
+    if (existing) return existing;
+    if (opts.triggerEventId && !w.allow_reentry) {
+      const admitted = await sql(tx, `INSERT INTO workflow_entries (workflow_id, contact_id) VALUES (?, ?) ON CONFLICT DO NOTHING RETURNING 1`, [w.id, opts.contactId]);
+      if (admitted.length === 0) return undefined;
+    }
+    const { steps, transitions } = await graphOf(tx, w.id);
+    const [row] = await sql<ExecutionRow>(
+      tx,
+      `INSERT INTO workflow_executions (id, workflow_id, project_id, contact_id, status, context, definition, trigger_event_id)
+       VALUES (?, ?, ?, ?, 'RUNNING', ?::jsonb, ?::jsonb, ?) RETURNING *`,
+      [id, w.id, w.project_id, opts.contactId, JSON.stringify(opts.context), JSON.stringify(definitionOf(w, steps, transitions)), opts.triggerEventId ?? null],
+    );
+    await temporal.client.workflow.start('automationWorkflow', {
+      workflowId: workflowIds.automation(id),
+      taskQueue: temporal.taskQueue,
+      args: [{ executionId: id }],
+      workflowIdConflictPolicy: 'USE_EXISTING',
+      typedSearchAttributes: [
+        { key: searchAttributes.ProjectId, value: w.project_id },
+        { key: searchAttributes.ExecutionId, value: id },
+        { key: searchAttributes.ContactId, value: opts.contactId },
+      ],
+    });
+    return row;
+  });
+}
+
+export async function getExecution(em: EntityManager, workflowId: string, id: string): Promise<ExecutionRow> {
+  const [x] = await sql<ExecutionRow>(em, `SELECT * FROM workflow_executions WHERE workflow_id = ? AND id = ?`, [workflowId, id]);
+  if (!x) throw notFound('Execution');
+  return x;
+}
+
+export async function executionSteps(em: EntityManager, executionId: string) {
+  const rows = await sql<{ id: string; step_id: string; type: string; status: string; output: unknown; error: string | null; started_at: Date; completed_at: Date | null }>(
+    em,
+    `SELECT * FROM workflow_execution_steps WHERE execution_id = ? ORDER BY started_at, id`,
+    [executionId],
+  );
+  return rows.map((r) => ({
+    id: r.id,
+    stepId: r.step_id,
+    type: r.type,
+    status: r.status,
+    output: r.output,
+    error: r.error,
+    startedAt: new Date(r.started_at).toISOString(),
+    completedAt: r.completed_at ? new Date(r.completed_at).toISOString() : null,
+  }));
+}
+
+export async function listExecutions(em: EntityManager, workflowId: string, status?: ExecutionStatus, limit = 100, offset = 0) {
+  const rows = await sql<ExecutionRow>(
+    em,
+    `SELECT * FROM workflow_executions WHERE workflow_id = ? ${status ? 'AND status = ?' : ''} ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`,
+    [workflowId, ...(status ? [status] : []), limit, offset],
+  );
+  return rows.map(toExecutionDto);
+}
+
+/** Cancels running or waiting executions: the record at once, the Temporal workflow by request. */
+export async function cancelExecutions(em: EntityManager, temporal: TemporalClient, workflowId: string, executionId?: string): Promise<string[]> {
+  const ids = await em.transactional(async (tx) => {
+    const rows = await sql<{ id: string }>(
+      tx,
+      `UPDATE workflow_executions SET status = 'CANCELLED', completed_at = now(), updated_at = now()
+       WHERE workflow_id = ? ${executionId ? 'AND id = ?' : ''} AND status IN ('RUNNING', 'WAITING') RETURNING id`,
+      [workflowId, ...(executionId ? [executionId] : [])],
+    );
+    await sql(tx, `DELETE FROM workflow_waits WHERE execution_id = ANY(?::uuid[])`, [rows.map((r) => r.id)]);
+    return rows.map((r) => r.id);
+  });
+  await Promise.all(
+    ids.map((id) =>
+      temporal.client.workflow
+        .getHandle(workflowIds.automation(id))
+        .cancel()
+        .catch(() => {}),
+    ),
+  );
+  return ids;
+}
