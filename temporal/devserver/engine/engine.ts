@@ -38,7 +38,7 @@ import type { TimerQueue } from './timer-queue';
 const Status = enums.WorkflowExecutionStatus;
 const NORMAL_QUEUE = enums.TaskQueueKind.TASK_QUEUE_KIND_NORMAL;
 
-export const DEFAULT_WORKFLOW_TASK_TIMEOUT_MS = 10_000;
+const DEFAULT_WORKFLOW_TASK_TIMEOUT_MS = 10_000;
 const MAX_WORKFLOW_TASK_TIMEOUT_MS = 120_000;
 
 /** The changes of one operation, settled and published together. */
@@ -46,7 +46,6 @@ export class Tx {
   readonly touched = new Set<Execution>();
   readonly currentRuns: CommitBatch['currentRuns'] = [];
   readonly tasks: { exec: Execution; task: OutboxTask }[] = [];
-  readonly afterPublish: (() => void)[] = [];
 
   touch(exec: Execution): Execution {
     this.touched.add(exec);
@@ -207,7 +206,6 @@ export class Engine implements ExecutionHost {
       if (exec.waiters.size) for (const w of [...exec.waiters]) w();
     }
     for (const hook of this.onPublish) hook(tx);
-    for (const fn of tx.afterPublish) fn();
     this.evictClosed();
     this.timers.poke();
   }

@@ -25,10 +25,6 @@ export function attributesKey(type: EventTypeValue): string {
   return key;
 }
 
-export function eventTypeName(type: EventTypeValue): string {
-  return eventTypeEnum.valuesById[type] ?? String(type);
-}
-
 /** The attributes object of a decoded event, whatever its type. */
 export function attributesOf<T = Record<string, unknown>>(event: IHistoryEvent): T {
   return (event as Record<string, unknown>)[attributesKey(event.eventType as number)] as T;
@@ -81,21 +77,6 @@ export function isDeferredOnFlush(type: EventTypeValue): boolean {
     case EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_TIMED_OUT:
     case EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_CANCELED:
     case EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_TERMINATED:
-      return true;
-    default:
-      return false;
-  }
-}
-
-/** Events that close a run; exactly one of them ends every closed history. */
-export function isCloseEvent(type: EventTypeValue): boolean {
-  switch (type) {
-    case EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
-    case EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
-    case EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT:
-    case EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED:
-    case EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
-    case EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED:
       return true;
     default:
       return false;

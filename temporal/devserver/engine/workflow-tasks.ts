@@ -1,7 +1,8 @@
 /**
- * Workflow tasks and queries: dispatching tasks to pollers (always on the normal queue with the full
- * history — sticky queues are declined, which Temporal permits and the SDK handles), completing and
- * failing them, and answering queries either inside the next workflow task or as a legacy query task.
+ * Workflow tasks and queries: dispatching tasks to pollers (to the sticky queue of the worker that
+ * has the run cached, with only the new events, else to the normal queue with the full history),
+ * completing and failing them, and answering queries either inside the next workflow task or as a
+ * legacy query task.
  */
 import crypto from 'node:crypto';
 import { status as grpcStatus } from '@grpc/grpc-js';
