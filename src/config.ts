@@ -48,6 +48,8 @@ const envSchema = z.object({
   EMAIL_RETRY_BASE_SECONDS: z.coerce.number().int().min(1).max(3600).default(30),
   /** Standing `automation-dispatch:<n>` executions that turn recorded events into automation starts and wake-ups. */
   AUTOMATION_DISPATCHERS: z.coerce.number().int().min(1).max(64).default(1),
+  /** How long a dispatcher's drain activity waits for more work before its execution sleeps (until signalled). */
+  DISPATCH_IDLE_SECONDS: z.coerce.number().int().min(1).max(600).default(10),
   /** Let WEBHOOK steps call private, loopback and metadata addresses (tests, private deployments). */
   WEBHOOK_ALLOW_PRIVATE: bool.default(false),
   SMTP_POOL_SIZE: z.coerce.number().int().min(1).max(100).default(8),

@@ -14,7 +14,9 @@ import { createLogger, type Logger } from './log';
 import { startCaptureSmtp } from './mail/capture-smtp';
 import { ProjectKeyCache } from './modules/accounts/project-keys';
 import { storeCaptured } from './modules/dev-mailbox/dev-mailbox.service';
-import { EmailDispatcher, QueueSignal } from './modules/emails/dispatch';
+import { EmailDispatcher } from './modules/emails/dispatch';
+import { EMAIL_QUEUED_CHANNEL } from './modules/emails/emails.service';
+import { QueueSignal } from './db/work-queue';
 import { Mailer } from './mail/transport';
 import { Links } from './mail/links';
 import { ActivityHub } from './modules/events/contact-activity';
@@ -23,7 +25,7 @@ import { AUTOMATION_OUTBOX_CHANNEL, AutomationDispatcher } from './modules/workf
 import { AutomationRuntime } from './modules/workflows/automation-runtime';
 import { connectTemporal, ensureSearchAttributes, type TemporalClient } from '../temporal/client';
 import { startDevServer } from '../temporal/devserver';
-import { ensureStandingWorkflows } from '../temporal/maintenance';
+import { dispatcherWaker, ensureStandingWorkflows } from '../temporal/maintenance';
 import { startWorker } from '../temporal/worker';
 
 export interface Service {
@@ -96,12 +98,21 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
     if (role === 'all' || role === 'worker') {
       const mailer = new Mailer(smtpUrl, { maxConnections: config.SMTP_POOL_SIZE });
       stops.push(async () => mailer.close());
-      const queue = new QueueSignal(databaseUrl);
-      await queue.start();
-      stops.push(() => queue.stop());
-      const automationQueue = new QueueSignal(databaseUrl, AUTOMATION_OUTBOX_CHANNEL);
-      await automationQueue.start();
-      stops.push(() => automationQueue.stop());
+      // Queued work wakes this process's running drains, or else the sleeping dispatcher executions.
+      const counts = { emailDispatchers: config.EMAIL_DISPATCHERS, automationDispatchers: config.AUTOMATION_DISPATCHERS };
+      const listen = async (channel: string, kind: 'email' | 'automation') => {
+        const queue = new QueueSignal(databaseUrl, channel);
+        const waker = dispatcherWaker(temporal, kind, counts, (err) => log.warn({ err, kind }, 'could not wake dispatchers'));
+        queue.onIdleNotification(waker.notify);
+        await queue.start();
+        stops.push(async () => {
+          waker.stop();
+          await queue.stop();
+        });
+        return queue;
+      };
+      const queue = await listen(EMAIL_QUEUED_CHANNEL, 'email');
+      const automationQueue = await listen(AUTOMATION_OUTBOX_CHANNEL, 'automation');
       const worker = await startWorker({
         address: temporal.address,
         namespace: temporal.namespace,
@@ -117,9 +128,10 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         automationDispatcher: new AutomationDispatcher({ orm, temporal, queue: automationQueue, log }),
         idempotencyTtlHours: config.IDEMPOTENCY_TTL_HOURS,
         domainCheckIntervalSeconds: config.DOMAIN_CHECK_INTERVAL_SECONDS,
+        dispatchIdleSeconds: config.DISPATCH_IDLE_SECONDS,
       });
       stops.push(() => worker.stop());
-      await ensureStandingWorkflows(temporal, { emailDispatchers: config.EMAIL_DISPATCHERS, automationDispatchers: config.AUTOMATION_DISPATCHERS });
+      await ensureStandingWorkflows(temporal, counts);
     }
 
     let url: string | undefined;

@@ -26,6 +26,16 @@ export interface ActivityDeps {
   campaignBatchSize: number;
   automation: AutomationRuntime;
   automationDispatcher: AutomationDispatcher;
+  /** How long a dispatcher's drain waits for more work before its execution goes to sleep. */
+  dispatchIdleSeconds: number;
+}
+
+/** A standing drain runs at most this long before handing back to its workflow (which starts the next). */
+const DRAIN_MAX_MS = 120_000;
+
+function drainWindow(deps: ActivityDeps) {
+  const ctx = Context.current();
+  return { idleMs: deps.dispatchIdleSeconds * 1000, maxMs: DRAIN_MAX_MS, heartbeat: () => ctx.heartbeat(), signal: ctx.cancellationSignal };
 }
 
 /** Thin adapters from workflows to services. Each one is safe to run twice. */
@@ -44,14 +54,9 @@ export function createActivities(deps: ActivityDeps) {
       return { exists: !!row, status: row?.status, intervalSeconds: deps.domainCheckIntervalSeconds };
     },
 
-    /** Delivers queued email for up to `seconds`; fails (to be retried) while SMTP is unreachable. */
-    async drainEmailQueue(input: { seconds: number }) {
-      const ctx = Context.current();
-      return deps.dispatcher.drain({
-        until: Date.now() + input.seconds * 1000,
-        heartbeat: () => ctx.heartbeat(),
-        signal: ctx.cancellationSignal,
-      });
+    /** Delivers queued email until the queue has been idle a while; fails (to be retried) while SMTP is unreachable. */
+    async drainEmailQueue() {
+      return deps.dispatcher.drain(drainWindow(deps));
     },
 
     /** Recomputes a tracked segment's membership (with its events) or refreshes a segment's count. */
@@ -127,10 +132,9 @@ export function createActivities(deps: ActivityDeps) {
       }
     },
 
-    /** Starts executions and wakes waiting ones from the automation outbox, for up to `seconds`. */
-    async drainAutomationOutbox(input: { seconds: number }) {
-      const ctx = Context.current();
-      return deps.automationDispatcher.drain({ until: Date.now() + input.seconds * 1000, heartbeat: () => ctx.heartbeat(), signal: ctx.cancellationSignal });
+    /** Starts executions and wakes waiting ones from the automation outbox until it has been empty a while. */
+    async drainAutomationOutbox() {
+      return deps.automationDispatcher.drain(drainWindow(deps));
     },
 
     async purgeExpired(): Promise<{ idempotencyKeys: number; rateLimitWindows: number }> {

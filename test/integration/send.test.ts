@@ -320,3 +320,40 @@ describe('delivery failures', () => {
     expect(smtp.received.map((m) => m.parsed.subject)).toEqual(['Later']);
   });
 });
+
+describe('dispatchers between drains', () => {
+  let quiet: TestService;
+  let quietKey: { key: string };
+  beforeAll(async () => {
+    quiet = await startTestService({ DNS_SERVERS: dns.address, SMTP_URL: smtp.url, EMAIL_RETRY_BASE_SECONDS: '4', DISPATCH_IDLE_SECONDS: '1' });
+    quietKey = { key: (await createAccount(quiet.api)).project.secretKey };
+    await verifiedDomain(quiet.api, dns, quietKey.key, 'quiet.test');
+  });
+  afterAll(() => quiet.stop());
+
+  /** Both email dispatchers sleep in their workflow, with no drain activity in flight. */
+  const asleep = () =>
+    until(async () => {
+      for (const id of ['email-dispatch:0', 'email-dispatch:1']) {
+        const d = await quiet.temporal.client.workflow.getHandle(id).describe();
+        if (d.raw.pendingActivities?.length) return undefined;
+      }
+      return true;
+    });
+  const quietRow = async (id: string) => (await dbQuery(quiet.databaseUrl, 'SELECT * FROM emails WHERE id = $1', [id]))[0];
+
+  test('mail queued while they sleep wakes them; a retry coming due wakes them by a durable timer', async () => {
+    await asleep();
+    let refusals = 0;
+    smtp.reply = (to) => (to[0] === 'retry@example.org' && refusals++ < 1 ? { code: 451, message: 'Busy' } : 'accept');
+    const res = await quiet.api.post('/v1/send', { to: 'retry@example.org', from: 'hello@quiet.test', subject: 'Woken', body: 'b' }, quietKey);
+    const id = res.body.data.emails[0].email;
+    // The first attempt is refused; the drains run dry and the dispatchers go back to sleep while the retry is not yet due.
+    await until(async () => (refusals === 1 ? true : undefined));
+    await asleep();
+    expect((await quietRow(id)).status).toBe('QUEUED');
+    const sent = await until(async () => ((await quietRow(id)).status === 'SENT' ? quietRow(id) : undefined));
+    expect(sent.attempts).toBe(2);
+    expect(smtp.received.map((m) => m.parsed.subject)).toEqual(['Woken']);
+  });
+});

@@ -1,15 +1,15 @@
 import crypto from 'node:crypto';
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
-import pg from 'pg';
 import type { Logger } from 'pino';
 import type { SendMailOptions } from 'nodemailer/lib/mailer';
 import { sql } from '../../db/orm';
+import type { QueueSignal } from '../../db/work-queue';
 import type { DeliveryOutcome, Mailer } from '../../mail/transport';
 import type { ActivityHub } from '../events/contact-activity';
 import { insertEvents, type NewEvent } from '../events/events.store';
 import type { Links } from '../../mail/links';
 import { projectSettings, type ProjectSettings } from '../accounts/project-settings';
-import { composeMessage, EMAIL_QUEUED_CHANNEL, type EmailType } from './emails.service';
+import { composeMessage, type EmailType } from './emails.service';
 
 export interface QueuedEmail {
   id: string;
@@ -75,57 +75,6 @@ function groupBy<T, K>(items: T[], key: (t: T) => K): Map<K, T[]> {
 /** Backoff for a message the server refused with 4xx: base, 2 × base, 4 × base … capped at 1 h. */
 export const retryDelaySeconds = (attempts: number, baseSeconds: number) => Math.min(3600, baseSeconds * 2 ** Math.max(0, attempts - 1));
 
-/**
- * Wakes idle dispatchers of this process when work is queued (PostgreSQL LISTEN on the channel the
- * queuing transaction NOTIFYs at commit). Without the listener they still poll, only more slowly.
- */
-export class QueueSignal {
-  private client?: pg.Client;
-  private waiters = new Set<() => void>();
-
-  constructor(
-    private readonly databaseUrl: string,
-    private readonly channel = EMAIL_QUEUED_CHANNEL,
-  ) {}
-
-  async start(): Promise<void> {
-    const client = new pg.Client({ connectionString: this.databaseUrl });
-    client.on('notification', () => this.wakeAll());
-    client.on('error', () => {
-      this.client = undefined;
-    });
-    await client.connect();
-    await client.query(`LISTEN ${this.channel}`);
-    this.client = client;
-  }
-
-  wakeAll(): void {
-    for (const wake of this.waiters) wake();
-    this.waiters.clear();
-  }
-
-  /** Resolves on the next notification, after `ms`, or when `signal` aborts. */
-  wait(ms: number, signal?: AbortSignal): Promise<void> {
-    return new Promise((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        signal?.removeEventListener('abort', done);
-        this.waiters.delete(done);
-        resolve();
-      };
-      const timer = setTimeout(done, this.client ? ms : Math.min(ms, 500));
-      signal?.addEventListener('abort', done);
-      this.waiters.add(done);
-    });
-  }
-
-  async stop(): Promise<void> {
-    this.wakeAll();
-    await this.client?.end().catch(() => {});
-    this.client = undefined;
-  }
-}
-
 export interface DispatcherDeps {
   orm: MikroORM;
   mailer: Mailer;
@@ -155,18 +104,24 @@ export class EmailDispatcher {
 
   constructor(private readonly deps: DispatcherDeps) {}
 
-  async drain(opts: { until: number; heartbeat: () => void; signal?: AbortSignal }): Promise<DrainReport> {
+  /**
+   * Delivers transactional mail until there has been none for `idleMs` (or `maxMs` passed). Then says
+   * when the next queued message comes due (a retry after backoff, a claim left by a dead process),
+   * so the dispatcher's execution can sleep on a timer until then or until it is signalled.
+   */
+  async drain(opts: { idleMs: number; maxMs: number; heartbeat: () => void; signal?: AbortSignal }): Promise<DrainReport & { idle: boolean; nextDueInSeconds: number | null }> {
     const report: DrainReport = { sent: 0, retried: 0, failed: 0 };
-    while (Date.now() < opts.until && !opts.signal?.aborted) {
-      opts.heartbeat();
+    const { idle } = await this.deps.queue.drain(opts, async () => {
       const batch = await this.claim();
-      if (batch.length === 0) {
-        await this.deps.queue.wait(Math.min(1000, Math.max(0, opts.until - Date.now())), opts.signal);
-        continue;
-      }
-      await this.deliver(batch, report, opts.heartbeat, opts.signal);
-    }
-    return report;
+      if (batch.length) await this.deliver(batch, report, opts.heartbeat, opts.signal);
+      return batch.length;
+    });
+    const [next] = await sql<{ due: number | null }>(
+      this.deps.orm.em.fork(),
+      `SELECT extract(epoch FROM min(greatest(next_attempt_at, coalesce(claimed_until, next_attempt_at))) - now())::float AS due
+       FROM emails WHERE status = 'QUEUED' AND campaign_id IS NULL`,
+    );
+    return { ...report, idle, nextDueInSeconds: next.due === null ? null : Math.max(0, next.due) };
   }
 
   /** Claims due queued mail: transactional (campaignId undefined) or one campaign's. */

@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import type { TemporalClient } from '../../../temporal/client';
 import { workflowIds } from '../../../temporal/task-queues';
 import { sql } from '../../db/orm';
-import type { QueueSignal } from '../emails/dispatch';
+import type { QueueSignal } from '../../db/work-queue';
 import { startExecution } from './executions.service';
 import type { WorkflowRow } from './workflows.service';
 
@@ -43,10 +43,10 @@ export class AutomationDispatcher {
     private readonly deps: { orm: MikroORM; temporal: TemporalClient; queue: QueueSignal; log: Logger },
   ) {}
 
-  async drain(opts: { until: number; heartbeat: () => void; signal?: AbortSignal }): Promise<{ started: number; woken: number }> {
+  /** Handles the outbox until it has been empty for `idleMs` (or `maxMs` passed); then says when a claimed row expires. */
+  async drain(opts: { idleMs: number; maxMs: number; heartbeat: () => void; signal?: AbortSignal }): Promise<{ started: number; woken: number; idle: boolean; nextDueInSeconds: number | null }> {
     const report = { started: 0, woken: 0 };
-    while (Date.now() < opts.until && !opts.signal?.aborted) {
-      opts.heartbeat();
+    const { idle } = await this.deps.queue.drain(opts, async () => {
       const rows = await sql<OutboxRow>(
         this.deps.orm.em.fork(),
         `WITH due AS (
@@ -56,10 +56,6 @@ export class AutomationDispatcher {
          UPDATE automation_outbox o SET claimed_until = now() + make_interval(secs => ?) FROM due WHERE o.id = due.id RETURNING o.*`,
         [BATCH, CLAIM_SECONDS],
       );
-      if (rows.length === 0) {
-        await this.deps.queue.wait(Math.min(1000, Math.max(0, opts.until - Date.now())), opts.signal);
-        continue;
-      }
       let next = 0;
       const worker = async () => {
         while (next < rows.length) {
@@ -74,8 +70,13 @@ export class AutomationDispatcher {
         }
       };
       await Promise.all(Array.from({ length: Math.min(CONCURRENCY, rows.length) }, worker));
-    }
-    return report;
+      return rows.length;
+    });
+    const [next] = await sql<{ due: number | null }>(
+      this.deps.orm.em.fork(),
+      `SELECT extract(epoch FROM min(coalesce(claimed_until, now())) - now())::float AS due FROM automation_outbox`,
+    );
+    return { ...report, idle, nextDueInSeconds: next.due === null ? null : Math.max(0, next.due) };
   }
 
   /** A disabled (or deleted) workflow starts nothing; re-entry rules are applied by startExecution. */

@@ -72,10 +72,14 @@ export function isPrivateAddress(ip: string): boolean {
  * DNS answer that changes between check and connect can reach a private, loopback or metadata
  * address (unless `allowPrivate`, for tests and private deployments).
  */
-export async function callWebhook(
-  req: WebhookRequest,
-  deps: { resolver: Resolver; allowPrivate: boolean; timeoutMs?: number },
-): Promise<WebhookResponse> {
+export interface WebhookDeps {
+  resolver: Resolver;
+  /** true: no address is refused; a function: these private addresses are allowed (tests). */
+  allowPrivate: boolean | ((ip: string) => boolean);
+  timeoutMs?: number;
+}
+
+export async function callWebhook(req: WebhookRequest, deps: WebhookDeps): Promise<WebhookResponse> {
   let url = new URL(req.url);
   let method = req.method;
   let body = req.body;
@@ -98,7 +102,7 @@ export async function callWebhook(
   throw new WebhookError(`more than ${MAX_REDIRECTS} redirects`, false);
 }
 
-async function addressOf(host: string, deps: { resolver: Resolver; allowPrivate: boolean }): Promise<string> {
+async function addressOf(host: string, deps: WebhookDeps): Promise<string> {
   let candidates: string[];
   if (net.isIP(host)) candidates = [host];
   else {
@@ -106,8 +110,9 @@ async function addressOf(host: string, deps: { resolver: Resolver; allowPrivate:
     candidates = [...(a?.answers ?? []), ...(aaaa?.answers ?? [])];
     if (candidates.length === 0) throw new WebhookError(`${host} does not resolve`, true);
   }
-  if (deps.allowPrivate) return candidates[0];
-  const blocked = candidates.filter(isPrivateAddress);
+  if (deps.allowPrivate === true) return candidates[0];
+  const allowed = typeof deps.allowPrivate === 'function' ? deps.allowPrivate : () => false;
+  const blocked = candidates.filter((ip) => isPrivateAddress(ip) && !allowed(ip));
   if (blocked.length) throw new WebhookError(`${host} resolves to a private, loopback or metadata address (${blocked[0]}); refused`, false);
   return candidates[0];
 }

@@ -1,0 +1,100 @@
+import pg from 'pg';
+
+/**
+ * PostgreSQL LISTEN on a channel that a queuing transaction NOTIFYs at commit. It wakes this
+ * process's drains that wait for work, and, when none runs here, tells `onIdleNotification` (the
+ * worker signals its standing dispatcher executions, which otherwise sleep without an activity in
+ * flight). Without the listener connection, drains still poll, only more often.
+ */
+export class QueueSignal {
+  private client?: pg.Client;
+  private waiters = new Set<() => void>();
+  private seq = 0;
+  private active = 0;
+  private idleListener?: () => void;
+
+  constructor(
+    private readonly databaseUrl: string,
+    private readonly channel: string,
+  ) {}
+
+  async start(): Promise<void> {
+    const client = new pg.Client({ connectionString: this.databaseUrl });
+    client.on('notification', () => this.notified());
+    client.on('error', () => {
+      this.client = undefined;
+    });
+    await client.connect();
+    await client.query(`LISTEN ${this.channel}`);
+    this.client = client;
+  }
+
+  /** Called for notifications that arrive while no drain of this process runs. */
+  onIdleNotification(listener: () => void): void {
+    this.idleListener = listener;
+  }
+
+  /** Counts notifications; a drain reads it before looking for work and passes it to `wait`. */
+  get sequence(): number {
+    return this.seq;
+  }
+
+  private notified(): void {
+    this.seq++;
+    for (const wake of this.waiters) wake();
+    this.waiters.clear();
+    if (this.active === 0) this.idleListener?.();
+  }
+
+  /**
+   * Resolves on the next notification (at once if one came after `since`), after `ms`, or when
+   * `signal` aborts.
+   */
+  wait(ms: number, since: number, signal?: AbortSignal): Promise<void> {
+    if (this.seq !== since || signal?.aborted) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', done);
+        this.waiters.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, this.client ? ms : Math.min(ms, 500));
+      signal?.addEventListener('abort', done);
+      this.waiters.add(done);
+    });
+  }
+
+  /**
+   * Runs a drain: takes work with `round` (which returns how much it handled) until there has been
+   * none for `idleMs`, `maxMs` have passed, or `signal` aborts. `idle` says whether it stopped for
+   * lack of work. While it runs, this process's notifications are its own.
+   */
+  async drain(opts: { idleMs: number; maxMs: number; heartbeat: () => void; signal?: AbortSignal }, round: () => Promise<number>): Promise<{ idle: boolean }> {
+    this.active++;
+    try {
+      const start = Date.now();
+      let lastWork = start;
+      for (;;) {
+        const now = Date.now();
+        if (opts.signal?.aborted || now - start >= opts.maxMs) return { idle: false };
+        if (now - lastWork >= opts.idleMs) return { idle: true };
+        opts.heartbeat();
+        const since = this.seq;
+        if ((await round()) > 0) lastWork = Date.now();
+        // Also polls once a second: work can come due (a retry) without a notification.
+        else await this.wait(Math.min(1000, opts.idleMs - (Date.now() - lastWork)), since, opts.signal);
+      }
+    } finally {
+      this.active--;
+    }
+  }
+
+  async stop(): Promise<void> {
+    for (const wake of this.waiters) wake();
+    this.waiters.clear();
+    this.idleListener = undefined;
+    await this.client?.end().catch(() => {});
+    this.client = undefined;
+  }
+}
