@@ -23,6 +23,8 @@ import {
   type ISearchAttributes,
   msToDur,
   msToTs,
+  decodeEvent,
+  tsToMs,
 } from '../proto';
 import { notFound, workflowCompleted } from '../rpc/errors';
 import type { CommitBatch, CurrentRunInfo, Store } from '../persistence/store';
@@ -545,6 +547,13 @@ export class Engine implements ExecutionHost {
   async resumeFromStore(): Promise<number> {
     if (!this.store) return 0;
     const open = await this.store.loadOpenExecutions();
+    // Skipped time is not stored; a skipping clock restarts at the latest time the runs have seen.
+    let latest = 0;
+    for (const { history } of open) {
+      const last = history.length ? tsToMs(decodeEvent(history[history.length - 1]).eventTime) : undefined;
+      if (last && last > latest) latest = last;
+    }
+    this.timers.advanceTo(latest);
     await this.run((tx) => {
       for (const { record, history } of open) {
         const exec = new Execution(record, history, this.timers, this);

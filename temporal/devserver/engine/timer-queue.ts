@@ -89,6 +89,13 @@ export class TimerQueue implements Clock {
 
   // ---- time skipping (TestService)
 
+  /** Moves a skipping clock forward to `at` (never back): after a restart, to where it had got to. */
+  advanceTo(at: number): void {
+    if (!this.skipping) return;
+    const now = this.now();
+    if (at > now) this.offset += at - now;
+  }
+
   lock(): void {
     this.externalLocks++;
   }
