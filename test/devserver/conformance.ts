@@ -557,6 +557,13 @@ export function conformanceSuite(title: string, options: ConformanceOptions = {}
         expect(events).toBeGreaterThan(1200);
         expect(pages).toBeGreaterThan(2);
         expect((await handle.fetchHistory()).events!.length).toBe(events);
+        const reverse = await ws.getWorkflowExecutionHistoryReverse({
+          namespace: env.namespace,
+          execution: { workflowId: handle.workflowId },
+          maximumPageSize: 2,
+        });
+        expect(reverse.history?.events?.map((e) => Number(e.eventId))).toEqual([events, events - 1]);
+        expect(reverse.history?.events?.[0].workflowExecutionCompletedEventAttributes).toBeTruthy();
       });
     });
   });

@@ -2,7 +2,7 @@
  * Time skipping in durable mode: skipped time is not stored, but after a restart the clock resumes
  * no earlier than the latest event of the open runs, so time never runs backwards for a workflow.
  */
-import { Client, Connection } from '@temporalio/client';
+import { Client, Connection, type ConnectionOptions } from '@temporalio/client';
 import { InternalConnectionOptionsSymbol } from '@temporalio/client/lib/connection';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { startDevServer, type DevServer } from '../../temporal/devserver';
@@ -14,7 +14,8 @@ import { bundleWorkflows, eventually, installRuntime, uid } from './helpers/env'
 const DAY = 24 * 60 * 60 * 1000;
 
 async function serverTime(address: string): Promise<number> {
-  const c = await Connection.connect({ address, [InternalConnectionOptionsSymbol]: { supportsTestService: true } });
+  // The internal option is how @temporalio/testing itself asks for the TestService client.
+  const c = await Connection.connect({ address, [InternalConnectionOptionsSymbol]: { supportsTestService: true } } as ConnectionOptions);
   try {
     const { time } = await c.testService!.getCurrentTime({});
     return Number(time!.seconds) * 1000 + Math.floor((time!.nanos ?? 0) / 1e6);

@@ -70,4 +70,19 @@ export class HistoryReader {
     if (exec.wftStarted && !req.waitNewEvent) return respond([...events, ...exec.runningTaskEvents]);
     return respond(events);
   }
+
+  /** Newest events first (the CLI reads a result this way); the token holds the next id going down. */
+  async getReverse(req: temporal.api.workflowservice.v1.IGetWorkflowExecutionHistoryReverseRequest): Promise<Buffer> {
+    const ns = this.engine.namespaces.get(req.namespace);
+    const workflowId = req.execution?.workflowId;
+    if (!workflowId) throw invalidArgument('WorkflowId is not set on request.');
+    const token = decodePageToken(req.nextPageToken);
+    const exec = await this.engine.readRun(ns.name, workflowId, token?.rid || req.execution?.runId);
+    const from = Math.min(token?.next ?? exec.history.length, exec.history.length);
+    const pageSize = req.maximumPageSize && req.maximumPageSize > 0 ? req.maximumPageSize : HISTORY_PAGE_SIZE;
+    const low = Math.max(1, from - pageSize + 1);
+    const events = exec.history.slice(low - 1, from).reverse();
+    const next = low > 1 ? encodePageToken({ rid: exec.s.runId, next: low - 1 }) : undefined;
+    return encodeWithHistory(ws.GetWorkflowExecutionHistoryReverseResponse, { nextPageToken: next }, 1, events);
+  }
 }

@@ -117,6 +117,7 @@ export function workflowServiceHandlers(p: ServiceParts): Handlers {
     TerminateWorkflowExecution: (req) => ops.terminate(req),
     DescribeWorkflowExecution: (req) => ops.describe(req),
     GetWorkflowExecutionHistory: (req, ctx) => history.get(req, ctx),
+    GetWorkflowExecutionHistoryReverse: (req) => history.getReverse(req),
     QueryWorkflow: (req, ctx) => workflowTasks.query(req, ctx),
 
     PollWorkflowTaskQueue: (req, ctx) => workflowTasks.poll(req, ctx),
