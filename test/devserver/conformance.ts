@@ -334,6 +334,15 @@ export function conformanceSuite(title: string, options: ConformanceOptions = {}
         expect((await victim.describe()).status.name).toBe('CANCELLED');
       });
 
+      test('a completion racing a signal fails with UNHANDLED_COMMAND; the retry sees the signal', async () => {
+        const handle = await start(workflows.completesAfterLocalActivity, []);
+        await new Promise((r) => setTimeout(r, 400));
+        await handle.signal(workflows.unblock, 'late');
+        expect(await handle.result()).toEqual(['late']);
+        const failed = (await handle.fetchHistory()).events!.filter((e) => e.workflowTaskFailedEventAttributes);
+        expect(failed.map((e) => e.workflowTaskFailedEventAttributes!.cause)).toContain(enums.WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND);
+      });
+
       test('workflow task failures are retried until the workflow recovers', async () => {
         const handle = await start(workflows.flakyWorkflowTask, [], { workflowTaskTimeout: '1s' });
         await eventually(async () => {
@@ -444,6 +453,10 @@ export function conformanceSuite(title: string, options: ConformanceOptions = {}
         await eventually(async () => expect(await statusOf(cancel.childId)).toBe('CANCELLED'));
         expect(await statusOf(abandon.childId)).toBe('RUNNING');
         await env.client.workflow.getHandle(abandon.childId).terminate('cleanup');
+      });
+
+      test('a child that times out', async () => {
+        expect(await (await start(workflows.childWithRunTimeout, [uid('child')])).result()).toBe('child timed out');
       });
 
       test('starting a child whose id is taken fails in the parent', async () => {
