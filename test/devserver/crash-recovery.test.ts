@@ -10,6 +10,7 @@ import { Client, Connection } from '@temporalio/client';
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import { NativeConnection, Worker, type WorkflowBundle } from '@temporalio/worker';
 import { freePort } from '../../src/db/embedded-postgres';
+import { startDevServer } from '../../temporal/devserver';
 import { createTestDatabase } from '../setup/db';
 import { createActivities, type AsyncCompletion } from './fixtures/activities';
 import * as workflows from './fixtures/workflows';
@@ -119,3 +120,15 @@ test('workflows waiting on a timer, a signal and an activity survive SIGKILL of 
     await nativeConnection.close();
   }
 }, 120_000);
+
+test('a second dev server refuses a schema another one is using', async () => {
+  const db = await createTestDatabase();
+  const first = await startDevServer({ persistence: { kind: 'postgres', url: db } });
+  try {
+    await expect(startDevServer({ persistence: { kind: 'postgres', url: db } })).rejects.toThrow(/another Temporal dev server/);
+  } finally {
+    await first.stop();
+  }
+  const again = await startDevServer({ persistence: { kind: 'postgres', url: db } });
+  await again.stop();
+}, 60_000);

@@ -96,6 +96,7 @@ export class PostgresStore implements Store {
     await writer.connect();
     try {
       await PostgresStore.migrate(writer, q);
+      await PostgresStore.takeOwnership(writer, schema);
     } catch (err) {
       await writer.end().catch(() => {});
       await pool.end().catch(() => {});
@@ -103,6 +104,20 @@ export class PostgresStore implements Store {
     }
     writer.on('error', (err) => log.warn({ err }, 'PostgreSQL writer connection failed'));
     return new PostgresStore(pool, writer, url, schema, log);
+  }
+
+  /**
+   * One dev server per schema: two writing the same runs would corrupt them. The lock lives as long
+   * as the writer's session; a server killed a moment ago may still hold it, so wait a little.
+   */
+  private static async takeOwnership(client: pg.Client, schema: string): Promise<void> {
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      const { rows } = await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS ok', [`temporal-devserver-owner:${schema}`]);
+      if (rows[0].ok) return;
+      if (Date.now() > deadline) throw new Error(`another Temporal dev server is using schema "${schema}" of this database`);
+      await new Promise((r) => setTimeout(r, 250));
+    }
   }
 
   /** Creates or upgrades the schema; an advisory lock keeps two starting servers from racing. */
@@ -167,7 +182,10 @@ export class PostgresStore implements Store {
         await this.writer.end().catch(() => {});
         this.writer = new pg.Client({ connectionString: this.url, options: `-c search_path=${this.schema}` });
         this.writer.on('error', (e) => this.log.warn({ err: e }, 'PostgreSQL writer connection failed'));
-        await this.writer.connect().catch(() => {});
+        await this.writer
+          .connect()
+          .then(() => PostgresStore.takeOwnership(this.writer, this.schema))
+          .catch((e) => this.log.warn({ err: e }, 'reconnecting to PostgreSQL failed'));
       }
     }
   }
