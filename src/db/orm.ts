@@ -111,3 +111,17 @@ export async function sql<T = Record<string, unknown>>(em: EntityManager, text: 
 
 /** PostgreSQL's SQLSTATE for a unique violation. */
 export const isUniqueViolation = (err: unknown): boolean => (err as { code?: string })?.code === '23505';
+
+/**
+ * Commit barrier for a workflow started inside the transaction that writes its row (started before
+ * the commit, so that a failed start writes nothing): the writer holds `key` until it commits or
+ * rolls back, and a workflow's activity that finds no row waits for that (`awaitCommit`) before it
+ * concludes that the row does not exist.
+ */
+export async function holdUntilCommit(tx: EntityManager, key: string): Promise<void> {
+  await sql(tx, `SELECT pg_advisory_xact_lock(hashtext(?))`, [key]);
+}
+
+export async function awaitCommit(em: EntityManager, key: string): Promise<void> {
+  await em.fork().transactional((tx) => sql(tx, `SELECT pg_advisory_xact_lock_shared(hashtext(?))`, [key]));
+}

@@ -1,6 +1,7 @@
 import http from 'node:http';
 import type net from 'node:net';
 import { ZoneDnsServer } from '../../src/dns/zone-server';
+import { startExecution } from '../../src/modules/workflows/executions.service';
 import { dbQuery } from '../setup/db';
 import { verifiedDomain } from '../setup/sender';
 import { type Account, createAccount, startTestService, type TestService } from '../setup/service';
@@ -324,6 +325,20 @@ describe('executions', () => {
     );
     await until(async () => ((await dbQuery(svc.databaseUrl, `SELECT 1 FROM automation_outbox WHERE workflow_id = $1`, [w.id])).length === 0 ? true : undefined));
     expect(await executions(w.id)).toHaveLength(1);
+  });
+
+  test('an execution whose recording commits late still runs: its workflow waits for the commit', async () => {
+    const w = await build('late', [{ name: 'mark', type: 'UPDATE_CONTACT', config: { updates: { late: true } } }], [['trigger', 'mark']]);
+    const contact = (await svc.api.post('/contacts', { email: 'late@flow.test' }, key)).body;
+    const [row] = await dbQuery(svc.databaseUrl, `SELECT * FROM workflows WHERE id = $1`, [w.id]);
+    let started: { id: string } | undefined;
+    // The workflow starts inside the transaction, which then stays open for a while before committing.
+    await svc.orm.em.fork().transactional(async (tx) => {
+      started = await startExecution(tx, svc.temporal, row as never, { contactId: contact.id, context: {} });
+      await new Promise((r) => setTimeout(r, 1500));
+    });
+    await until(async () => ((await execution(w.id, started!.id)).status === 'COMPLETED' ? true : undefined));
+    expect((await svc.api.get(`/contacts/${contact.id}`, key)).body.data).toEqual({ late: true });
   });
 
   test('system events trigger too: contact.unsubscribed and segment entries', async () => {

@@ -1,7 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Resolver } from '../../dns/resolver';
 import { newId } from '../../db/ids';
-import { isUniqueViolation, sql } from '../../db/orm';
+import { awaitCommit, holdUntilCommit, isUniqueViolation, sql } from '../../db/orm';
 import { AppError, conflict, notFound } from '../../http/errors';
 import {
   type CheckedRecord,
@@ -87,6 +87,7 @@ export async function createDomain(
          VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING *`,
         [newId(), projectId, domain, newVerificationToken(), newDkimSelector(), keys.privateKey, keys.publicKey, spfValue],
       );
+      await holdUntilCommit(tx, domainCommitKey(row.id));
       await beforeCommit(row);
       return row;
     });
@@ -111,8 +112,16 @@ export async function getDomain(em: EntityManager, projectId: string, id: string
  * record resolves with its value; a verified domain goes back to pending only when DNS answers that a
  * required record is gone, never because a lookup failed. Undefined when the domain no longer exists.
  */
+/** Held by the transaction that adds a domain (and starts its verification workflow) until it commits. */
+const domainCommitKey = (id: string) => `domain:${id}`;
+
 export async function checkDomain(em: EntityManager, resolver: Resolver, id: string): Promise<DomainRow | undefined> {
-  const [row] = await sql<DomainRow>(em, `SELECT * FROM domains WHERE id = ?`, [id]);
+  const byId = () => sql<DomainRow>(em, `SELECT * FROM domains WHERE id = ?`, [id]);
+  let [row] = await byId();
+  if (!row) {
+    await awaitCommit(em, domainCommitKey(id));
+    [row] = await byId();
+  }
   if (!row) return undefined;
   const checked: CheckedRecord[] = await checkRecords(
     resolver,

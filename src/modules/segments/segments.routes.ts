@@ -1,5 +1,6 @@
 import type Router from '@koa/router';
 import type { TemporalClient } from '../../../temporal/client';
+import { holdUntilCommit } from '../../db/orm';
 import { simpleBadRequest } from '../../http/errors';
 import type { Guards } from '../../http/guards';
 import { pageParams } from '../../http/pagination';
@@ -19,6 +20,7 @@ import {
   refreshCount,
   removeStaticMembers,
   segmentContacts,
+  segmentLockKey,
   toSegmentDto,
   updateSegment,
 } from './segments.service';
@@ -42,7 +44,9 @@ export function segmentRoutes(router: Router, g: Guards, deps: SegmentDeps): voi
     const condition = input.type === 'DYNAMIC' ? await checkCondition(ctx.state.em, projectId, input.condition) : null;
     const segment = await ctx.state.em.transactional(async (tx) => {
       const row = await createSegment(tx, projectId, { ...input, condition });
-      // Started before the commit: if it fails nothing is written; if the commit fails it finds no segment and ends.
+      // Started before the commit: if it fails nothing is written. Its first activity takes the segment's
+      // lock, held here until the commit, so it sees the segment (or, after a rollback, none and ends).
+      await holdUntilCommit(tx, segmentLockKey(row.id));
       await startSegmentRefresh(deps.temporal, { id: row.id, projectId });
       return row;
     });

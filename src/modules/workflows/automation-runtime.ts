@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Logger } from 'pino';
 import type { Resolver } from '../../dns/resolver';
-import { sql } from '../../db/orm';
+import { awaitCommit, sql } from '../../db/orm';
 import type { Links } from '../../mail/links';
 import { render, templateVariables } from '../../mail/render';
 import { projectSettings } from '../accounts/project-settings';
@@ -15,7 +15,7 @@ import { evaluateCondition } from '../segments/conditions/evaluate';
 import { loadContactFacts, loadSegmentRefs } from '../segments/conditions/facts';
 import { eventNamesOf } from '../segments/conditions/tree';
 import type { TemplateRow } from '../templates/templates.service';
-import type { ExecutionRow } from './executions.service';
+import { executionCommitKey, type ExecutionRow } from './executions.service';
 import { callWebhook, WebhookError } from './webhook';
 import { conditionFilter, type Definition } from './workflows.service';
 import type { ExecutionStatus } from './workflows.schemas';
@@ -63,8 +63,13 @@ export class AutomationRuntime {
     return x;
   }
 
+  /** Waits, when the execution is not there yet, for the transaction that records it to end. */
   async load(executionId: string): Promise<LoadedExecution | undefined> {
-    const x = await this.execution(executionId);
+    let x = await this.execution(executionId);
+    if (!x) {
+      await awaitCommit(this.deps.orm.em, executionCommitKey(executionId));
+      x = await this.execution(executionId);
+    }
     return x && { status: x.status, definition: x.definition };
   }
 

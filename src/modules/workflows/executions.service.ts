@@ -3,7 +3,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { TemporalClient } from '../../../temporal/client';
 import { searchAttributes, workflowIds } from '../../../temporal/task-queues';
 import { newId } from '../../db/ids';
-import { sql } from '../../db/orm';
+import { holdUntilCommit, sql } from '../../db/orm';
 import { notFound } from '../../http/errors';
 import type { ExecutionStatus } from './workflows.schemas';
 import { type Definition, definitionOf, graphOf, type WorkflowRow } from './workflows.service';
@@ -54,9 +54,12 @@ export interface StartOptions {
   triggerEventId?: string;
 }
 
+/** Held by the transaction that records an execution until it commits (see holdUntilCommit). */
+export const executionCommitKey = (executionId: string) => `execution:${executionId}`;
+
 /**
  * Starts an execution: snapshots the definition, records the execution and starts
- * `automation:<executionId>` before committing. A workflow without re-entry admits each contact once
+ * `automation:<executionId>` before committing (its first activity waits for the commit). A workflow without re-entry admits each contact once
  * (workflow_entries). Answers undefined when the contact may not enter.
  */
 export async function startExecution(em: EntityManager, temporal: TemporalClient, w: WorkflowRow, opts: StartOptions): Promise<ExecutionRow | undefined> {
@@ -69,6 +72,7 @@ export async function startExecution(em: EntityManager, temporal: TemporalClient
       if (admitted.length === 0) return undefined;
     }
     const { steps, transitions } = await graphOf(tx, w.id);
+    await holdUntilCommit(tx, executionCommitKey(id));
     const [row] = await sql<ExecutionRow>(
       tx,
       `INSERT INTO workflow_executions (id, workflow_id, project_id, contact_id, status, context, definition, trigger_event_id)
