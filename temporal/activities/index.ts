@@ -7,8 +7,8 @@ import type { Resolver } from '../../src/dns/resolver';
 import { endSnooze } from '../../src/modules/contacts/contacts.service';
 import { checkDomain } from '../../src/modules/domains/domains.service';
 import type { EmailDispatcher } from '../../src/modules/emails/dispatch';
-import type { AutomationDispatcher, AutomationEvent } from '../../src/modules/workflows/automation-dispatch';
-import type { AutomationRuntime } from '../../src/modules/workflows/automation-runtime';
+import type { AutomationDispatcher } from '../../src/modules/workflows/automation-dispatch';
+import type { AutomationRuntime, WaitEnd } from '../../src/modules/workflows/automation-runtime';
 import type { ActivityHub } from '../../src/modules/events/contact-activity';
 import { computeMembership, refreshCount } from '../../src/modules/segments/segments.service';
 import { sql } from '../../src/db/orm';
@@ -102,30 +102,26 @@ export function createActivities(deps: ActivityDeps) {
       return cancelCampaignDelivery(deps.orm.em.fork(), input.campaignId);
     },
 
-    async automationLoad(input: { executionId: string }) {
-      return deps.automation.load(input.executionId);
+    async automationLoad(input: { executionId: string; recordTrigger: boolean }) {
+      return deps.automation.load(input.executionId, input.recordTrigger);
     },
 
-    async automationRunStep(input: { executionId: string; stepId: string; seq: number }) {
-      return deps.automation.runStep(input.executionId, input.stepId, input.seq);
+    async automationRunStep(input: { executionId: string; stepId: string; seq: number; closed?: WaitEnd; last?: boolean }) {
+      return deps.automation.runStep(input.executionId, input.stepId, input.seq, input);
     },
 
-    async automationBeginWait(input: { executionId: string; stepId: string; seq: number; eventName?: string }) {
-      return deps.automation.beginWait(input.executionId, input.stepId, input.seq, input.eventName);
+    async automationBeginWait(input: { executionId: string; stepId: string; seq: number; eventName?: string; closed?: WaitEnd }) {
+      return deps.automation.beginWait(input.executionId, input.stepId, input.seq, input.eventName, input.closed);
     },
 
-    async automationEndWait(input: { executionId: string; seq: number; outcome: 'event' | 'timeout' | 'elapsed'; event?: AutomationEvent }) {
-      return deps.automation.endWait(input.executionId, input.seq, input.outcome, input.event);
-    },
-
-    async automationFinish(input: { executionId: string; status: 'COMPLETED' | 'EXITED' | 'FAILED' | 'CANCELLED'; error?: string }) {
-      return deps.automation.finish(input.executionId, input.status, input.error);
+    async automationFinish(input: { executionId: string; status: 'COMPLETED' | 'EXITED' | 'FAILED' | 'CANCELLED'; error?: string; closed?: WaitEnd }) {
+      return deps.automation.finish(input.executionId, input.status, input.error, input.closed);
     },
 
     /** Refusals (a private address, a 4xx) are final; timeouts, 5xx and network errors are retried. */
-    async automationWebhook(input: { executionId: string; stepId: string; seq: number }) {
+    async automationWebhook(input: { executionId: string; stepId: string; seq: number; closed?: WaitEnd }) {
       try {
-        return await deps.automation.webhook(input.executionId, input.stepId, input.seq, Context.current().info.attempt);
+        return await deps.automation.webhook(input.executionId, input.stepId, input.seq, Context.current().info.attempt, input.closed);
       } catch (err) {
         if ((err as { retryable?: boolean }).retryable === false) throw ApplicationFailure.nonRetryable((err as Error).message, 'WebhookRefused');
         throw err;

@@ -56,13 +56,30 @@ export class AutomationDispatcher {
          UPDATE automation_outbox o SET claimed_until = now() + make_interval(secs => ?) FROM due WHERE o.id = due.id RETURNING o.*`,
         [BATCH, CLAIM_SECONDS],
       );
+      // Wake-ups for executions that no longer wait for that event are dropped in one query.
+      const wakes = rows.filter((r) => r.kind === 'wake');
+      const waiting = new Set(
+        wakes.length
+          ? (
+              await sql<{ execution_id: string }>(
+                this.deps.orm.em.fork(),
+                `SELECT w.execution_id FROM workflow_waits w JOIN unnest(?::uuid[], ?::text[]) AS v(execution_id, event_name)
+                   ON w.execution_id = v.execution_id AND w.event_name = v.event_name`,
+                [wakes.map((r) => r.execution_id), wakes.map((r) => r.event_name)],
+              )
+            ).map((w) => w.execution_id)
+          : [],
+      );
+      const handled: string[] = [];
       let next = 0;
       const worker = async () => {
         while (next < rows.length) {
           const row = rows[next++];
           try {
-            if (row.kind === 'start' ? await this.start(row) : await this.wake(row)) report[row.kind === 'start' ? 'started' : 'woken']++;
-            await sql(this.deps.orm.em.fork(), `DELETE FROM automation_outbox WHERE id = ?`, [row.id]);
+            if (row.kind === 'start' ? await this.start(row) : waiting.has(row.execution_id!) && (await this.wake(row))) {
+              report[row.kind === 'start' ? 'started' : 'woken']++;
+            }
+            handled.push(row.id);
           } catch (err) {
             // Left claimed: tried again when the claim expires.
             this.deps.log.warn({ err, outboxId: row.id }, 'automation outbox row failed; will retry');
@@ -70,6 +87,7 @@ export class AutomationDispatcher {
         }
       };
       await Promise.all(Array.from({ length: Math.min(CONCURRENCY, rows.length) }, worker));
+      if (handled.length) await sql(this.deps.orm.em.fork(), `DELETE FROM automation_outbox WHERE id = ANY(?::bigint[])`, [handled]);
       return rows.length;
     });
     const [next] = await sql<{ due: number | null }>(
@@ -92,10 +110,8 @@ export class AutomationDispatcher {
     return !!x;
   }
 
-  /** Signals the waiting execution, if it still waits for this event name. */
+  /** Signals the waiting execution (false if it has ended meanwhile). */
   private async wake(row: OutboxRow): Promise<boolean> {
-    const [waiting] = await sql(this.deps.orm.em.fork(), `SELECT 1 FROM workflow_waits WHERE execution_id = ? AND event_name = ?`, [row.execution_id, row.event_name]);
-    if (!waiting) return false;
     const event: AutomationEvent = { id: row.event_id, name: row.event_name, data: row.event_data };
     try {
       await this.deps.temporal.client.workflow.getHandle(workflowIds.automation(row.execution_id!)).signal('automationEvent', event);

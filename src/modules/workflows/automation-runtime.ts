@@ -37,6 +37,16 @@ export interface LoadedExecution {
   definition: Definition;
 }
 
+/**
+ * How a wait ended. The workflow does not record it with an activity of its own: it hands it to
+ * the next activity, which records it before doing its own work (one activity per wake-up).
+ */
+export interface WaitEnd {
+  seq: number;
+  outcome: 'event' | 'timeout' | 'elapsed';
+  event?: { id: string; name: string; data: Record<string, unknown> };
+}
+
 /** Ids derived from (execution, step sequence number): a retried activity repeats nothing. */
 function derivedId(executionId: string, seq: number, what: string): string {
   const h = crypto.createHash('sha1').update(`${executionId}/${seq}/${what}`).digest();
@@ -58,34 +68,66 @@ export class AutomationRuntime {
     return this.deps.orm.em.fork();
   }
 
-  private async execution(executionId: string): Promise<ExecutionRow | undefined> {
-    const [x] = await sql<ExecutionRow>(this.em(), `SELECT * FROM workflow_executions WHERE id = ?`, [executionId]);
+  /**
+   * The execution, after recording the end of the wait it leaves (`closed`), in one statement. An
+   * execution not there yet may belong to a transaction that has not committed: wait for it once.
+   */
+  private async execution(executionId: string, closed?: WaitEnd): Promise<ExecutionRow | undefined> {
+    const read = () =>
+      closed
+        ? sql<ExecutionRow>(
+            this.em(),
+            `WITH w AS (DELETE FROM workflow_waits WHERE execution_id = ?),
+                  s AS (UPDATE workflow_execution_steps SET status = 'COMPLETED', output = ?::jsonb, completed_at = coalesce(completed_at, now()) WHERE id = ?)
+             UPDATE workflow_executions SET context = context || ?::jsonb, updated_at = now(),
+                    status = CASE WHEN status = 'WAITING' THEN 'RUNNING' ELSE status END
+             WHERE id = ? RETURNING *`,
+            [
+              executionId,
+              JSON.stringify({ outcome: closed.outcome, ...(closed.event ? { eventId: closed.event.id } : {}) }),
+              derivedId(executionId, closed.seq, 'step'),
+              JSON.stringify(closed.event ? { ...closed.event.data, lastEvent: { id: closed.event.id, name: closed.event.name } } : {}),
+              executionId,
+            ],
+          )
+        : sql<ExecutionRow>(this.em(), `SELECT * FROM workflow_executions WHERE id = ?`, [executionId]);
+    let [x] = await read();
+    if (!x) {
+      await awaitCommit(this.deps.orm.em, executionCommitKey(executionId));
+      [x] = await read();
+    }
     return x;
   }
 
-  /** Waits, when the execution is not there yet, for the transaction that records it to end. */
-  async load(executionId: string): Promise<LoadedExecution | undefined> {
-    let x = await this.execution(executionId);
-    if (!x) {
-      await awaitCommit(this.deps.orm.em, executionCommitKey(executionId));
-      x = await this.execution(executionId);
+  /** The first activity of a run: the definition, and on a fresh start the TRIGGER step recorded (sequence 1). */
+  async load(executionId: string, recordTrigger: boolean): Promise<LoadedExecution | undefined> {
+    const x = await this.execution(executionId);
+    if (!x) return undefined;
+    const trigger = x.definition.steps.find((s) => s.type === 'TRIGGER');
+    if (recordTrigger && trigger) {
+      await sql(
+        this.em(),
+        `WITH s AS (
+           INSERT INTO workflow_execution_steps (id, execution_id, step_id, type, status, output, completed_at)
+           VALUES (?, ?, ?, 'TRIGGER', 'COMPLETED', ?::jsonb, now()) ON CONFLICT (id) DO NOTHING
+         )
+         UPDATE workflow_executions SET current_step_id = ?, updated_at = now() WHERE id = ?`,
+        [derivedId(x.id, 1, 'step'), x.id, trigger.id, JSON.stringify({ context: x.context }), trigger.id, x.id],
+      );
     }
-    return x && { status: x.status, definition: x.definition };
+    return { status: x.status, definition: x.definition };
   }
 
   private async beginStep(x: ExecutionRow, stepId: string, type: string, seq: number, status: 'RUNNING' | 'WAITING'): Promise<string> {
     const id = derivedId(x.id, seq, 'step');
-    const em = this.em();
     await sql(
-      em,
-      `INSERT INTO workflow_execution_steps (id, execution_id, step_id, type, status) VALUES (?, ?, ?, ?, ?)
-       ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status`,
-      [id, x.id, stepId, type, status],
-    );
-    await sql(
-      em,
-      `UPDATE workflow_executions SET current_step_id = ?, status = CASE WHEN status IN ('RUNNING', 'WAITING') THEN ? ELSE status END, updated_at = now() WHERE id = ?`,
-      [stepId, status, x.id],
+      this.em(),
+      `WITH s AS (
+         INSERT INTO workflow_execution_steps (id, execution_id, step_id, type, status) VALUES (?, ?, ?, ?, ?)
+         ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status
+       )
+       UPDATE workflow_executions SET current_step_id = ?, status = CASE WHEN status IN ('RUNNING', 'WAITING') THEN ? ELSE status END, updated_at = now() WHERE id = ?`,
+      [id, x.id, stepId, type, status, stepId, status, x.id],
     );
     return id;
   }
@@ -108,17 +150,24 @@ export class AutomationRuntime {
     return templateVariables({ contact: { id: c.id, email: c.email, data: c.data }, values: x.context, links: this.deps.links.contactLinks(c.id) });
   }
 
-  /** Runs one instantaneous step (TRIGGER, CONDITION, SEND_EMAIL, UPDATE_CONTACT, EXIT). */
-  async runStep(executionId: string, stepId: string, seq: number): Promise<StepOutcome> {
-    const x = await this.execution(executionId);
+  /**
+   * Runs one instantaneous step (CONDITION, SEND_EMAIL, UPDATE_CONTACT, EXIT), after recording the
+   * wait it follows. With `last` (no step follows), or on EXIT, the execution's end is recorded too.
+   */
+  async runStep(executionId: string, stepId: string, seq: number, opts: { closed?: WaitEnd; last?: boolean } = {}): Promise<StepOutcome> {
+    const x = await this.execution(executionId, opts.closed);
     if (!x) return 'exit';
+    const outcome = await this.step(x, stepId, seq);
+    if (outcome === 'exit') await this.finish(executionId, 'EXITED');
+    else if (opts.last && outcome === 'next') await this.finish(executionId, 'COMPLETED');
+    return outcome;
+  }
+
+  private async step(x: ExecutionRow, stepId: string, seq: number): Promise<StepOutcome> {
     const step = x.definition.steps.find((s) => s.id === stepId);
     if (!step) throw new Error(`step ${stepId} is not in the execution's definition`);
     const run = await this.beginStep(x, step.id, step.type, seq, 'RUNNING');
     switch (step.type) {
-      case 'TRIGGER':
-        await this.endStep(run, 'COMPLETED', { context: x.context });
-        return 'next';
       case 'EXIT':
         await this.endStep(run, 'COMPLETED', { reason: step.config.reason ?? null });
         return 'exit';
@@ -212,8 +261,8 @@ export class AutomationRuntime {
   }
 
   /** The execution waits (a DELAY, or a WAIT_FOR_EVENT registered under (project, contact, event name)). */
-  async beginWait(executionId: string, stepId: string, seq: number, eventName?: string): Promise<void> {
-    const x = await this.execution(executionId);
+  async beginWait(executionId: string, stepId: string, seq: number, eventName?: string, closed?: WaitEnd): Promise<void> {
+    const x = await this.execution(executionId, closed);
     if (!x) return;
     const step = x.definition.steps.find((s) => s.id === stepId)!;
     await this.beginStep(x, stepId, step.type, seq, 'WAITING');
@@ -227,24 +276,9 @@ export class AutomationRuntime {
     }
   }
 
-  /** The wait is over: an event arrived (its data merged into the context) or the time ran out. */
-  async endWait(executionId: string, seq: number, outcome: 'event' | 'timeout' | 'elapsed', event?: { id: string; name: string; data: Record<string, unknown> }) {
-    const em = this.em();
-    await sql(em, `DELETE FROM workflow_waits WHERE execution_id = ?`, [executionId]);
-    if (event) {
-      await sql(
-        em,
-        `UPDATE workflow_executions SET context = context || ?::jsonb, updated_at = now() WHERE id = ?`,
-        [JSON.stringify({ ...event.data, lastEvent: { id: event.id, name: event.name } }), executionId],
-      );
-    }
-    await sql(em, `UPDATE workflow_executions SET status = 'RUNNING', updated_at = now() WHERE id = ? AND status = 'WAITING'`, [executionId]);
-    await this.endStep(derivedId(executionId, seq, 'step'), 'COMPLETED', { outcome, ...(event ? { eventId: event.id } : {}) });
-  }
-
   /** Calls the step's webhook (url, headers and body rendered); its answer lands in the context as `webhook`. */
-  async webhook(executionId: string, stepId: string, seq: number, attempt: number): Promise<{ status: number }> {
-    const x = await this.execution(executionId);
+  async webhook(executionId: string, stepId: string, seq: number, attempt: number, closed?: WaitEnd): Promise<{ status: number }> {
+    const x = await this.execution(executionId, closed);
     if (!x) return { status: 0 };
     const step = x.definition.steps.find((s) => s.id === stepId)!;
     const run = await this.beginStep(x, stepId, 'WEBHOOK', seq, 'RUNNING');
@@ -284,14 +318,15 @@ export class AutomationRuntime {
   }
 
   /** Records the end: COMPLETED, EXITED, FAILED (with the reason) or CANCELLED. */
-  async finish(executionId: string, status: 'COMPLETED' | 'EXITED' | 'FAILED' | 'CANCELLED', error?: string): Promise<void> {
+  async finish(executionId: string, status: 'COMPLETED' | 'EXITED' | 'FAILED' | 'CANCELLED', error?: string, closed?: WaitEnd): Promise<void> {
+    if (closed) await this.execution(executionId, closed);
     const em = this.em();
-    await sql(em, `DELETE FROM workflow_waits WHERE execution_id = ?`, [executionId]);
     await sql(
       em,
-      `UPDATE workflow_executions SET status = ?, error = ?, completed_at = coalesce(completed_at, now()), updated_at = now()
+      `WITH w AS (DELETE FROM workflow_waits WHERE execution_id = ?)
+       UPDATE workflow_executions SET status = ?, error = ?, completed_at = coalesce(completed_at, now()), updated_at = now()
        WHERE id = ? AND status IN ('RUNNING', 'WAITING')`,
-      [status, error ?? null, executionId],
+      [executionId, status, error ?? null, executionId],
     );
     if (status === 'FAILED' || status === 'CANCELLED') {
       await sql(em, `UPDATE workflow_execution_steps SET status = ?, completed_at = now() WHERE execution_id = ? AND status IN ('RUNNING', 'WAITING')`, [
