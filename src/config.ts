@@ -33,6 +33,8 @@ const envSchema = z.object({
   /** Where the built-in dev server keeps its state: the service's PostgreSQL (durable) or memory. */
   TEMPORAL_DEV_SERVER_PERSISTENCE: z.enum(['postgres', 'memory']).default('postgres'),
   TEMPORAL_TASK_QUEUE: z.string().min(1).default('postbox'),
+  /** Workflow executions a worker keeps in memory between tasks; the rest are replayed from history when they wake. */
+  TEMPORAL_MAX_CACHED_WORKFLOWS: z.coerce.number().int().min(0).max(100_000).default(500),
   SMTP_URL: urlWithScheme(['smtp:', 'smtps:']).optional(),
   DEV_SMTP_PORT: port.default(0),
   /** Domain whose SPF record authorises our sending host (`include:<it>`); default `a:<SMTP or public host>`. */

@@ -117,6 +117,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         address: temporal.address,
         namespace: temporal.namespace,
         taskQueue: temporal.taskQueue,
+        maxCachedWorkflows: config.TEMPORAL_MAX_CACHED_WORKFLOWS,
         orm,
         log,
         resolver,

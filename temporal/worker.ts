@@ -20,6 +20,8 @@ export interface WorkerOptions extends ActivityDeps {
   namespace: string;
   taskQueue: string;
   log: Logger;
+  /** TEMPORAL_MAX_CACHED_WORKFLOWS: bounds the worker's memory whatever the number of waiting executions. */
+  maxCachedWorkflows: number;
   /** Overrides the prebuilt bundle (tests that change workflow code without a build). */
   workflowsPath?: string;
 }
@@ -67,6 +69,9 @@ export async function startWorker(opts: WorkerOptions): Promise<RunningWorker> {
     namespace: opts.namespace,
     taskQueue: opts.taskQueue,
     activities: createActivities(opts),
+    maxCachedWorkflows: opts.maxCachedWorkflows,
+    // The SDK refuses more concurrent workflow tasks than cached workflows (unless the cache is off).
+    ...(opts.maxCachedWorkflows > 0 && opts.maxCachedWorkflows < 40 ? { maxConcurrentWorkflowTaskExecutions: Math.max(2, opts.maxCachedWorkflows) } : {}),
     ...(bundle ? { workflowBundle: bundle } : { workflowsPath: opts.workflowsPath }),
   });
   const running = worker.run().catch((err) => {
