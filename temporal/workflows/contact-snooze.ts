@@ -1,4 +1,4 @@
-import { condition, defineSignal, proxyActivities, setHandler } from '@temporalio/workflow';
+import { condition, continueAsNew, defineSignal, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 
 /** A later snooze of the same contact moves the wake-up time of the running execution. */
@@ -25,6 +25,8 @@ export async function contactSnoozeWorkflow(input: ContactSnoozeInput): Promise<
     until = next;
   });
   for (;;) {
+    // Each new snooze adds a few events: a contact snoozed again and again continues as new.
+    if (workflowInfo().historyLength > 5000) await continueAsNew<typeof contactSnoozeWorkflow>({ contactId: input.contactId, until });
     const target = until;
     const wait = Date.parse(target) - Date.now();
     if (wait > 0 && (await condition(() => until !== target, wait))) continue;
