@@ -3,8 +3,27 @@ import { z } from 'zod';
 import { isUuid } from '../db/ids';
 import { AppError, validationError } from './errors';
 
+/** The dot path of the first string (or key) holding U+0000, which PostgreSQL cannot store in text or jsonb. */
+function nulPath(value: unknown, path: string): string | undefined {
+  if (typeof value === 'string') return value.includes('\u0000') ? path || '(body)' : undefined;
+  if (value === null || typeof value !== 'object') return undefined;
+  for (const [k, v] of Object.entries(value)) {
+    const at = path ? `${path}.${k}` : k;
+    if (k.includes('\u0000')) return at;
+    const found = nulPath(v, at);
+    if (found) return found;
+  }
+  return undefined;
+}
+
 /** Parses `input` with `schema` or throws 422 VALIDATION_ERROR with dot-path field errors. */
 export function parse<S extends z.ZodType>(schema: S, input: unknown): z.output<S> {
+  const nul = nulPath(input, '');
+  if (nul) {
+    throw new AppError(422, 'VALIDATION_ERROR', 'Request validation failed', {
+      errors: [{ field: nul, message: 'Text must not contain the NUL character (\\u0000)', code: 'invalid_string' }],
+    });
+  }
   const result = schema.safeParse(input, { reportInput: true });
   if (!result.success) throw validationError(result.error.issues);
   return result.data;

@@ -79,6 +79,21 @@ describe('POST /v1/track', () => {
     },
   );
 
+  test('a NUL character anywhere in the body is 422 with its path, and writes nothing', async () => {
+    const cases: Array<[Record<string, unknown>, string]> = [
+      [{ email: 'nul1@example.com', event: 'x', data: { note: 'a\u0000b' } }, 'data.note'],
+      [{ email: 'nul2@example.com', event: 'x', data: { tags: ['ok', 'b\u0000'] } }, 'data.tags.1'],
+      [{ email: 'nul3@example.com', event: 'x', data: { 'k\u0000': 1 } }, 'data.k\u0000'],
+      [{ email: 'nul4@example.com', event: 'x\u0000y' }, 'event'],
+    ];
+    for (const [body, field] of cases) {
+      const res = await track(body);
+      expect(res.status).toBe(422);
+      expect(res.body.error.errors).toEqual([expect.objectContaining({ field, code: 'invalid_string' })]);
+      expect(await dbQuery(svc.databaseUrl, 'SELECT 1 FROM contacts WHERE email = $1', [body.email])).toHaveLength(0);
+    }
+  });
+
   test('names that only look similar are allowed', async () => {
     for (const event of ['emailed', 'contact.created', 'segment.entry', 'segments.vip.entry']) {
       expect((await track({ email: 'ok@example.com', event })).status).toBe(200);
