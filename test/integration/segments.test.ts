@@ -193,6 +193,8 @@ describe('tracked membership', () => {
     const c = await contact('late-tracked@track.test', { tier: 'gold' });
     const s = (await svc.api.post('/segments', { name: 'Gold', trackMembership: true, condition: where('data.tier', 'equals', 'gold') }, key)).body;
     expect(await segmentEvents(c.id)).toEqual(['segment.gold.entry']);
+    // The entry event itself is activity the live evaluator looks at; let it finish first.
+    await svc.live.settled();
     // A change made behind the service's back (no live evaluation) is seen by /compute, not /refresh.
     await dbQuery(svc.databaseUrl, `UPDATE contacts SET data = '{"tier":"silver"}' WHERE id = $1`, [c.id]);
     const refreshed = await svc.api.post(`/segments/${s.id}/refresh`, {}, key);
