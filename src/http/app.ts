@@ -23,6 +23,7 @@ import type { TemporalClient } from '../../temporal/client';
 import type { Config } from '../config';
 import { devMailboxRoutes } from '../modules/dev-mailbox/dev-mailbox.routes';
 import { eventRoutes } from '../modules/events/events.routes';
+import { TrackBatcher } from '../modules/events/track-batcher';
 import type { ProjectKeyCache } from '../modules/accounts/project-keys';
 import { verifyRoutes } from '../modules/verify/verify.routes';
 import type { Resolver } from '../dns/resolver';
@@ -77,7 +78,7 @@ export function createApp(deps: AppDeps): Koa {
     projectChanged: (id) => deps.keys.forgetProject(id),
   });
   contactRoutes(router, guards, { snoozed: (c) => scheduleSnoozeEnd(deps.temporal, c), hub: deps.hub });
-  eventRoutes(router, guards, deps.hub);
+  eventRoutes(router, guards, { hub: deps.hub, batcher: new TrackBatcher(deps.orm) });
   verifyRoutes(router, guards, { resolver: deps.resolver });
   templateRoutes(router, guards);
   trackingRoutes(router, { links: deps.links, hub: deps.hub });

@@ -60,6 +60,28 @@ describe('POST /v1/track', () => {
     expect(names.filter((n) => n === 'visit')).toHaveLength(4);
   });
 
+  test('concurrent tracks (written together in batches) each land once, merging data per contact', async () => {
+    await track({ email: 'batch0@example.com', event: 'seed', data: { keep: 1, drop: 2 } });
+    const bodies = Array.from({ length: 60 }, (_, i) => ({
+      email: `batch${i % 6}@example.com`,
+      event: 'burst',
+      data: { [`k${i}`]: i, ...(i === 0 ? { drop: null } : {}) },
+    }));
+    const responses = await Promise.all(bodies.map((b) => track(b)));
+    expect(responses.map((r) => r.status)).toEqual(bodies.map(() => 200));
+    expect(new Set(responses.map((r) => r.body.data.event)).size).toBe(60);
+    for (let c = 0; c < 6; c++) {
+      const ids = new Set(responses.filter((_, i) => i % 6 === c).map((r) => r.body.data.contact));
+      expect(ids.size).toBe(1);
+      const [contactId] = ids;
+      const burst = (await eventsOf(contactId)).filter((e) => e.name === 'burst');
+      expect(burst).toHaveLength(10);
+      const contact = (await svc.api.get(`/contacts/${contactId}`, { key: acct.project.secretKey })).body;
+      const expected = Object.fromEntries(bodies.map((b, i) => [i, b]).filter(([i]) => (i as number) % 6 === c).map(([i]) => [`k${i}`, i]));
+      expect(contact.data).toEqual(c === 0 ? { keep: 1, ...expected } : expected);
+    }
+  });
+
   test('concurrent tracks that flip subscription record exactly one change', async () => {
     const r = await track({ email: 'race@example.com', event: 'x', subscribed: true });
     await Promise.all(Array.from({ length: 10 }, () => track({ email: 'race@example.com', event: 'y', subscribed: false })));

@@ -137,45 +137,61 @@ async function updateLocked(em: EntityManager, current: ContactRow, change: Chan
   return { contact: updated, isNew: false, isUpdate: true, events };
 }
 
+export interface ContactEventInput {
+  projectId: string;
+  email: string;
+  data: Pick<ResolvedData, 'set' | 'unset'>;
+  event: { name: string; data: Record<string, unknown> };
+}
+
 /**
- * The hot path of /v1/track when `subscribed` is not given: contact upsert and event insert in one
- * statement and one round trip. Subscription cannot change here, so no lock is needed.
+ * Upserts each item's contact (subscribed when new, data merged) and records its event, all in one
+ * statement. Each (project, email) may appear once: ON CONFLICT cannot change a row twice. Rows are
+ * locked in (project, email) order, so concurrent calls cannot deadlock on each other. Answers in
+ * the order of `items`. Subscription cannot change here, so no lock beyond the rows' own is needed.
  */
-export async function upsertContactAndInsertEvent(
+export async function upsertContactsAndInsertEvents(
   em: EntityManager,
-  projectId: string,
-  input: { email: string; data: Pick<ResolvedData, 'set' | 'unset'>; event: { name: string; data: Record<string, unknown> } },
-): Promise<{ contactId: string; event: EventRecord }> {
-  const [row] = await sql<{ contact_id: string; id: string; name: string; data: Record<string, unknown>; created_at: Date }>(
+  items: ContactEventInput[],
+): Promise<Array<{ contactId: string; event: EventRecord }>> {
+  const input = items.map((i) => ({
+    project_id: i.projectId,
+    email: i.email,
+    set_data: i.data.set,
+    unset_keys: i.data.unset,
+    new_contact_id: newId(),
+    event_id: newId(),
+    name: i.event.name,
+    event_data: i.event.data,
+  }));
+  const rows = await sql<{ contact_id: string; id: string; name: string; data: Record<string, unknown>; created_at: Date }>(
     em,
-    `WITH c AS (
+    `WITH input AS (
+       SELECT * FROM jsonb_to_recordset(?::jsonb) AS x(project_id uuid, email text, set_data jsonb, unset_keys text[],
+         new_contact_id uuid, event_id uuid, name text, event_data jsonb)
+       ORDER BY project_id, email
+     ), c AS (
        INSERT INTO contacts AS t (id, project_id, email, subscribed, data, created_at, updated_at)
-       VALUES (?, ?, ?, true, ?::jsonb, now(), now())
+       SELECT new_contact_id, project_id, email, true, set_data, now(), now() FROM input
        ON CONFLICT (project_id, email) DO UPDATE
-         SET data = (t.data || EXCLUDED.data) - ?::text[],
-             updated_at = CASE WHEN (t.data || EXCLUDED.data) - ?::text[] = t.data THEN t.updated_at ELSE now() END
-       RETURNING t.id
+         SET data = (t.data || EXCLUDED.data) - (SELECT unset_keys FROM input i WHERE i.project_id = t.project_id AND i.email = t.email),
+             updated_at = CASE WHEN (t.data || EXCLUDED.data) - (SELECT unset_keys FROM input i WHERE i.project_id = t.project_id AND i.email = t.email) = t.data
+               THEN t.updated_at ELSE now() END
+       RETURNING t.id, t.project_id, t.email
      )
      INSERT INTO events (id, project_id, contact_id, name, data, created_at)
-     SELECT ?, ?, c.id, ?, ?::jsonb, now() FROM c
+     SELECT i.event_id, i.project_id, c.id, i.name, i.event_data, now() FROM input i JOIN c ON c.project_id = i.project_id AND c.email = i.email
      RETURNING contact_id, id, name, data, created_at`,
-    [
-      newId(),
-      projectId,
-      input.email,
-      JSON.stringify(input.data.set),
-      input.data.unset,
-      input.data.unset,
-      newId(),
-      projectId,
-      input.event.name,
-      JSON.stringify(input.event.data),
-    ],
+    [JSON.stringify(input)],
   );
-  return {
-    contactId: row.contact_id,
-    event: { id: row.id, name: row.name, contactId: row.contact_id, data: row.data, createdAt: new Date(row.created_at).toISOString() },
-  };
+  const byEvent = new Map(rows.map((r) => [r.id, r]));
+  return input.map((i) => {
+    const row = byEvent.get(i.event_id)!;
+    return {
+      contactId: row.contact_id,
+      event: { id: row.id, name: row.name, contactId: row.contact_id, data: row.data, createdAt: new Date(row.created_at).toISOString() },
+    };
+  });
 }
 
 export async function getContact(em: EntityManager, projectId: string, id: string): Promise<ContactRow> {

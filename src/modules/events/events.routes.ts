@@ -6,6 +6,7 @@ import { body, queryValue, uuidParam } from '../../http/validate';
 import { isUuid } from '../../db/ids';
 import type { ActivityHub } from './contact-activity';
 import { trackSchema } from './events.schemas';
+import type { TrackBatcher } from './track-batcher';
 import {
   assertContactInProject,
   deleteEventsByName,
@@ -38,11 +39,11 @@ function eventListQuery(ctx: Context): Omit<EventListQuery, 'contactId'> {
   };
 }
 
-export function eventRoutes(router: Router, g: Guards, hub: ActivityHub): void {
+export function eventRoutes(router: Router, g: Guards, { hub, batcher }: { hub: ActivityHub; batcher: TrackBatcher }): void {
   const track = async (ctx: Context) => {
     const input = body(ctx, trackSchema);
     const projectId = ctx.state.project!.id;
-    const result = await trackEvent(ctx.state.em, projectId, input);
+    const result = await trackEvent(ctx.state.em, batcher, projectId, input);
     hub.publish({ projectId, contactIds: [result.contactId], events: result.recorded });
     ctx.body = {
       success: true,

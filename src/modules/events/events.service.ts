@@ -2,10 +2,11 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { sql } from '../../db/orm';
 import { badRequest, notFound } from '../../http/errors';
 import { resolveDataMap } from '../contacts/data-map';
-import { upsertContact, upsertContactAndInsertEvent } from '../contacts/contacts.service';
+import { upsertContact } from '../contacts/contacts.service';
 import { isReservedEventName } from './event-names';
 import type { TrackInput } from './events.schemas';
 import { type EventRecord, type EventRow, insertEvents, toEventRecord } from './events.store';
+import type { TrackBatcher } from './track-batcher';
 
 export interface TrackResult {
   contactId: string;
@@ -15,10 +16,11 @@ export interface TrackResult {
 }
 
 /** Upserts the contact (subscribed by default when new), then records the event. */
-export async function trackEvent(em: EntityManager, projectId: string, input: TrackInput): Promise<TrackResult> {
+export async function trackEvent(em: EntityManager, batcher: TrackBatcher, projectId: string, input: TrackInput): Promise<TrackResult> {
   const resolved = resolveDataMap(input.data);
   if (input.subscribed === undefined) {
-    const { contactId, event } = await upsertContactAndInsertEvent(em, projectId, {
+    const { contactId, event } = await batcher.write({
+      projectId,
       email: input.email,
       data: resolved,
       event: { name: input.event, data: resolved.values },
