@@ -9,50 +9,22 @@
  * The API and the worker run as two processes of the built service (the worker joins the API's
  * embedded PostgreSQL and Temporal dev server), so the worker's memory is its own.
  */
-import crypto from 'node:crypto';
 import http from 'node:http';
 import { Client, Connection } from '@temporalio/client';
-import { createTransport } from 'nodemailer';
 import pg from 'pg';
 import { freePort } from '../src/db/embedded-postgres';
 import { ZoneDnsServer } from '../src/dns/zone-server';
-import { SmtpSink } from '../test/setup/smtp-sink';
 import { createBenchProject, embeddedDatabaseUrl, machine, median, memoryOf, request, startServiceProcess } from './service-process';
+import { rawNodemailerRate, startSinkProcess } from './smtp-sink-process';
 
 const RECIPIENTS = Number(process.env.BENCH_RECIPIENTS ?? 100_000);
 const RUNS = Number(process.env.BENCH_RUNS ?? 1);
 const POOL_SIZE = Number(process.env.SMTP_POOL_SIZE ?? 8);
 const BODY = `<html><body><h1>Hello {{name ?? there}}</h1><p>${'This month in review. '.repeat(40)}</p><a href="https://example.com/x">Read</a></body></html>`;
 
-async function rawRate(sink: SmtpSink, count: number): Promise<number> {
-  const dkim = {
-    domainName: 'bench.test',
-    keySelector: 'raw',
-    privateKey: crypto.generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(),
-  };
-  const transport = createTransport({ pool: true, host: '127.0.0.1', port: sink.port, maxConnections: POOL_SIZE, maxMessages: Infinity });
-  const start = sink.received.length;
-  const t0 = Date.now();
-  let next = 0;
-  const worker = async () => {
-    while (next < count) {
-      const i = next++;
-      await transport.sendMail({ from: 'news@bench.test', to: `raw${i}@example.org`, subject: 'Raw', html: BODY.replace('{{name ?? there}}', `user ${i}`), text: 'This month in review.', dkim });
-    }
-  };
-  await Promise.all(Array.from({ length: 16 }, worker));
-  await sink.waitFor(start + count, 600_000);
-  transport.close();
-  return count / ((Date.now() - t0) / 1000);
-}
-
 async function main(): Promise<void> {
   const dns = await new ZoneDnsServer().start();
-  const sink = await new SmtpSink().start();
-  sink.parse = false;
-  const received = sink.received;
-  const push = received.push.bind(received);
-  received.push = (...items) => push(...items.map((m) => ({ ...m, raw: Buffer.alloc(0) })));
+  const sink = await startSinkProcess();
 
   const temporalPort = await freePort();
   const env = {
@@ -95,13 +67,13 @@ async function main(): Promise<void> {
     console.log(`machine: ${machine()}`);
     const rows: Array<{ rate: number; raw: number; history: number }> = [];
     for (let run = 1; run <= RUNS; run++) {
-      const raw = await rawRate(sink, Math.min(RECIPIENTS, 20_000));
+      const raw = await rawNodemailerRate(sink, { count: Math.min(RECIPIENTS, 20_000), poolSize: POOL_SIZE, concurrency: 16, html: (i) => BODY.replace('{{name ?? there}}', `user ${i}`) });
       const c = JSON.parse(
         (
           await request(agent, api.port, 'POST', '/campaigns', { name: `Bench ${run}`, subject: 'News for {{name}}', body: BODY, from: 'news@bench.test', fromName: 'News', audienceType: 'ALL' }, auth)
         ).body,
       ).data;
-      const start = received.length;
+      const start = await sink.count();
       const t0 = Date.now();
       const res = await request(agent, api.port, 'POST', `/campaigns/${c.id}/send`, {}, auth);
       if (res.status !== 200) throw new Error(res.body);

@@ -6,14 +6,12 @@
  *   BENCH_RUNS=5 BENCH_EMAILS=5000 BENCH_CONNECTIONS=32 npm run bench:send
  *
  * The service runs as its own process on embedded defaults (PostgreSQL, durable Temporal dev server);
- * the SMTP listener and a DNS server publishing the sender domain's records run in this process.
+ * the SMTP listener runs in a process of its own (bench/smtp-sink-process.ts); a DNS server publishing the sender domain's records runs in this one.
  */
-import crypto from 'node:crypto';
 import http from 'node:http';
-import { createTransport } from 'nodemailer';
 import { ZoneDnsServer } from '../src/dns/zone-server';
-import { SmtpSink } from '../test/setup/smtp-sink';
 import { createBenchProject, machine, median, request, startServiceProcess } from './service-process';
+import { rawNodemailerRate, startSinkProcess } from './smtp-sink-process';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const EMAILS = Number(process.env.BENCH_EMAILS ?? 3000);
@@ -21,40 +19,9 @@ const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
 const POOL_SIZE = Number(process.env.SMTP_POOL_SIZE ?? 8);
 const BODY = `<html><body><h1>Hello {{name ?? there}}</h1><p>${'Your weekly summary. '.repeat(40)}</p><a href="https://example.com/x">Open</a></body></html>`;
 
-/** nodemailer alone, pooled and DKIM-signing as the service does, to the same listener. */
-async function rawRate(sink: SmtpSink, dkim: { domainName: string; keySelector: string; privateKey: string }): Promise<number> {
-  const transport = createTransport({ pool: true, host: '127.0.0.1', port: sink.port, maxConnections: POOL_SIZE, maxMessages: Infinity });
-  const start = sink.received.length;
-  const t0 = Date.now();
-  let next = 0;
-  const worker = async () => {
-    while (next < EMAILS) {
-      const i = next++;
-      await transport.sendMail({
-        from: 'bench@bench.test',
-        to: `raw${i}@example.org`,
-        subject: 'Raw',
-        html: BODY.replace('{{name ?? there}}', `user ${i}`),
-        text: 'Your weekly summary.',
-        dkim,
-      });
-    }
-  };
-  await Promise.all(Array.from({ length: POOL_SIZE * 4 }, worker));
-  await sink.waitFor(start + EMAILS, 600_000);
-  transport.close();
-  return EMAILS / ((Date.now() - t0) / 1000);
-}
-
 async function main(): Promise<void> {
   const dns = await new ZoneDnsServer().start();
-  const sink = await new SmtpSink().start();
-  sink.parse = false;
-  // Keep memory flat: count messages, drop their bodies.
-  const received = sink.received;
-  const push = received.push.bind(received);
-  received.push = (...items) => push(...items.map((m) => ({ ...m, raw: Buffer.alloc(0) })));
-
+  const sink = await startSinkProcess();
   const service = await startServiceProcess({
     SMTP_URL: sink.url,
     DNS_SERVERS: dns.address,
@@ -68,14 +35,13 @@ async function main(): Promise<void> {
     const domain = JSON.parse((await request(agent, service.port, 'POST', '/domains', { domain: 'bench.test' }, auth)).body);
     for (const r of domain.records) dns.add(r.name, 'TXT', r.value);
     await request(agent, service.port, 'GET', `/domains/${domain.id}/verify`, undefined, auth);
-    const dkim = { domainName: 'bench.test', keySelector: 'raw', privateKey: crypto.generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString() };
 
     console.log(`POST /v1/send, ${EMAILS} single-recipient requests per run, ${CONNECTIONS} concurrent, SMTP pool ${POOL_SIZE}, ${RUNS} runs`);
     console.log(`machine: ${machine()}`);
     const rows: Array<{ accepted: number; delivered: number; raw: number }> = [];
     for (let run = 1; run <= RUNS; run++) {
-      const raw = await rawRate(sink, dkim);
-      const start = received.length;
+      const raw = await rawNodemailerRate(sink, { count: EMAILS, poolSize: POOL_SIZE, concurrency: POOL_SIZE * 4, html: (i) => BODY.replace('{{name ?? there}}', `user ${i}`) });
+      const start = await sink.count();
       const t0 = Date.now();
       let next = 0;
       let errors = 0;
