@@ -2,6 +2,7 @@ import { Migration20261121000000_foundation } from './Migration20261121000000_fo
 import { Migration20261121000100_sending } from './Migration20261121000100_sending';
 import { Migration20261121000200_audiences } from './Migration20261121000200_audiences';
 import { Migration20261121000300_automations } from './Migration20261121000300_automations';
+import { Migration20261121000400_bulk_jobs } from './Migration20261121000400_bulk_jobs';
 
 /** Every migration in the order it runs; append new ones, never edit landed ones. */
 export const migrationsList = [
@@ -9,4 +10,5 @@ export const migrationsList = [
   { name: 'Migration20261121000100_sending', class: Migration20261121000100_sending },
   { name: 'Migration20261121000200_audiences', class: Migration20261121000200_audiences },
   { name: 'Migration20261121000300_automations', class: Migration20261121000300_automations },
+  { name: 'Migration20261121000400_bulk_jobs', class: Migration20261121000400_bulk_jobs },
 ];

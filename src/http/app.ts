@@ -77,7 +77,7 @@ export function createApp(deps: AppDeps): Koa {
     disableSignup: config.DISABLE_SIGNUP,
     projectChanged: (id) => deps.keys.forgetProject(id),
   });
-  contactRoutes(router, guards, { snoozed: (c) => scheduleSnoozeEnd(deps.temporal, c), hub: deps.hub });
+  contactRoutes(router, guards, { snoozed: (c) => scheduleSnoozeEnd(deps.temporal, c), hub: deps.hub, temporal: deps.temporal });
   eventRoutes(router, guards, { hub: deps.hub, batcher: new TrackBatcher(deps.orm) });
   verifyRoutes(router, guards, { resolver: deps.resolver });
   templateRoutes(router, guards);

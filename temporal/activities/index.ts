@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import { purgeExpiredIdempotencyKeys } from '../../src/http/idempotency';
 import { purgeRateLimitWindows } from '../../src/http/rate-limit';
 import type { Resolver } from '../../src/dns/resolver';
+import { runBulkJobChunk } from '../../src/modules/contacts/bulk-jobs';
 import { endSnooze } from '../../src/modules/contacts/contacts.service';
 import { checkDomain } from '../../src/modules/domains/domains.service';
 import type { EmailDispatcher } from '../../src/modules/emails/dispatch';
@@ -46,6 +47,13 @@ export function createActivities(deps: ActivityDeps) {
       const ended = await endSnooze(deps.orm.em.fork(), input.contactId, new Date(input.until));
       if (ended) deps.hub.publish({ projectId: ended.projectId, contactIds: [input.contactId], events: ended.events });
       return { resubscribed: !!ended?.events.length };
+    },
+
+    /** One chunk of a bulk job; what changed is told to live segments and automations. */
+    async runBulkJobChunk(input: { jobId: string }): Promise<{ done: boolean }> {
+      const r = await runBulkJobChunk(deps.orm.em.fork(), input.jobId);
+      if (r.projectId) deps.hub.publish({ projectId: r.projectId, contactIds: r.contactIds, events: r.events });
+      return { done: r.done };
     },
 
     /** Checks a sender domain's DNS records and stores the outcome; `exists: false` once it was deleted. */

@@ -1,6 +1,7 @@
 /** Every workflow the worker runs; the bundle is built from this file at build time. */
 export { automationWorkflow } from './automation';
 export { automationDispatchWorkflow } from './automation-dispatch';
+export { bulkJobWorkflow } from './bulk-job';
 export { campaignSendWorkflow } from './campaign-send';
 export { contactSnoozeWorkflow } from './contact-snooze';
 export { domainVerificationWorkflow } from './domain-verification';

@@ -6,7 +6,9 @@ import { body, queryValue, uuidParam } from '../../http/validate';
 import { isUuid } from '../../db/ids';
 import type { ActivityHub } from '../events/contact-activity';
 import { resolveDataMap } from './data-map';
-import { createContactSchema, lookupSchema, patchContactSchema, snoozeEnd } from './contacts.schemas';
+import type { TemporalClient } from '../../../temporal/client';
+import { type BulkKind, createBulkJob, getBulkJob, toBulkJobDto } from './bulk-jobs';
+import { bulkSchema, createContactSchema, lookupSchema, patchContactSchema, snoozeEnd } from './contacts.schemas';
 import {
   deleteContact,
   getContact,
@@ -22,6 +24,7 @@ export interface ContactHooks {
   /** A snooze is being set: arrange, durably, for the contact to be resubscribed at `until`. */
   snoozed(contact: { id: string; projectId: string; until: Date }): Promise<void>;
   hub: ActivityHub;
+  temporal: TemporalClient;
 }
 
 function listQuery(ctx: Context): ListQuery {
@@ -74,6 +77,24 @@ export function contactRoutes(router: Router, g: Guards, hooks: ContactHooks): v
   router.post('/contacts/lookup', g.secret, async (ctx) => {
     const { emails } = body(ctx, lookupSchema);
     ctx.body = await lookupContacts(ctx.state.em, ctx.state.project!.id, emails);
+  });
+
+  // Queued: each answers 202 with the job, which GET /contacts/bulk/:jobId polls.
+  for (const [path, kind] of [
+    ['/contacts/bulk-subscribe', 'subscribe'],
+    ['/contacts/bulk-unsubscribe', 'unsubscribe'],
+    ['/contacts/bulk-delete', 'delete'],
+  ] as Array<[string, BulkKind]>) {
+    router.post(path, g.secret, async (ctx) => {
+      const { contactIds } = body(ctx, bulkSchema);
+      const job = await createBulkJob(ctx.state.em, hooks.temporal, ctx.state.project!.id, kind, contactIds);
+      ctx.status = 202;
+      ctx.body = toBulkJobDto(job);
+    });
+  }
+
+  router.get('/contacts/bulk/:jobId', g.secret, async (ctx) => {
+    ctx.body = toBulkJobDto(await getBulkJob(ctx.state.em, ctx.state.project!.id, uuidParam(ctx, 'jobId')));
   });
 
   router.get('/contacts/:id', g.secret, async (ctx) => {

@@ -35,6 +35,10 @@ export const lookupSchema = z.object({
   emails: z.array(emailSchema).min(1).max(500),
 });
 
+export const bulkSchema = z.object({
+  contactIds: z.array(z.uuid({ message: 'contactIds must hold contact ids (UUIDs)' })).min(1).max(1000),
+});
+
 /** End of a snooze of the given length, from now, in calendar terms for months and years. */
 export function snoozeEnd(duration: (typeof SNOOZE_DURATIONS)[number], from = new Date()): Date {
   const d = new Date(from);

@@ -280,6 +280,39 @@ export async function updateContactSubscription(
   return (await updateLocked(em, current, { subscribed, eventData })).events;
 }
 
+/**
+ * Sets `subscribed` (ending any snooze) on those of `ids` that belong to the project, in the caller's
+ * transaction, locking them in id order. A real change records its subscription event.
+ */
+export async function setSubscriptionOf(
+  em: EntityManager,
+  projectId: string,
+  ids: string[],
+  subscribed: boolean,
+  eventData: Record<string, unknown>,
+): Promise<{ changed: string[]; unchanged: string[]; missing: string[]; events: EventRecord[] }> {
+  const rows = await sql<ContactRow>(em, `SELECT ${COLUMNS} FROM contacts WHERE project_id = ? AND id = ANY(?::uuid[]) ORDER BY id FOR UPDATE`, [
+    projectId,
+    ids,
+  ]);
+  const out = { changed: [] as string[], unchanged: [] as string[], missing: [] as string[], events: [] as EventRecord[] };
+  for (const row of rows) {
+    const result = await updateLocked(em, row, { subscribed, eventData });
+    (result.isUpdate ? out.changed : out.unchanged).push(row.id);
+    out.events.push(...result.events);
+  }
+  const found = new Set(rows.map((r) => r.id));
+  out.missing = ids.filter((id) => !found.has(id));
+  return out;
+}
+
+/** Deletes those of `ids` that belong to the project; everything that hangs off a contact goes with it. */
+export async function deleteContactsOf(em: EntityManager, projectId: string, ids: string[]): Promise<{ deleted: string[]; missing: string[] }> {
+  const rows = await sql<{ id: string }>(em, `DELETE FROM contacts WHERE project_id = ? AND id = ANY(?::uuid[]) RETURNING id`, [projectId, ids]);
+  const deleted = new Set(rows.map((r) => r.id));
+  return { deleted: [...deleted], missing: ids.filter((id) => !deleted.has(id)) };
+}
+
 export async function deleteContact(em: EntityManager, projectId: string, id: string): Promise<void> {
   const rows = await sql(em, `DELETE FROM contacts WHERE project_id = ? AND id = ? RETURNING id`, [projectId, id]);
   if (rows.length === 0) throw notFound('Contact');
