@@ -3,6 +3,7 @@ import { Migration20261121000100_sending } from './Migration20261121000100_sendi
 import { Migration20261121000200_audiences } from './Migration20261121000200_audiences';
 import { Migration20261121000300_automations } from './Migration20261121000300_automations';
 import { Migration20261121000400_bulk_jobs } from './Migration20261121000400_bulk_jobs';
+import { Migration20261121000500_contact_imports } from './Migration20261121000500_contact_imports';
 
 /** Every migration in the order it runs; append new ones, never edit landed ones. */
 export const migrationsList = [
@@ -11,4 +12,5 @@ export const migrationsList = [
   { name: 'Migration20261121000200_audiences', class: Migration20261121000200_audiences },
   { name: 'Migration20261121000300_automations', class: Migration20261121000300_automations },
   { name: 'Migration20261121000400_bulk_jobs', class: Migration20261121000400_bulk_jobs },
+  { name: 'Migration20261121000500_contact_imports', class: Migration20261121000500_contact_imports },
 ];

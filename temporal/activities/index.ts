@@ -5,6 +5,7 @@ import { purgeExpiredIdempotencyKeys } from '../../src/http/idempotency';
 import { purgeRateLimitWindows } from '../../src/http/rate-limit';
 import type { Resolver } from '../../src/dns/resolver';
 import { runBulkJobChunk } from '../../src/modules/contacts/bulk-jobs';
+import { importNextSlice } from '../../src/modules/contacts/contact-imports';
 import { endSnooze } from '../../src/modules/contacts/contacts.service';
 import { checkDomain } from '../../src/modules/domains/domains.service';
 import type { EmailDispatcher } from '../../src/modules/emails/dispatch';
@@ -53,6 +54,13 @@ export function createActivities(deps: ActivityDeps) {
     async runBulkJobChunk(input: { jobId: string }): Promise<{ done: boolean }> {
       const r = await runBulkJobChunk(deps.orm.em.fork(), input.jobId);
       if (r.projectId) deps.hub.publish({ projectId: r.projectId, contactIds: r.contactIds, events: r.events });
+      return { done: r.done };
+    },
+
+    /** The next slice of a CSV import; the contacts it wrote are told to live segments. */
+    async importContactsSlice(input: { jobId: string }): Promise<{ done: boolean }> {
+      const r = await importNextSlice(deps.orm.em.fork(), input.jobId);
+      if (r.projectId && r.contactIds.length) deps.hub.publish({ projectId: r.projectId, contactIds: r.contactIds, events: [] });
       return { done: r.done };
     },
 

@@ -3,6 +3,7 @@ export { automationWorkflow } from './automation';
 export { automationDispatchWorkflow } from './automation-dispatch';
 export { bulkJobWorkflow } from './bulk-job';
 export { campaignSendWorkflow } from './campaign-send';
+export { contactImportWorkflow } from './contact-import';
 export { contactSnoozeWorkflow } from './contact-snooze';
 export { domainVerificationWorkflow } from './domain-verification';
 export { emailDispatchWorkflow } from './email-dispatch';

@@ -1,6 +1,9 @@
 import type Router from '@koa/router';
 import type { Context } from 'koa';
-import { simpleBadRequest } from '../../http/errors';
+import fs from 'node:fs';
+import type { File } from 'formidable';
+import { koaBody } from 'koa-body';
+import { AppError, simpleBadRequest } from '../../http/errors';
 import type { Guards } from '../../http/guards';
 import { body, queryValue, uuidParam } from '../../http/validate';
 import { isUuid } from '../../db/ids';
@@ -8,6 +11,7 @@ import type { ActivityHub } from '../events/contact-activity';
 import { resolveDataMap } from './data-map';
 import type { TemporalClient } from '../../../temporal/client';
 import { type BulkKind, createBulkJob, getBulkJob, toBulkJobDto } from './bulk-jobs';
+import { createImport, getImport, toImportDto } from './contact-imports';
 import { bulkSchema, createContactSchema, lookupSchema, patchContactSchema, snoozeEnd } from './contacts.schemas';
 import {
   deleteContact,
@@ -51,6 +55,9 @@ function listQuery(ctx: Context): ListQuery {
   };
 }
 
+/** POST /contacts/import: the spec's limit on the CSV file. */
+const IMPORT_MAX_BYTES = 5 * 1024 * 1024;
+
 export function contactRoutes(router: Router, g: Guards, hooks: ContactHooks): void {
   router.post('/contacts', g.secret, async (ctx) => {
     const raw = (ctx.request.body ?? {}) as Record<string, unknown>;
@@ -77,6 +84,39 @@ export function contactRoutes(router: Router, g: Guards, hooks: ContactHooks): v
   router.post('/contacts/lookup', g.secret, async (ctx) => {
     const { emails } = body(ctx, lookupSchema);
     ctx.body = await lookupContacts(ctx.state.em, ctx.state.project!.id, emails);
+  });
+
+  // The file goes to a temporary file as it arrives (never whole in memory), then into the job.
+  const csvUpload = koaBody({
+    multipart: true,
+    json: false,
+    urlencoded: false,
+    text: false,
+    formidable: { maxFileSize: IMPORT_MAX_BYTES, maxTotalFileSize: IMPORT_MAX_BYTES, maxFiles: 1 },
+    onError: (err) => {
+      if ((err as { httpCode?: number }).httpCode === 413) throw new AppError(413, 'PAYLOAD_TOO_LARGE', 'The CSV file is larger than 5 MB');
+      throw simpleBadRequest(`Invalid multipart body: ${err.message}`);
+    },
+  });
+  router.post('/contacts/import', g.secret, csvUpload, async (ctx) => {
+    const field = ctx.request.files?.file;
+    const file = (Array.isArray(field) ? field[0] : field) as File | undefined;
+    try {
+      if (!file) {
+        throw new AppError(422, 'VALIDATION_ERROR', 'Request validation failed', {
+          errors: [{ field: 'file', message: 'A CSV file is required in the multipart field "file"', code: 'invalid_type' }],
+        });
+      }
+      const job = await createImport(ctx.state.em, hooks.temporal, ctx.state.project!.id, { path: file.filepath, name: file.originalFilename, size: file.size });
+      ctx.status = 202;
+      ctx.body = toImportDto(job);
+    } finally {
+      if (file) await fs.promises.rm(file.filepath, { force: true });
+    }
+  });
+
+  router.get('/contacts/import/:jobId', g.secret, async (ctx) => {
+    ctx.body = toImportDto(await getImport(ctx.state.em, ctx.state.project!.id, uuidParam(ctx, 'jobId')));
   });
 
   // Queued: each answers 202 with the job, which GET /contacts/bulk/:jobId polls.
