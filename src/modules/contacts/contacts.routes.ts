@@ -12,6 +12,7 @@ import { resolveDataMap } from './data-map';
 import type { TemporalClient } from '../../../temporal/client';
 import { type BulkKind, createBulkJob, getBulkJob, toBulkJobDto } from './bulk-jobs';
 import { createImport, getImport, toImportDto } from './contact-imports';
+import { deleteField, fieldUsage, fieldValues, listFields } from './contact-fields';
 import { bulkSchema, createContactSchema, lookupSchema, patchContactSchema, snoozeEnd } from './contacts.schemas';
 import {
   deleteContact,
@@ -84,6 +85,27 @@ export function contactRoutes(router: Router, g: Guards, hooks: ContactHooks): v
   router.post('/contacts/lookup', g.secret, async (ctx) => {
     const { emails } = body(ctx, lookupSchema);
     ctx.body = await lookupContacts(ctx.state.em, ctx.state.project!.id, emails);
+  });
+
+  router.get('/contacts/fields', g.secret, async (ctx) => {
+    ctx.body = await listFields(ctx.state.em, ctx.state.project!.id);
+  });
+
+  router.get('/contacts/fields/:field/values', g.secret, async (ctx) => {
+    const limitRaw = Number.parseInt(queryValue(ctx, 'limit') ?? '', 10);
+    const limit = Number.isNaN(limitRaw) ? 50 : Math.min(100, Math.max(1, limitRaw));
+    ctx.body = await fieldValues(ctx.state.em, ctx.state.project!.id, ctx.params.field, limit);
+  });
+
+  router.get('/contacts/fields/:field/usage', g.secret, async (ctx) => {
+    ctx.body = await fieldUsage(ctx.state.em, ctx.state.project!.id, ctx.params.field);
+  });
+
+  router.delete('/contacts/fields/:field', g.secret, async (ctx) => {
+    const projectId = ctx.state.project!.id;
+    const { field, contacts } = await deleteField(ctx.state.em, projectId, ctx.params.field);
+    hooks.hub.publish({ projectId, contactIds: contacts, events: [] });
+    ctx.body = { field, deleted: true, contactsUpdated: contacts.length };
   });
 
   // The file goes to a temporary file as it arrives (never whole in memory), then into the job.
