@@ -73,6 +73,8 @@ const envSchema = z.object({
   IDEMPOTENCY_TTL_HOURS: z.coerce.number().positive().max(24 * 365).default(24),
   RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(1000),
   MAX_BODY_MB: z.coerce.number().positive().max(100).default(40),
+  /** POST /uploads/image: the largest image accepted. */
+  UPLOAD_MAX_MB: z.coerce.number().positive().max(100).default(5),
 });
 
 export type Role = 'all' | 'api' | 'worker';

@@ -24,6 +24,8 @@ import type { Config } from '../config';
 import { devMailboxRoutes } from '../modules/dev-mailbox/dev-mailbox.routes';
 import { eventRoutes } from '../modules/events/events.routes';
 import { TrackBatcher } from '../modules/events/track-batcher';
+import { uploadRoutes } from '../modules/uploads/uploads.routes';
+import { configRoutes } from '../modules/config/config.routes';
 import type { ProjectKeyCache } from '../modules/accounts/project-keys';
 import { verifyRoutes } from '../modules/verify/verify.routes';
 import type { Resolver } from '../dns/resolver';
@@ -72,6 +74,7 @@ export function createApp(deps: AppDeps): Koa {
 
   const router = new Router();
   healthRoutes(router, deps.health);
+  configRoutes(router, config);
   accountRoutes(router, guards, {
     jwtSecret: deps.jwtSecret,
     disableSignup: config.DISABLE_SIGNUP,
@@ -94,6 +97,7 @@ export function createApp(deps: AppDeps): Koa {
     hub: deps.hub,
     limits: { attachmentsMaxBytes: config.ATTACHMENTS_MAX_MB * 2 ** 20, messageMaxBytes: config.MESSAGE_MAX_MB * 2 ** 20 },
   });
+  uploadRoutes(router, guards, { dataDir: config.dataDir, publicUrl: config.publicUrl, maxBytes: config.UPLOAD_MAX_MB * 2 ** 20 });
   domainRoutes(router, guards, { temporal: deps.temporal, resolver: deps.resolver, spfValue: config.spfValue });
   // The dev mailbox exists only while the built-in capture SMTP server runs.
   if (!config.SMTP_URL) devMailboxRoutes(router);

@@ -68,7 +68,21 @@ test('with SMTP_URL set there is no built-in mailbox and no /dev/mailbox route',
   try {
     expect((await withSmtp.api.get('/dev/mailbox')).status).toBe(404);
     expect(withSmtp.smtpUrl).toBe('smtp://127.0.0.1:2');
+    expect((await withSmtp.api.get('/config')).body).toMatchObject({ devMailbox: false });
   } finally {
     await withSmtp.stop();
+  }
+});
+
+test('GET /config (no authentication) and GET /auth/oauth-config say which integrations are enabled', async () => {
+  const config = await svc.api.get('/config');
+  expect(config.status).toBe(200);
+  expect(config.body).toEqual({ signup: true, billing: false, oauth: { providers: [] }, snsDeliveryEvents: true, s3Uploads: false, devMailbox: true });
+  expect((await svc.api.get('/auth/oauth-config')).body).toEqual({ providers: [] });
+  const closed = await startTestService({ DISABLE_SIGNUP: 'true' });
+  try {
+    expect((await closed.api.get('/config')).body).toMatchObject({ signup: false });
+  } finally {
+    await closed.stop();
   }
 });

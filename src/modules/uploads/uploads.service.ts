@@ -1,0 +1,55 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { newId } from '../../db/ids';
+import { AppError } from '../../http/errors';
+
+/** The formats accepted, told apart by their first bytes, never by the file's name or declared type. */
+const FORMATS = [
+  { ext: 'png', type: 'image/png', matches: (b: Buffer) => b.subarray(0, 8).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])) },
+  { ext: 'jpg', type: 'image/jpeg', matches: (b: Buffer) => b[0] === 0xff && b[1] === 0xd8 && b[2] === 0xff },
+  { ext: 'gif', type: 'image/gif', matches: (b: Buffer) => ['GIF87a', 'GIF89a'].includes(b.subarray(0, 6).toString('latin1')) },
+  { ext: 'webp', type: 'image/webp', matches: (b: Buffer) => b.subarray(0, 4).toString('latin1') === 'RIFF' && b.subarray(8, 12).toString('latin1') === 'WEBP' },
+] as const;
+
+export const STORED_NAME = /^[0-9a-f-]{36}\.(png|jpg|gif|webp)$/;
+
+function looksLikeSvg(head: Buffer): boolean {
+  const text = head.toString('utf8').replace(/^\uFEFF/, '').trimStart().toLowerCase();
+  return text.startsWith('<svg') || (text.startsWith('<?xml') && text.includes('<svg')) || text.startsWith('<!doctype svg');
+}
+
+/**
+ * Keeps an uploaded image under `<dataDir>/uploads/<projectId>/` with a name of the service's own
+ * and answers its public URL. SVG is refused: it can carry script that would run on our origin.
+ */
+export async function storeImage(opts: { dataDir: string; publicUrl: string; projectId: string; tmpPath: string; size: number }) {
+  const handle = await fs.promises.open(opts.tmpPath, 'r');
+  const head = Buffer.alloc(512);
+  try {
+    await handle.read(head, 0, head.length, 0);
+  } finally {
+    await handle.close();
+  }
+  const format = FORMATS.find((f) => f.matches(head));
+  if (!format) {
+    throw new AppError(
+      415,
+      'UNSUPPORTED_MEDIA_TYPE',
+      looksLikeSvg(head) ? 'SVG images are not accepted (they can carry scripts); upload a PNG, JPEG, GIF or WebP' : 'The file is not a PNG, JPEG, GIF or WebP image',
+    );
+  }
+  const id = newId();
+  const name = `${id}.${format.ext}`;
+  const dir = path.join(opts.dataDir, 'uploads', opts.projectId);
+  await fs.promises.mkdir(dir, { recursive: true });
+  await fs.promises.copyFile(opts.tmpPath, path.join(dir, name));
+  return { id, url: `${opts.publicUrl}/uploads/${opts.projectId}/${name}`, contentType: format.type, size: opts.size };
+}
+
+/** The stored file and its type, or undefined; only names the service itself gave are looked up. */
+export function storedImage(dataDir: string, projectId: string, name: string): { path: string; type: string } | undefined {
+  if (!/^[0-9a-f-]{36}$/.test(projectId) || !STORED_NAME.test(name)) return undefined;
+  const ext = name.split('.').pop();
+  const file = path.join(dataDir, 'uploads', projectId, name);
+  return fs.existsSync(file) ? { path: file, type: FORMATS.find((f) => f.ext === ext)!.type } : undefined;
+}
