@@ -4,6 +4,7 @@ import { Migration20261121000200_audiences } from './Migration20261121000200_aud
 import { Migration20261121000300_automations } from './Migration20261121000300_automations';
 import { Migration20261121000400_bulk_jobs } from './Migration20261121000400_bulk_jobs';
 import { Migration20261121000500_contact_imports } from './Migration20261121000500_contact_imports';
+import { Migration20261121000600_auth_tokens } from './Migration20261121000600_auth_tokens';
 
 /** Every migration in the order it runs; append new ones, never edit landed ones. */
 export const migrationsList = [
@@ -13,4 +14,5 @@ export const migrationsList = [
   { name: 'Migration20261121000300_automations', class: Migration20261121000300_automations },
   { name: 'Migration20261121000400_bulk_jobs', class: Migration20261121000400_bulk_jobs },
   { name: 'Migration20261121000500_contact_imports', class: Migration20261121000500_contact_imports },
+  { name: 'Migration20261121000600_auth_tokens', class: Migration20261121000600_auth_tokens },
 ];

@@ -73,6 +73,8 @@ const envSchema = z.object({
   IDEMPOTENCY_TTL_HOURS: z.coerce.number().positive().max(24 * 365).default(24),
   RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(1000),
   MAX_BODY_MB: z.coerce.number().positive().max(100).default(40),
+  /** Sender of the service's own mail to users (verification, password reset); default postbox@<PUBLIC_URL host>. */
+  SYSTEM_EMAIL_FROM: z.email().optional(),
   /** POST /uploads/image: the largest image accepted. */
   UPLOAD_MAX_MB: z.coerce.number().positive().max(100).default(5),
 });
@@ -84,6 +86,8 @@ export type Config = z.output<typeof envSchema> & {
   dataDir: string;
   /** The SPF record every sender domain is asked to publish. */
   spfValue: string;
+  /** SYSTEM_EMAIL_FROM or its default. */
+  systemEmailFrom: string;
 };
 
 export class ConfigError extends Error {}
@@ -104,5 +108,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const publicUrl = (cfg.PUBLIC_URL ?? `http://localhost:${cfg.PORT}`).replace(/\/+$/, '');
   const sendingHost = cfg.SMTP_URL ? new URL(cfg.SMTP_URL).hostname : new URL(publicUrl).hostname;
   const spfValue = `v=spf1 ${cfg.SPF_INCLUDE ? `include:${cfg.SPF_INCLUDE}` : `a:${sendingHost}`} ~all`;
-  return { ...cfg, publicUrl, dataDir: path.resolve(cfg.DATA_DIR), spfValue };
+  const systemEmailFrom = cfg.SYSTEM_EMAIL_FROM ?? `postbox@${new URL(publicUrl).hostname}`;
+  return { ...cfg, publicUrl, dataDir: path.resolve(cfg.DATA_DIR), spfValue, systemEmailFrom };
 }

@@ -121,6 +121,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         orm,
         log,
         resolver,
+        accountMail: { mailer, publicUrl: config.publicUrl, from: config.systemEmailFrom },
         dispatcher: new EmailDispatcher({ orm, mailer, queue, log, hub, links, retryBaseSeconds: config.EMAIL_RETRY_BASE_SECONDS }),
         hub,
         segmentRefreshSeconds: config.SEGMENT_REFRESH_SECONDS,

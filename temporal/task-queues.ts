@@ -15,6 +15,7 @@ export const workflowIds = {
   domainVerification: (domainId: string) => `domain-verification:${domainId}`,
   bulkJob: (jobId: string) => `bulk-job:${jobId}`,
   contactImport: (jobId: string) => `contact-import:${jobId}`,
+  accountEmail: (id: string) => `account-email:${id}`,
   maintenance: () => 'maintenance',
   emailDispatch: (shard: number) => `email-dispatch:${shard}`,
   segment: (segmentId: string) => `segment:${segmentId}`,

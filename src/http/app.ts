@@ -79,6 +79,7 @@ export function createApp(deps: AppDeps): Koa {
     jwtSecret: deps.jwtSecret,
     disableSignup: config.DISABLE_SIGNUP,
     projectChanged: (id) => deps.keys.forgetProject(id),
+    temporal: deps.temporal,
   });
   contactRoutes(router, guards, { snoozed: (c) => scheduleSnoozeEnd(deps.temporal, c), hub: deps.hub, temporal: deps.temporal });
   eventRoutes(router, guards, { hub: deps.hub, batcher: new TrackBatcher(deps.orm) });

@@ -9,6 +9,8 @@ import { importNextSlice } from '../../src/modules/contacts/contact-imports';
 import { endSnooze } from '../../src/modules/contacts/contacts.service';
 import { checkDomain } from '../../src/modules/domains/domains.service';
 import type { EmailDispatcher } from '../../src/modules/emails/dispatch';
+import type { Mailer } from '../../src/mail/transport';
+import { sendAccountEmail, type TokenPurpose } from '../../src/modules/accounts/account-emails';
 import type { AutomationDispatcher } from '../../src/modules/workflows/automation-dispatch';
 import type { AutomationRuntime, WaitEnd } from '../../src/modules/workflows/automation-runtime';
 import type { ActivityHub } from '../../src/modules/events/contact-activity';
@@ -21,6 +23,8 @@ export interface ActivityDeps {
   log: Logger;
   resolver: Resolver;
   dispatcher: EmailDispatcher;
+  /** Verification and password-reset mail: the transport, the base of links, the sender. */
+  accountMail: { mailer: Mailer; publicUrl: string; from: string };
   hub: ActivityHub;
   idempotencyTtlHours: number;
   domainCheckIntervalSeconds: number;
@@ -62,6 +66,11 @@ export function createActivities(deps: ActivityDeps) {
       const r = await importNextSlice(deps.orm.em.fork(), input.jobId);
       if (r.projectId && r.contactIds.length) deps.hub.publish({ projectId: r.projectId, contactIds: r.contactIds, events: [] });
       return { done: r.done };
+    },
+
+    /** A verification or password-reset mail with a fresh token; fails (to be retried) until SMTP accepts it. */
+    async sendAccountEmail(input: { userId: string; purpose: TokenPurpose }): Promise<{ sent: boolean }> {
+      return sendAccountEmail(deps.orm.em.fork(), deps.accountMail, input);
     },
 
     /** Checks a sender domain's DNS records and stores the outcome; `exists: false` once it was deleted. */

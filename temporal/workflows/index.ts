@@ -1,4 +1,5 @@
 /** Every workflow the worker runs; the bundle is built from this file at build time. */
+export { accountEmailWorkflow } from './account-email';
 export { automationWorkflow } from './automation';
 export { automationDispatchWorkflow } from './automation-dispatch';
 export { bulkJobWorkflow } from './bulk-job';

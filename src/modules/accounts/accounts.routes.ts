@@ -1,10 +1,20 @@
 import type Router from '@koa/router';
 import type { Context } from 'koa';
 import { clearSessionCookie, setSessionCookie, signSession } from '../../http/auth';
-import { forbidden } from '../../http/errors';
+import { badRequest, forbidden } from '../../http/errors';
 import type { Guards } from '../../http/guards';
 import { body, uuidParam } from '../../http/validate';
-import { createProjectSchema, credentialsSchema, loginSchema, updateProjectSchema } from './accounts.schemas';
+import type { TemporalClient } from '../../../temporal/client';
+import { queueAccountEmail, resetPassword, userIdByEmail, verifyEmail } from './account-emails';
+import {
+  createProjectSchema,
+  credentialsSchema,
+  loginSchema,
+  requestPasswordResetSchema,
+  resetPasswordSchema,
+  updateProjectSchema,
+  verifyEmailSchema,
+} from './accounts.schemas';
 import {
   createProject,
   getUser,
@@ -23,6 +33,7 @@ export interface AccountSettings {
   disableSignup: boolean;
   /** Called after a project's keys or status changed, before the response. */
   projectChanged(projectId: string): void;
+  temporal: TemporalClient;
 }
 
 export function accountRoutes(router: Router, g: Guards, settings: AccountSettings): void {
@@ -33,6 +44,10 @@ export function accountRoutes(router: Router, g: Guards, settings: AccountSettin
     if (settings.disableSignup) throw forbidden('Signup is disabled on this server', 'SIGNUP_DISABLED');
     const input = body(ctx, credentialsSchema);
     const user = await signup(ctx.state.em, input.email, input.password);
+    // The verification mail is on its way, not awaited: signing up never depends on it.
+    await queueAccountEmail(settings.temporal, user.id, 'verify_email').catch((err) =>
+      ctx.state.log?.warn({ err, userId: user.id }, 'could not queue the verification email'),
+    );
     startSession(ctx, user);
     ctx.status = 201;
     ctx.body = toUserDto(user);
@@ -47,6 +62,35 @@ export function accountRoutes(router: Router, g: Guards, settings: AccountSettin
 
   router.get('/auth/logout', async (ctx) => {
     clearSessionCookie(ctx);
+    ctx.body = { success: true };
+  });
+
+  router.post('/auth/verify-email', g.body, async (ctx) => {
+    const { token } = body(ctx, verifyEmailSchema);
+    const userId = await verifyEmail(ctx.state.em, token);
+    ctx.body = toUserDto(await getUser(ctx.state.em.fork(), userId));
+  });
+
+  router.post('/auth/request-verification', g.session, async (ctx) => {
+    const user = await getUser(ctx.state.em, ctx.state.user!.id);
+    if (user.emailVerified) throw badRequest('This email address is already verified', 'ALREADY_VERIFIED');
+    await queueAccountEmail(settings.temporal, user.id, 'verify_email');
+    ctx.status = 202;
+    ctx.body = { success: true };
+  });
+
+  // The same answer whether or not the address has an account, so it reveals none.
+  router.post('/auth/request-password-reset', g.body, async (ctx) => {
+    const { email } = body(ctx, requestPasswordResetSchema);
+    const userId = await userIdByEmail(ctx.state.em, email);
+    if (userId) await queueAccountEmail(settings.temporal, userId, 'reset_password');
+    ctx.status = 202;
+    ctx.body = { success: true };
+  });
+
+  router.post('/auth/reset-password', g.body, async (ctx) => {
+    const { token, password } = body(ctx, resetPasswordSchema);
+    await resetPassword(ctx.state.em, token, password);
     ctx.body = { success: true };
   });
 

@@ -2,10 +2,17 @@ import { z } from 'zod';
 import { emailSchema } from '../../http/validate';
 import { projectSettingsSchema } from './project-settings';
 
+const passwordSchema = z.string().min(8, 'Password must be at least 8 characters').max(200);
+
 export const credentialsSchema = z.object({
   email: emailSchema,
-  password: z.string().min(8, 'Password must be at least 8 characters').max(200),
+  password: passwordSchema,
 });
+
+const tokenSchema = z.string().min(1).max(200);
+export const verifyEmailSchema = z.object({ token: tokenSchema });
+export const requestPasswordResetSchema = z.object({ email: emailSchema });
+export const resetPasswordSchema = z.object({ token: tokenSchema, password: passwordSchema });
 
 export const loginSchema = z.object({
   email: emailSchema,
