@@ -61,6 +61,7 @@ test(`killing the worker in the middle of a ${RECIPIENTS}-recipient campaign los
     DNS_SERVERS: dns.address,
     JWT_SECRET: api.env.JWT_SECRET,
     PUBLIC_URL: api.env.PUBLIC_URL,
+    SYSTEM_EMAIL_FROM: api.env.SYSTEM_EMAIL_FROM,
     DATA_DIR: fs.mkdtempSync(path.join(os.tmpdir(), 'crash-worker-')),
     CAMPAIGN_BATCH_SIZE: '500',
   };

@@ -7,6 +7,7 @@ import { createLogger } from '../../src/log';
 import { type Service, startService } from '../../src/main';
 import { freePort } from '../../src/db/embedded-postgres';
 import { createTestDatabase } from './db';
+import { ACCOUNT_MAIL_SENDER } from './smtp-sink';
 
 export interface ApiResponse<T = any> {
   status: number;
@@ -76,6 +77,7 @@ export async function startTestService(env: Record<string, string> = {}, role: R
     PORT: port,
     PUBLIC_URL: `http://127.0.0.1:${port}`,
     HOST: '127.0.0.1',
+    SYSTEM_EMAIL_FROM: ACCOUNT_MAIL_SENDER,
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
     DATABASE_POOL_MAX: '5',
     // Each test service gets its own in-memory Temporal dev server on a free port, unless
