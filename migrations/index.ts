@@ -5,6 +5,7 @@ import { Migration20261121000300_automations } from './Migration20261121000300_a
 import { Migration20261121000400_bulk_jobs } from './Migration20261121000400_bulk_jobs';
 import { Migration20261121000500_contact_imports } from './Migration20261121000500_contact_imports';
 import { Migration20261121000600_auth_tokens } from './Migration20261121000600_auth_tokens';
+import { Migration20261121000700_project_invites } from './Migration20261121000700_project_invites';
 
 /** Every migration in the order it runs; append new ones, never edit landed ones. */
 export const migrationsList = [
@@ -15,4 +16,5 @@ export const migrationsList = [
   { name: 'Migration20261121000400_bulk_jobs', class: Migration20261121000400_bulk_jobs },
   { name: 'Migration20261121000500_contact_imports', class: Migration20261121000500_contact_imports },
   { name: 'Migration20261121000600_auth_tokens', class: Migration20261121000600_auth_tokens },
+  { name: 'Migration20261121000700_project_invites', class: Migration20261121000700_project_invites },
 ];

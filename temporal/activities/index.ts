@@ -10,7 +10,7 @@ import { endSnooze } from '../../src/modules/contacts/contacts.service';
 import { checkDomain } from '../../src/modules/domains/domains.service';
 import type { EmailDispatcher } from '../../src/modules/emails/dispatch';
 import type { Mailer } from '../../src/mail/transport';
-import { sendAccountEmail, type TokenPurpose } from '../../src/modules/accounts/account-emails';
+import { type AccountEmail, sendAccountEmail } from '../../src/modules/accounts/account-emails';
 import type { AutomationDispatcher } from '../../src/modules/workflows/automation-dispatch';
 import type { AutomationRuntime, WaitEnd } from '../../src/modules/workflows/automation-runtime';
 import type { ActivityHub } from '../../src/modules/events/contact-activity';
@@ -68,8 +68,8 @@ export function createActivities(deps: ActivityDeps) {
       return { done: r.done };
     },
 
-    /** A verification or password-reset mail with a fresh token; fails (to be retried) until SMTP accepts it. */
-    async sendAccountEmail(input: { userId: string; purpose: TokenPurpose }): Promise<{ sent: boolean }> {
+    /** A verification or password-reset mail with a fresh token, or an invitation; fails (to be retried) until SMTP accepts it. */
+    async sendAccountEmail(input: AccountEmail): Promise<{ sent: boolean }> {
       return sendAccountEmail(deps.orm.em.fork(), deps.accountMail, input);
     },
 

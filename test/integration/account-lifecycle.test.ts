@@ -1,4 +1,5 @@
 import { dbQuery } from '../setup/db';
+import { caughtMail, mailedToken as mailed } from '../setup/mailbox';
 import { startTestService, type TestService } from '../setup/service';
 
 let svc: TestService;
@@ -7,21 +8,12 @@ beforeAll(async () => {
 });
 afterAll(() => svc.stop());
 
-/** The token of the newest mail to `to` with this subject, as caught by the dev mailbox (the real SMTP path). */
+/** The token mailed to `to`, after checking the mail's sender and that its link is under PUBLIC_URL. */
 async function mailedToken(to: string, subject: string, after = 0): Promise<string> {
-  const deadline = Date.now() + 20_000;
-  for (;;) {
-    const mail = (await svc.api.get(`/dev/mailbox?to=${encodeURIComponent(to)}`)).body.data.filter((m: { subject: string }) => m.subject === subject);
-    if (mail.length > after) {
-      const [newest] = mail;
-      expect(newest.from).toEqual([expect.objectContaining({ address: 'accounts@example.test' })]);
-      const link = /https:\/\/app\.example\.test\/[a-z-]+\?token=([A-Za-z0-9_-]+)/.exec(newest.text);
-      expect(link).not.toBeNull();
-      return link![1];
-    }
-    if (Date.now() > deadline) throw new Error(`no "${subject}" mail to ${to}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  const mail = await caughtMail(svc, to, subject, after);
+  expect(mail.from).toEqual([expect.objectContaining({ address: 'accounts@example.test' })]);
+  expect(mail.text).toMatch(/https:\/\/app\.example\.test\/[a-z-]+\?token=/);
+  return mailed(svc, to, subject, after);
 }
 
 test('signup mails a verification link; its token verifies the address once', async () => {

@@ -6,9 +6,13 @@ import { badRequest } from '../../http/errors';
 import type { Mailer } from '../../mail/transport';
 import type { TemporalClient } from '../../../temporal/client';
 import { workflowIds } from '../../../temporal/task-queues';
+import { acceptInvites } from './members.service';
 import { hashPassword } from './passwords';
 
 export type TokenPurpose = 'verify_email' | 'reset_password';
+
+/** What an `account-email` workflow mails: a link with a token, or news of a project invitation. */
+export type AccountEmail = { userId: string; purpose: TokenPurpose } | { invite: { email: string; projectId: string; role: string } };
 
 const LIFETIME_HOURS: Record<TokenPurpose, number> = { verify_email: 48, reset_password: 1 };
 
@@ -19,20 +23,35 @@ const hashToken = (token: string) => crypto.createHash('sha256').update(token).d
  * process that holds the SMTP transport), retried until the SMTP server accepts it. The token is made
  * by the activity, so it appears nowhere but in the mail: not in the request, not in workflow history.
  */
-export async function queueAccountEmail(temporal: TemporalClient, userId: string, purpose: TokenPurpose): Promise<void> {
+export async function queueAccountEmail(temporal: TemporalClient, email: AccountEmail): Promise<void> {
   await temporal.client.workflow.start('accountEmailWorkflow', {
     workflowId: workflowIds.accountEmail(newId()),
     taskQueue: temporal.taskQueue,
-    args: [{ userId, purpose }],
+    args: [email],
   });
 }
 
-/** The activity's work: a fresh token (its hash stored) and the mail that carries it. */
-export async function sendAccountEmail(
-  em: EntityManager,
-  deps: { mailer: Mailer; publicUrl: string; from: string },
-  input: { userId: string; purpose: TokenPurpose },
-): Promise<{ sent: boolean }> {
+type MailDeps = { mailer: Mailer; publicUrl: string; from: string };
+
+async function mail(deps: MailDeps, to: string, subject: string, text: string): Promise<{ sent: boolean }> {
+  const outcome = await deps.mailer.send({ from: deps.from, to, subject, text });
+  if (outcome.kind !== 'sent') throw new Error(`account email not accepted: ${outcome.error}`);
+  return { sent: true };
+}
+
+/** The activity's work: an invitation, or a fresh token (its hash stored) and the mail that carries it. */
+export async function sendAccountEmail(em: EntityManager, deps: MailDeps, input: AccountEmail): Promise<{ sent: boolean }> {
+  if ('invite' in input) {
+    const [project] = await sql<{ name: string }>(em, `SELECT name FROM projects WHERE id = ?`, [input.invite.projectId]);
+    if (!project) return { sent: false };
+    return mail(
+      deps,
+      input.invite.email,
+      `You are invited to ${project.name}`,
+      `You have been added to the project "${project.name}" as ${input.invite.role}.\n\nSign in at ${deps.publicUrl} with ${input.invite.email}` +
+        ` (or sign up with it and verify the address) to see it.`,
+    );
+  }
   const [user] = await sql<{ email: string; email_verified: boolean }>(em, `SELECT email, email_verified FROM users WHERE id = ?`, [input.userId]);
   if (!user || (input.purpose === 'verify_email' && user.email_verified)) return { sent: false };
   const token = crypto.randomBytes(32).toString('base64url');
@@ -47,9 +66,7 @@ export async function sendAccountEmail(
     input.purpose === 'verify_email'
       ? ['Verify your email address', `Confirm that ${user.email} is yours by opening this link within 48 hours:\n\n${link}\n\nIf you did not sign up, ignore this message.`]
       : ['Reset your password', `Someone asked to reset the password of ${user.email}. To choose a new one, open this link within an hour:\n\n${link}\n\nIf it was not you, ignore this message; your password stays as it is.`];
-  const outcome = await deps.mailer.send({ from: deps.from, to: user.email, subject, text });
-  if (outcome.kind !== 'sent') throw new Error(`account email not accepted: ${outcome.error}`);
-  return { sent: true };
+  return mail(deps, user.email, subject, text);
 }
 
 /** Uses a token once: answers its user, or 400 when it is unknown, used, expired or for something else. */
@@ -67,6 +84,7 @@ export async function verifyEmail(em: EntityManager, token: string): Promise<str
   return em.transactional(async (tx) => {
     const userId = await useToken(tx, token, 'verify_email');
     await sql(tx, `UPDATE users SET email_verified = true, updated_at = now() WHERE id = ?`, [userId]);
+    await acceptInvites(tx, userId);
     return userId;
   });
 }

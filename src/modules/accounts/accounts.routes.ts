@@ -6,9 +6,12 @@ import type { Guards } from '../../http/guards';
 import { body, uuidParam } from '../../http/validate';
 import type { TemporalClient } from '../../../temporal/client';
 import { queueAccountEmail, resetPassword, userIdByEmail, verifyEmail } from './account-emails';
+import { changeRole, inviteMember, listMembers, removeMember } from './members.service';
 import {
+  changeRoleSchema,
   createProjectSchema,
   credentialsSchema,
+  inviteMemberSchema,
   loginSchema,
   requestPasswordResetSchema,
   resetPasswordSchema,
@@ -45,7 +48,7 @@ export function accountRoutes(router: Router, g: Guards, settings: AccountSettin
     const input = body(ctx, credentialsSchema);
     const user = await signup(ctx.state.em, input.email, input.password);
     // The verification mail is on its way, not awaited: signing up never depends on it.
-    await queueAccountEmail(settings.temporal, user.id, 'verify_email').catch((err) =>
+    await queueAccountEmail(settings.temporal, { userId: user.id, purpose: 'verify_email' }).catch((err) =>
       ctx.state.log?.warn({ err, userId: user.id }, 'could not queue the verification email'),
     );
     startSession(ctx, user);
@@ -74,7 +77,7 @@ export function accountRoutes(router: Router, g: Guards, settings: AccountSettin
   router.post('/auth/request-verification', g.session, async (ctx) => {
     const user = await getUser(ctx.state.em, ctx.state.user!.id);
     if (user.emailVerified) throw badRequest('This email address is already verified', 'ALREADY_VERIFIED');
-    await queueAccountEmail(settings.temporal, user.id, 'verify_email');
+    await queueAccountEmail(settings.temporal, { userId: user.id, purpose: 'verify_email' });
     ctx.status = 202;
     ctx.body = { success: true };
   });
@@ -83,7 +86,7 @@ export function accountRoutes(router: Router, g: Guards, settings: AccountSettin
   router.post('/auth/request-password-reset', g.body, async (ctx) => {
     const { email } = body(ctx, requestPasswordResetSchema);
     const userId = await userIdByEmail(ctx.state.em, email);
-    if (userId) await queueAccountEmail(settings.temporal, userId, 'reset_password');
+    if (userId) await queueAccountEmail(settings.temporal, { userId, purpose: 'reset_password' });
     ctx.status = 202;
     ctx.body = { success: true };
   });
@@ -121,5 +124,40 @@ export function accountRoutes(router: Router, g: Guards, settings: AccountSettin
     requireRole(role, ['OWNER', 'ADMIN'], 'rotate API keys');
     ctx.body = await regenerateKeys(ctx.state.em, id, role);
     settings.projectChanged(id);
+  });
+
+  // Teams: any member sees the list; OWNER and ADMIN manage it (only an OWNER touches the OWNER role).
+  router.get('/projects/:id/members', g.session, async (ctx) => {
+    const id = uuidParam(ctx);
+    await membership(ctx.state.em, ctx.state.user!.id, id);
+    ctx.body = { data: await listMembers(ctx.state.em, id) };
+  });
+
+  router.post('/projects/:id/members', g.session, async (ctx) => {
+    const id = uuidParam(ctx);
+    const role = await membership(ctx.state.em, ctx.state.user!.id, id);
+    const input = body(ctx, inviteMemberSchema);
+    const member = await inviteMember(ctx.state.em, id, role, ctx.state.user!.id, input.email, input.role);
+    await queueAccountEmail(settings.temporal, { invite: { email: input.email, projectId: id, role: input.role } }).catch((err) =>
+      ctx.state.log?.warn({ err, projectId: id }, 'could not queue the invitation email'),
+    );
+    ctx.status = 201;
+    ctx.body = member;
+  });
+
+  router.patch('/projects/:id/members/:userId', g.session, async (ctx) => {
+    const id = uuidParam(ctx);
+    const target = uuidParam(ctx, 'userId');
+    const role = await membership(ctx.state.em, ctx.state.user!.id, id);
+    await changeRole(ctx.state.em, id, role, target, body(ctx, changeRoleSchema).role);
+    ctx.body = (await listMembers(ctx.state.em, id)).find((m) => m.id === target);
+  });
+
+  router.delete('/projects/:id/members/:userId', g.session, async (ctx) => {
+    const id = uuidParam(ctx);
+    const target = uuidParam(ctx, 'userId');
+    const role = await membership(ctx.state.em, ctx.state.user!.id, id);
+    await removeMember(ctx.state.em, id, { userId: ctx.state.user!.id, role }, target);
+    ctx.body = { id: target, deleted: true };
   });
 }

@@ -27,3 +27,7 @@ export const updateProjectSchema = z.object({
   name: z.string().trim().min(1).max(100).optional(),
   settings: projectSettingsSchema.partial().optional(),
 });
+
+const roleSchema = z.enum(['OWNER', 'ADMIN', 'MEMBER']);
+export const inviteMemberSchema = z.object({ email: emailSchema, role: roleSchema.default('MEMBER') });
+export const changeRoleSchema = z.object({ role: roleSchema });

@@ -1,0 +1,26 @@
+import type { TestService } from './service';
+
+export interface CaughtMail {
+  subject: string;
+  text: string;
+  from: Array<{ address: string }>;
+}
+
+/** Waits for the dev mailbox (the real SMTP path) to hold more than `after` mails to `to` with this subject; answers the newest. */
+export async function caughtMail(svc: TestService, to: string, subject: string, after = 0): Promise<CaughtMail> {
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    const mail = (await svc.api.get(`/dev/mailbox?to=${encodeURIComponent(to)}`)).body.data.filter((m: CaughtMail) => m.subject === subject);
+    if (mail.length > after) return mail[0];
+    if (Date.now() > deadline) throw new Error(`no "${subject}" mail to ${to}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** The token of the link in such a mail. */
+export async function mailedToken(svc: TestService, to: string, subject: string, after = 0): Promise<string> {
+  const mail = await caughtMail(svc, to, subject, after);
+  const link = /\/[a-z-]+\?token=([A-Za-z0-9_-]+)/.exec(mail.text);
+  if (!link) throw new Error(`no token link in "${subject}"`);
+  return link[1];
+}
