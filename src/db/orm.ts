@@ -125,3 +125,11 @@ export async function holdUntilCommit(tx: EntityManager, key: string): Promise<v
 export async function awaitCommit(em: EntityManager, key: string): Promise<void> {
   await em.fork().transactional((tx) => sql(tx, `SELECT pg_advisory_xact_lock_shared(hashtext(?))`, [key]));
 }
+
+/** Runs `read`; when it finds nothing, waits for the writer holding `key` to end, then reads once more. */
+export async function readAfterCommit<T>(em: EntityManager, key: string, read: () => Promise<T | undefined>): Promise<T | undefined> {
+  const found = await read();
+  if (found !== undefined) return found;
+  await awaitCommit(em, key);
+  return read();
+}

@@ -1,11 +1,12 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
-import { awaitCommit, holdUntilCommit, sql } from '../../db/orm';
+import { holdUntilCommit, readAfterCommit, sql } from '../../db/orm';
 import { notFound } from '../../http/errors';
 import type { TemporalClient } from '../../../temporal/client';
-import { searchAttributes, workflowIds } from '../../../temporal/task-queues';
+import { workflowIds } from '../../../temporal/task-queues';
 import type { EventRecord } from '../events/events.store';
 import { deleteContactsOf, setSubscriptionOf } from './contacts.service';
+import { startJobWorkflow } from './job-workflow';
 
 export type BulkKind = 'subscribe' | 'unsubscribe' | 'delete';
 
@@ -59,15 +60,7 @@ export async function createBulkJob(em: EntityManager, temporal: TemporalClient,
       ids,
     ]);
     await holdUntilCommit(tx, commitKey(row.id));
-    await temporal.client.workflow.start('bulkJobWorkflow', {
-      workflowId: workflowIds.bulkJob(row.id),
-      taskQueue: temporal.taskQueue,
-      args: [{ jobId: row.id }],
-      typedSearchAttributes: [
-        { key: searchAttributes.ProjectId, value: projectId },
-        { key: searchAttributes.JobId, value: row.id },
-      ],
-    });
+    await startJobWorkflow(temporal, 'bulkJobWorkflow', workflowIds.bulkJob(row.id), { id: row.id, projectId });
     return row;
   });
 }
@@ -105,11 +98,6 @@ export async function runBulkJobChunk(em: EntityManager, jobId: string): Promise
       );
       return { done, projectId: job.project_id, contactIds: changed, events };
     });
-  let result = await step();
-  if (!result) {
-    // Not there yet may mean not committed yet; after that, not there means rolled back.
-    await awaitCommit(em, commitKey(jobId));
-    result = await step();
-  }
-  return result ?? { done: true, contactIds: [], events: [] };
+  // Not there after the creating transaction ended means it rolled back.
+  return (await readAfterCommit(em, commitKey(jobId), step)) ?? { done: true, contactIds: [], events: [] };
 }

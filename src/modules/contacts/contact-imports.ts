@@ -1,12 +1,13 @@
 import fs from 'node:fs';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
-import { awaitCommit, holdUntilCommit, sql } from '../../db/orm';
+import { holdUntilCommit, readAfterCommit, sql } from '../../db/orm';
 import { notFound } from '../../http/errors';
 import type { TemporalClient } from '../../../temporal/client';
-import { searchAttributes, workflowIds } from '../../../temporal/task-queues';
+import { workflowIds } from '../../../temporal/task-queues';
 import { emailSchema } from '../../http/validate';
 import { inferValue, parseCsv } from './csv';
+import { startJobWorkflow } from './job-workflow';
 
 interface ImportRow {
   id: string;
@@ -75,15 +76,7 @@ export async function createImport(
       await sql(tx, `UPDATE contact_imports SET content = content || ? WHERE id = ?`, [piece, id]);
     }
     await holdUntilCommit(tx, commitKey(id));
-    await temporal.client.workflow.start('contactImportWorkflow', {
-      workflowId: workflowIds.contactImport(id),
-      taskQueue: temporal.taskQueue,
-      args: [{ jobId: id }],
-      typedSearchAttributes: [
-        { key: searchAttributes.ProjectId, value: projectId },
-        { key: searchAttributes.JobId, value: id },
-      ],
-    });
+    await startJobWorkflow(temporal, 'contactImportWorkflow', workflowIds.contactImport(id), { id, projectId });
     const [row] = await sql<ImportRow>(tx, `SELECT ${ROW_COLUMNS} FROM contact_imports WHERE id = ?`, [id]);
     return row;
   });
@@ -150,7 +143,8 @@ export async function importNextSlice(em: EntityManager, jobId: string): Promise
             errors.push({ line: r.line, error: `invalid email address: ${JSON.stringify(r.fields[emailColumn!].slice(0, 320))}` });
             continue;
           }
-          const data = contacts.get(email.data) ?? {};
+          // No prototype: a column named __proto__ is a field like any other.
+          const data = contacts.get(email.data) ?? (Object.create(null) as Record<string, unknown>);
           columns.forEach((name, i) => {
             const value = i === emailColumn || !name ? undefined : inferValue(r.fields[i]);
             if (value !== undefined) data[name] = value;
@@ -199,11 +193,6 @@ export async function importNextSlice(em: EntityManager, jobId: string): Promise
       );
       return { done: final, projectId: job.project_id, contactIds: written.map((w) => w.id) };
     });
-  let result = await step();
-  if (!result) {
-    // Not there yet may mean not committed yet; after that, not there means rolled back.
-    await awaitCommit(em, commitKey(jobId));
-    result = await step();
-  }
-  return result ?? { done: true, contactIds: [] };
+  // Not there after the creating transaction ended means it rolled back.
+  return (await readAfterCommit(em, commitKey(jobId), step)) ?? { done: true, contactIds: [] };
 }

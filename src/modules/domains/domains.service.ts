@@ -1,7 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Resolver } from '../../dns/resolver';
 import { newId } from '../../db/ids';
-import { awaitCommit, holdUntilCommit, isUniqueViolation, sql } from '../../db/orm';
+import { holdUntilCommit, isUniqueViolation, readAfterCommit, sql } from '../../db/orm';
 import { AppError, conflict, notFound } from '../../http/errors';
 import {
   type CheckedRecord,
@@ -117,11 +117,7 @@ const domainCommitKey = (id: string) => `domain:${id}`;
 
 export async function checkDomain(em: EntityManager, resolver: Resolver, id: string): Promise<DomainRow | undefined> {
   const byId = () => sql<DomainRow>(em, `SELECT * FROM domains WHERE id = ?`, [id]);
-  let [row] = await byId();
-  if (!row) {
-    await awaitCommit(em, domainCommitKey(id));
-    [row] = await byId();
-  }
+  const row = await readAfterCommit(em, domainCommitKey(id), async () => (await byId())[0]);
   if (!row) return undefined;
   const checked: CheckedRecord[] = await checkRecords(
     resolver,

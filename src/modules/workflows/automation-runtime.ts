@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Logger } from 'pino';
 import type { Resolver } from '../../dns/resolver';
-import { awaitCommit, sql } from '../../db/orm';
+import { readAfterCommit, sql } from '../../db/orm';
 import type { Links } from '../../mail/links';
 import { render, templateVariables } from '../../mail/render';
 import { projectSettings } from '../accounts/project-settings';
@@ -91,12 +91,7 @@ export class AutomationRuntime {
             ],
           )
         : sql<ExecutionRow>(this.em(), `SELECT * FROM workflow_executions WHERE id = ?`, [executionId]);
-    let [x] = await read();
-    if (!x) {
-      await awaitCommit(this.deps.orm.em, executionCommitKey(executionId));
-      [x] = await read();
-    }
-    return x;
+    return readAfterCommit(this.deps.orm.em, executionCommitKey(executionId), async () => (await read())[0]);
   }
 
   /** The first activity of a run: the definition, and on a fresh start the TRIGGER step recorded (sequence 1). */
