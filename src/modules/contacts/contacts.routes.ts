@@ -1,9 +1,7 @@
 import type Router from '@koa/router';
 import type { Context } from 'koa';
-import fs from 'node:fs';
-import type { File } from 'formidable';
-import { koaBody } from 'koa-body';
-import { AppError, simpleBadRequest } from '../../http/errors';
+import { simpleBadRequest } from '../../http/errors';
+import { multipartFile, withUploadedFile } from '../../http/multipart';
 import type { Guards } from '../../http/guards';
 import { body, queryValue, uuidParam } from '../../http/validate';
 import { isUuid } from '../../db/ids';
@@ -108,33 +106,13 @@ export function contactRoutes(router: Router, g: Guards, hooks: ContactHooks): v
     ctx.body = { field, deleted: true, contactsUpdated: contacts.length };
   });
 
-  // The file goes to a temporary file as it arrives (never whole in memory), then into the job.
-  const csvUpload = koaBody({
-    multipart: true,
-    json: false,
-    urlencoded: false,
-    text: false,
-    formidable: { maxFileSize: IMPORT_MAX_BYTES, maxTotalFileSize: IMPORT_MAX_BYTES, maxFiles: 1 },
-    onError: (err) => {
-      if ((err as { httpCode?: number }).httpCode === 413) throw new AppError(413, 'PAYLOAD_TOO_LARGE', 'The CSV file is larger than 5 MB');
-      throw simpleBadRequest(`Invalid multipart body: ${err.message}`);
-    },
-  });
+  const csvUpload = multipartFile(IMPORT_MAX_BYTES, 'The CSV file is larger than 5 MB');
   router.post('/contacts/import', g.secret, csvUpload, async (ctx) => {
-    const field = ctx.request.files?.file;
-    const file = (Array.isArray(field) ? field[0] : field) as File | undefined;
-    try {
-      if (!file) {
-        throw new AppError(422, 'VALIDATION_ERROR', 'Request validation failed', {
-          errors: [{ field: 'file', message: 'A CSV file is required in the multipart field "file"', code: 'invalid_type' }],
-        });
-      }
-      const job = await createImport(ctx.state.em, hooks.temporal, ctx.state.project!.id, { path: file.filepath, name: file.originalFilename, size: file.size });
-      ctx.status = 202;
-      ctx.body = toImportDto(job);
-    } finally {
-      if (file) await fs.promises.rm(file.filepath, { force: true });
-    }
+    const job = await withUploadedFile(ctx, 'file', 'A CSV file', (file) =>
+      createImport(ctx.state.em, hooks.temporal, ctx.state.project!.id, { path: file.filepath, name: file.originalFilename, size: file.size }),
+    );
+    ctx.status = 202;
+    ctx.body = toImportDto(job);
   });
 
   router.get('/contacts/import/:jobId', g.secret, async (ctx) => {
