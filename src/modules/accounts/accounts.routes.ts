@@ -7,6 +7,7 @@ import { body, uuidParam } from '../../http/validate';
 import type { TemporalClient } from '../../../temporal/client';
 import { queueAccountEmail, resetPassword, userIdByEmail, verifyEmail } from './account-emails';
 import { changeRole, inviteMember, listMembers, removeMember } from './members.service';
+import { deleteProject, resetProject } from './project-lifecycle';
 import {
   changeRoleSchema,
   createProjectSchema,
@@ -124,6 +125,21 @@ export function accountRoutes(router: Router, g: Guards, settings: AccountSettin
     requireRole(role, ['OWNER', 'ADMIN'], 'rotate API keys');
     ctx.body = await regenerateKeys(ctx.state.em, id, role);
     settings.projectChanged(id);
+  });
+
+  // Irreversible, so OWNER only; the project's running workflows are cancelled first.
+  router.post('/users/@me/projects/:id/reset', g.session, async (ctx) => {
+    const id = uuidParam(ctx);
+    requireRole(await membership(ctx.state.em, ctx.state.user!.id, id), ['OWNER'], 'reset the project');
+    ctx.body = { id, reset: true, ...(await resetProject(ctx.state.em, settings.temporal, id)) };
+  });
+
+  router.delete('/users/@me/projects/:id', g.session, async (ctx) => {
+    const id = uuidParam(ctx);
+    requireRole(await membership(ctx.state.em, ctx.state.user!.id, id), ['OWNER'], 'delete the project');
+    await deleteProject(ctx.state.em, settings.temporal, id);
+    settings.projectChanged(id);
+    ctx.body = { id, deleted: true };
   });
 
   // Teams: any member sees the list; OWNER and ADMIN manage it (only an OWNER touches the OWNER role).

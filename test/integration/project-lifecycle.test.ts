@@ -1,0 +1,85 @@
+import { dbQuery } from '../setup/db';
+import { mailedToken } from '../setup/mailbox';
+import { type Account, createAccount, startTestService, type TestService } from '../setup/service';
+
+let svc: TestService;
+beforeAll(async () => {
+  svc = await startTestService();
+});
+afterAll(() => svc.stop());
+
+/** Rows of the project in every table that has a project_id column, except what a reset keeps. */
+async function projectRows(projectId: string): Promise<Record<string, number>> {
+  const tables = await dbQuery(
+    svc.databaseUrl,
+    `SELECT table_name FROM information_schema.columns WHERE table_schema = 'public' AND column_name = 'project_id'
+       AND table_name NOT IN ('project_members', 'project_invites', 'rate_limit_windows') ORDER BY 1`,
+  );
+  const out: Record<string, number> = {};
+  for (const { table_name: t } of tables) {
+    const [{ n }] = await dbQuery(svc.databaseUrl, `SELECT count(*)::int AS n FROM "${t}" WHERE project_id = $1`, [projectId]);
+    if (n) out[t] = n;
+  }
+  return out;
+}
+
+async function populate(acct: Account): Promise<{ segmentId: string; executionId: string }> {
+  const key = { key: acct.project.secretKey };
+  await svc.api.post('/v1/track', { email: 'a@life.test', event: 'signup', data: { plan: 'pro' } }, { key: acct.project.publicKey });
+  const contact = (await svc.api.post('/contacts', { email: 'b@life.test' }, key)).body;
+  const segment = (await svc.api.post('/segments', { name: 'Pros', condition: { logic: 'AND', groups: [{ filters: [{ field: 'data.plan', operator: 'equals', value: 'pro' }] }] } }, key)).body;
+  const wf = (await svc.api.post('/workflows', { name: 'Wait', eventName: 'never-tracked' }, key)).body;
+  const wait = (await svc.api.post(`/workflows/${wf.id}/steps`, { type: 'WAIT_FOR_EVENT', name: 'w', config: { eventName: 'paid' } }, key)).body;
+  const done = (await svc.api.post(`/workflows/${wf.id}/steps`, { type: 'EXIT', name: 'done', config: {} }, key)).body;
+  await svc.api.post(`/workflows/${wf.id}/transitions`, { fromStepId: wf.steps[0].id, toStepId: wait.id }, key);
+  await svc.api.post(`/workflows/${wf.id}/transitions`, { fromStepId: wait.id, toStepId: done.id, outcome: 'event' }, key);
+  const started = await svc.api.post(`/workflows/${wf.id}/executions`, { contactId: contact.id }, key);
+  if (started.status !== 201) throw new Error(JSON.stringify(started.body));
+  const execution = started.body;
+  return { segmentId: segment.id, executionId: execution.id };
+}
+
+const statusOf = async (workflowId: string) => (await svc.temporal.client.workflow.getHandle(workflowId).describe()).status.name;
+
+async function eventually(check: () => Promise<boolean>) {
+  const deadline = Date.now() + 20_000;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error('timed out');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+test('reset wipes the data and cancels the running workflows; the project, its keys and its members stay', async () => {
+  const acct = await createAccount(svc.api, 'Resettable');
+  const { segmentId, executionId } = await populate(acct);
+  await eventually(async () => (await statusOf(`automation:${executionId}`)) === 'RUNNING');
+  expect(Object.keys(await projectRows(acct.project.id))).toEqual(expect.arrayContaining(['contacts', 'events', 'segments', 'workflows', 'workflow_executions']));
+
+  const res = await svc.api.post(`/users/@me/projects/${acct.project.id}/reset`, {}, { cookie: acct.cookie });
+  expect(res.status).toBe(200);
+  expect(res.body).toMatchObject({ id: acct.project.id, reset: true, cancelledWorkflows: expect.any(Number) });
+  expect(res.body.cancelledWorkflows).toBeGreaterThanOrEqual(2);
+  expect(await projectRows(acct.project.id)).toEqual({});
+  await eventually(async () => (await statusOf(`segment:${segmentId}`)) !== 'RUNNING' && (await statusOf(`automation:${executionId}`)) !== 'RUNNING');
+
+  expect((await svc.api.post('/v1/track', { email: 'again@life.test', event: 'back' }, { key: acct.project.publicKey })).status).toBe(200);
+  expect((await svc.api.get('/users/@me/projects', { cookie: acct.cookie })).body.map((p: { id: string }) => p.id)).toContain(acct.project.id);
+});
+
+test('only an OWNER may reset or delete; delete removes the project and its keys stop working', async () => {
+  const acct = await createAccount(svc.api, 'Doomed');
+  await populate(acct);
+  const signup = await svc.api.post('/auth/signup', { email: 'admin@doomed.test', password: 'admin password' });
+  await svc.api.post('/auth/verify-email', { token: await mailedToken(svc, 'admin@doomed.test', 'Verify your email address') });
+  await svc.api.post(`/projects/${acct.project.id}/members`, { email: 'admin@doomed.test', role: 'ADMIN' }, { cookie: acct.cookie });
+  const admin = { cookie: (signup.headers.get('set-cookie') ?? '').split(';')[0] };
+  expect((await svc.api.post(`/users/@me/projects/${acct.project.id}/reset`, {}, admin)).status).toBe(403);
+  expect((await svc.api.delete(`/users/@me/projects/${acct.project.id}`, admin)).status).toBe(403);
+
+  const res = await svc.api.delete(`/users/@me/projects/${acct.project.id}`, { cookie: acct.cookie });
+  expect(res.body).toEqual({ id: acct.project.id, deleted: true });
+  expect(await dbQuery(svc.databaseUrl, `SELECT 1 FROM projects WHERE id = $1`, [acct.project.id])).toEqual([]);
+  expect(await projectRows(acct.project.id)).toEqual({});
+  expect((await svc.api.get('/contacts', { key: acct.project.secretKey })).status).toBe(401);
+  expect((await svc.api.get('/users/@me/projects', { cookie: acct.cookie })).body).toEqual([]);
+});
