@@ -73,6 +73,23 @@ export async function getCampaign(em: EntityManager, projectId: string, id: stri
   return row;
 }
 
+/** The columns a create and a PUT both write, in the order both statements list them. */
+function campaignValues(input: CampaignInput, audience: Awaited<ReturnType<typeof checkAudience>>): unknown[] {
+  return [
+    input.name,
+    input.description ?? null,
+    input.subject,
+    input.body,
+    input.from,
+    input.fromName ?? null,
+    input.replyTo ?? null,
+    input.type,
+    input.audienceType,
+    audience.segmentId,
+    audience.condition ? JSON.stringify(audience.condition) : null,
+  ];
+}
+
 /** The audience rules of create and PUT: 400 for a missing segment or condition, 403 for the sender. */
 async function checkAudience(em: EntityManager, projectId: string, input: CampaignInput): Promise<{ segmentId: string | null; condition: ConditionTree | null }> {
   if (input.audienceType === 'SEGMENT') {
@@ -101,21 +118,7 @@ export async function createCampaign(em: EntityManager, projectId: string, input
     `INSERT INTO campaigns (id, project_id, name, description, subject, body, from_email, from_name, reply_to, type,
                             audience_type, segment_id, audience_condition)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb) RETURNING *`,
-    [
-      newId(),
-      projectId,
-      input.name,
-      input.description ?? null,
-      input.subject,
-      input.body,
-      input.from,
-      input.fromName ?? null,
-      input.replyTo ?? null,
-      input.type,
-      input.audienceType,
-      audience.segmentId,
-      audience.condition ? JSON.stringify(audience.condition) : null,
-    ],
+    [newId(), projectId, ...campaignValues(input, audience)],
   );
   return row;
 }
@@ -133,21 +136,7 @@ export async function replaceCampaign(em: EntityManager, projectId: string, id: 
     `UPDATE campaigns SET name = ?, description = ?, subject = ?, body = ?, from_email = ?, from_name = ?, reply_to = ?, type = ?,
        audience_type = ?, segment_id = ?, audience_condition = ?::jsonb, updated_at = now()
      WHERE project_id = ? AND id = ? AND status IN ('DRAFT', 'SCHEDULED') RETURNING *`,
-    [
-      input.name,
-      input.description ?? null,
-      input.subject,
-      input.body,
-      input.from,
-      input.fromName ?? null,
-      input.replyTo ?? null,
-      input.type,
-      input.audienceType,
-      audience.segmentId,
-      audience.condition ? JSON.stringify(audience.condition) : null,
-      projectId,
-      id,
-    ],
+    [...campaignValues(input, audience), projectId, id],
   );
   if (!row) throw badRequest('The campaign is no longer editable', 'CAMPAIGN_NOT_EDITABLE');
   return row;
