@@ -83,3 +83,20 @@ test('only an OWNER may reset or delete; delete removes the project and its keys
   expect((await svc.api.get('/contacts', { key: acct.project.secretKey })).status).toBe(401);
   expect((await svc.api.get('/users/@me/projects', { cookie: acct.cookie })).body).toEqual([]);
 });
+
+test('GET /projects/:id/setup-state follows the onboarding steps; another project is 404', async () => {
+  const acct = await createAccount(svc.api, 'Onboarding');
+  const state = () => svc.api.get(`/projects/${acct.project.id}/setup-state`, { cookie: acct.cookie });
+  const fresh = await state();
+  expect(fresh.status).toBe(200);
+  expect(fresh.body).toEqual({
+    steps: { verifiedDomain: false, contact: false, event: false, template: false, emailSent: false, campaign: false, workflowEnabled: false },
+    completed: 0,
+    total: 7,
+    done: false,
+  });
+  await svc.api.post('/v1/track', { email: 'first@onboarding.test', event: 'hello' }, { key: acct.project.publicKey });
+  expect((await state()).body).toMatchObject({ steps: { contact: true, event: true, template: false }, completed: 2 });
+  const stranger = await createAccount(svc.api, 'Stranger');
+  expect((await svc.api.get(`/projects/${acct.project.id}/setup-state`, { cookie: stranger.cookie })).status).toBe(404);
+});

@@ -8,6 +8,7 @@ import type { TemporalClient } from '../../../temporal/client';
 import { queueAccountEmail, resetPassword, userIdByEmail, verifyEmail } from './account-emails';
 import { changeRole, inviteMember, listMembers, removeMember } from './members.service';
 import { deleteProject, resetProject } from './project-lifecycle';
+import { setupState } from './setup-state';
 import {
   changeRoleSchema,
   createProjectSchema,
@@ -140,6 +141,12 @@ export function accountRoutes(router: Router, g: Guards, settings: AccountSettin
     await deleteProject(ctx.state.em, settings.temporal, id);
     settings.projectChanged(id);
     ctx.body = { id, deleted: true };
+  });
+
+  router.get('/projects/:id/setup-state', g.session, async (ctx) => {
+    const id = uuidParam(ctx);
+    await membership(ctx.state.em, ctx.state.user!.id, id);
+    ctx.body = await setupState(ctx.state.em, id);
   });
 
   // Teams: any member sees the list; OWNER and ADMIN manage it (only an OWNER touches the OWNER role).
