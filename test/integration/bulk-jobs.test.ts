@@ -1,5 +1,6 @@
 import { dbQuery } from '../setup/db';
 import { type Account, createAccount, startTestService, type TestService } from '../setup/service';
+import { until } from '../setup/until';
 
 let svc: TestService;
 let acct: Account;
@@ -24,14 +25,11 @@ async function contacts(prefix: string, n: number, subscribed = true, account = 
 
 /** Polls the job the way a client would, until it completes. */
 async function finished(jobId: string) {
-  const deadline = Date.now() + 30_000;
-  for (;;) {
+  return until(async () => {
     const res = await svc.api.get(`/contacts/bulk/${jobId}`, key());
     expect(res.status).toBe(200);
-    if (res.body.status === 'COMPLETED') return res.body;
-    if (Date.now() > deadline) throw new Error(`job ${jobId} still ${res.body.status}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+    return res.body.status === 'COMPLETED' ? res.body : undefined;
+  }, 30_000, `bulk job ${jobId}`);
 }
 
 const eventNames = async (ids: string[]) =>

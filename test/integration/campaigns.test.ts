@@ -3,6 +3,7 @@ import { ZoneDnsServer } from '../../src/dns/zone-server';
 import { verifiedDomain } from '../setup/sender';
 import { type Account, createAccount, startTestService, type TestService } from '../setup/service';
 import { SmtpSink } from '../setup/smtp-sink';
+import { until } from '../setup/until';
 
 let dns: ZoneDnsServer;
 let smtp: SmtpSink;
@@ -29,16 +30,6 @@ async function setup(name: string) {
   const domain = `${name.toLowerCase().replace(/\W/g, '')}.test`;
   await verifiedDomain(svc.api, dns, acct.project.secretKey, domain);
   return { acct, key, from: `news@${domain}` };
-}
-
-async function until<T>(probe: () => Promise<T | undefined>, ms = 30_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error('timed out');
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }
 
 const base = (from: string) => ({

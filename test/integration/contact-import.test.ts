@@ -1,5 +1,6 @@
 import { dbQuery } from '../setup/db';
 import { type Account, createAccount, startTestService, type TestService } from '../setup/service';
+import { until } from '../setup/until';
 
 let svc: TestService;
 let acct: Account;
@@ -17,14 +18,11 @@ async function upload(csv: string | Buffer, field = 'file', account = acct) {
 }
 
 async function finished(jobId: string) {
-  const deadline = Date.now() + 60_000;
-  for (;;) {
+  return until(async () => {
     const res = await svc.api.get(`/contacts/import/${jobId}`, { key: acct.project.secretKey });
     expect(res.status).toBe(200);
-    if (res.body.status === 'COMPLETED' || res.body.status === 'FAILED') return res.body;
-    if (Date.now() > deadline) throw new Error(`import ${jobId} still ${res.body.status}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+    return res.body.status === 'COMPLETED' || res.body.status === 'FAILED' ? res.body : undefined;
+  }, 60_000, `import ${jobId}`);
 }
 
 test('a CSV with an email header: valid rows imported with typed data, invalid rows reported by line, existing contacts merged', async () => {

@@ -2,6 +2,7 @@ import crypto from 'node:crypto';
 import { dbQuery } from '../setup/db';
 import { ZoneDnsServer } from '../../src/dns/zone-server';
 import { type Account, createAccount, startTestService, type TestService } from '../setup/service';
+import { until } from '../setup/until';
 
 let dns: ZoneDnsServer;
 let svc: TestService;
@@ -23,15 +24,7 @@ function publish(records: Array<{ name: string; value: string; purpose: string }
   for (const r of records) if (!purposes || purposes.includes(r.purpose)) dns.add(r.name, 'TXT', r.value);
 }
 
-async function until<T>(probe: () => Promise<T | undefined>, ms = 20_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error('timed out');
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
+const eventually = <T>(probe: () => Promise<T | undefined>, ms = 20_000) => until(probe, ms);
 
 test('POST /domains answers a pending domain with the records to publish, in the contract shape', async () => {
   const res = await svc.api.post('/domains', { domain: ' Mail.Example.TEST. ' }, key);
@@ -124,14 +117,14 @@ test('the background workflow verifies a domain once its records appear, and sto
   expect(description.searchAttributes.DomainId).toEqual([created.id]);
 
   publish(created.records);
-  await until(async () => {
+  await eventually(async () => {
     const [row] = await dbQuery(svc.databaseUrl, 'SELECT status FROM domains WHERE id = $1', [created.id]);
     return row.status === 'verified' ? true : undefined;
   });
 
   const del = await svc.api.delete(`/domains/${created.id}`, key);
   expect(del.body).toEqual({ id: created.id, deleted: true });
-  await until(async () => ((await handle.describe()).status.name !== 'RUNNING' ? true : undefined));
+  await eventually(async () => ((await handle.describe()).status.name !== 'RUNNING' ? true : undefined));
   expect((await svc.api.get(`/domains/${created.id}/verify`, key)).status).toBe(404);
 });
 

@@ -1,6 +1,7 @@
 import { dbQuery } from '../setup/db';
 import { mailedToken } from '../setup/mailbox';
 import { type Account, createAccount, startTestService, type TestService } from '../setup/service';
+import { until } from '../setup/until';
 
 let svc: TestService;
 beforeAll(async () => {
@@ -41,13 +42,7 @@ async function populate(acct: Account): Promise<{ segmentId: string; executionId
 
 const statusOf = async (workflowId: string) => (await svc.temporal.client.workflow.getHandle(workflowId).describe()).status.name;
 
-async function eventually(check: () => Promise<boolean>) {
-  const deadline = Date.now() + 20_000;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error('timed out');
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+const eventually = (check: () => Promise<boolean>) => until(async () => ((await check()) ? true : undefined), 20_000);
 
 test('reset wipes the data and cancels the running workflows; the project, its keys and its members stay', async () => {
   const acct = await createAccount(svc.api, 'Resettable');

@@ -1,6 +1,7 @@
 import { segmentSlug } from '../../src/modules/segments/segments.service';
 import { dbQuery } from '../setup/db';
 import { type Account, createAccount, startTestService, type TestService } from '../setup/service';
+import { until } from '../setup/until';
 
 let svc: TestService;
 let acct: Account;
@@ -27,15 +28,7 @@ const segmentEvents = async (contactId: string) =>
     await dbQuery(svc.databaseUrl, `SELECT name, data FROM events WHERE contact_id = $1 AND name LIKE 'segment.%' ORDER BY created_at, name`, [contactId])
   ).map((e) => `${e.name}`);
 
-async function eventually<T>(probe: () => Promise<T | undefined>, ms = 20_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error('timed out');
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+const eventually = <T>(probe: () => Promise<T | undefined>) => until(probe, 20_000);
 
 test('slugs of segment names', () => {
   expect(segmentSlug('VIP Customers')).toBe('vip-customers');

@@ -5,6 +5,7 @@ import { ZoneDnsServer } from '../../src/dns/zone-server';
 import { verifiedDomain } from '../setup/sender';
 import { type Account, createAccount, startTestService, type TestService } from '../setup/service';
 import { SmtpSink } from '../setup/smtp-sink';
+import { until } from '../setup/until';
 
 let dns: ZoneDnsServer;
 let smtp: SmtpSink;
@@ -63,16 +64,6 @@ function header(msg: { parsed: { headerLines: ReadonlyArray<{ key: string; line:
 
 async function emailRow(id: string) {
   return (await dbQuery(svc.databaseUrl, 'SELECT * FROM emails WHERE id = $1', [id]))[0];
-}
-
-async function until<T>(probe: () => Promise<T | undefined>, ms = 30_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error('timed out');
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }
 
 describe('a sent email', () => {

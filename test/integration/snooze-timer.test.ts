@@ -1,15 +1,8 @@
 import { dbQuery } from '../setup/db';
 import { createAccount, startTestService, type TestService } from '../setup/service';
+import { until } from '../setup/until';
 
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, ms = 30_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
+const waitFor = <T>(what: string, probe: () => Promise<T | undefined>, ms = 30_000) => until(probe, ms, what);
 
 const inSeconds = (s: number) => new Date(Date.now() + s * 1000).toISOString();
 

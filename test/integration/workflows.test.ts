@@ -6,6 +6,7 @@ import { dbQuery } from '../setup/db';
 import { verifiedDomain } from '../setup/sender';
 import { type Account, createAccount, startTestService, type TestService } from '../setup/service';
 import { SmtpSink } from '../setup/smtp-sink';
+import { until } from '../setup/until';
 
 /** A webhook receiver: records requests, answers with `replies` in order (then 200). */
 class Receiver {
@@ -60,16 +61,6 @@ afterAll(async () => {
   await smtp.stop();
   await dns.stop();
 });
-
-async function until<T>(probe: () => Promise<T | undefined>, ms = 30_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error('timed out');
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 /** Builds a workflow from a list of steps and edges; answers its id and the step ids by name. */
 async function build(

@@ -1,4 +1,5 @@
 import type { TestService } from './service';
+import { until } from './until';
 
 export interface CaughtMail {
   subject: string;
@@ -8,13 +9,10 @@ export interface CaughtMail {
 
 /** Waits for the dev mailbox (the real SMTP path) to hold more than `after` mails to `to` with this subject; answers the newest. */
 export async function caughtMail(svc: TestService, to: string, subject: string, after = 0): Promise<CaughtMail> {
-  const deadline = Date.now() + 20_000;
-  for (;;) {
+  return until(async () => {
     const mail = (await svc.api.get(`/dev/mailbox?to=${encodeURIComponent(to)}`)).body.data.filter((m: CaughtMail) => m.subject === subject);
-    if (mail.length > after) return mail[0];
-    if (Date.now() > deadline) throw new Error(`no "${subject}" mail to ${to}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+    return mail.length > after ? (mail[0] as CaughtMail) : undefined;
+  }, 20_000, `a "${subject}" mail to ${to}`);
 }
 
 /** The token of the link in such a mail. */
