@@ -6,6 +6,7 @@ import { Migration20261121000400_bulk_jobs } from './Migration20261121000400_bul
 import { Migration20261121000500_contact_imports } from './Migration20261121000500_contact_imports';
 import { Migration20261121000600_auth_tokens } from './Migration20261121000600_auth_tokens';
 import { Migration20261121000700_project_invites } from './Migration20261121000700_project_invites';
+import { Migration20261121000800_activity_counts } from './Migration20261121000800_activity_counts';
 
 /** Every migration in the order it runs; append new ones, never edit landed ones. */
 export const migrationsList = [
@@ -17,4 +18,5 @@ export const migrationsList = [
   { name: 'Migration20261121000500_contact_imports', class: Migration20261121000500_contact_imports },
   { name: 'Migration20261121000600_auth_tokens', class: Migration20261121000600_auth_tokens },
   { name: 'Migration20261121000700_project_invites', class: Migration20261121000700_project_invites },
+  { name: 'Migration20261121000800_activity_counts', class: Migration20261121000800_activity_counts },
 ];

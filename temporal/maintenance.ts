@@ -20,15 +20,20 @@ async function wakeOrStart(t: TemporalClient, d: { type: string; id: string; sha
 }
 
 /**
- * The service's standing executions: `maintenance` and the email and automation dispatchers. Every
+ * The service's standing executions: `maintenance`, `activity-counts` and the email and automation dispatchers. Every
  * worker process calls this at start; executions that already run are left as they are, except that
  * sleeping dispatchers are woken to look at what was queued while no worker ran.
  */
 export async function ensureStandingWorkflows(t: TemporalClient, counts: DispatcherCounts): Promise<void> {
-  try {
-    await t.client.workflow.start('maintenanceWorkflow', { workflowId: workflowIds.maintenance(), taskQueue: t.taskQueue, workflowIdConflictPolicy: 'USE_EXISTING' });
-  } catch (err) {
-    if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+  for (const [type, workflowId] of [
+    ['maintenanceWorkflow', workflowIds.maintenance()],
+    ['activityCountsWorkflow', workflowIds.activityCounts()],
+  ]) {
+    try {
+      await t.client.workflow.start(type, { workflowId, taskQueue: t.taskQueue, workflowIdConflictPolicy: 'USE_EXISTING' });
+    } catch (err) {
+      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+    }
   }
   for (const kind of ['email', 'automation'] as const) for (const d of dispatchers(kind, counts)) await wakeOrStart(t, d);
 }

@@ -17,6 +17,7 @@ export const workflowIds = {
   contactImport: (jobId: string) => `contact-import:${jobId}`,
   accountEmail: (id: string) => `account-email:${id}`,
   maintenance: () => 'maintenance',
+  activityCounts: () => 'activity-counts',
   emailDispatch: (shard: number) => `email-dispatch:${shard}`,
   segment: (segmentId: string) => `segment:${segmentId}`,
   automationDispatch: (shard: number) => `automation-dispatch:${shard}`,

@@ -5,6 +5,8 @@ import { HttpMethodEnum, koaBody } from 'koa-body';
 import type { Logger } from 'pino';
 import type { EntityManager, Orm } from '../db/orm';
 import { accountRoutes } from '../modules/accounts/accounts.routes';
+import { activityRoutes } from '../modules/activity/activity.routes';
+import { analyticsRoutes } from '../modules/analytics/analytics.routes';
 import { contactRoutes } from '../modules/contacts/contacts.routes';
 import { scheduleSnoozeEnd } from '../modules/contacts/snooze-timer';
 import { domainRoutes } from '../modules/domains/domains.routes';
@@ -100,6 +102,8 @@ export function createApp(deps: AppDeps): Koa {
   });
   uploadRoutes(router, guards, { dataDir: config.dataDir, publicUrl: config.publicUrl, maxBytes: config.UPLOAD_MAX_MB * 2 ** 20 });
   domainRoutes(router, guards, { temporal: deps.temporal, resolver: deps.resolver, spfValue: config.spfValue });
+  activityRoutes(router, guards);
+  analyticsRoutes(router, guards);
   // The dev mailbox exists only while the built-in capture SMTP server runs.
   if (!config.SMTP_URL) devMailboxRoutes(router);
 

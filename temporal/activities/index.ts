@@ -3,6 +3,7 @@ import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Logger } from 'pino';
 import { purgeExpiredIdempotencyKeys } from '../../src/http/idempotency';
 import { purgeRateLimitWindows } from '../../src/http/rate-limit';
+import { foldActivityCounts } from '../../src/modules/activity/activity-counts';
 import type { Resolver } from '../../src/dns/resolver';
 import { runBulkJobChunk } from '../../src/modules/contacts/bulk-jobs';
 import { importNextSlice } from '../../src/modules/contacts/contact-imports';
@@ -164,6 +165,10 @@ export function createActivities(deps: ActivityDeps) {
         idempotencyKeys: await purgeExpiredIdempotencyKeys(em, deps.idempotencyTtlHours),
         rateLimitWindows: await purgeRateLimitWindows(em),
       };
+    },
+
+    async foldActivityCounts(): Promise<{ folded: number }> {
+      return { folded: await foldActivityCounts(deps.orm.em.fork()) };
     },
   };
 }

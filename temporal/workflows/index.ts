@@ -9,4 +9,5 @@ export { contactSnoozeWorkflow } from './contact-snooze';
 export { domainVerificationWorkflow } from './domain-verification';
 export { emailDispatchWorkflow } from './email-dispatch';
 export { maintenanceWorkflow } from './maintenance';
+export { activityCountsWorkflow } from './activity-counts';
 export { segmentRefreshWorkflow } from './segment-refresh';

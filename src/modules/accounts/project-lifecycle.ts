@@ -41,6 +41,8 @@ export async function resetProject(em: EntityManager, temporal: TemporalClient, 
   const cancelledWorkflows = await cancelProjectWorkflows(temporal, projectId);
   await em.transactional(async (tx) => {
     for (const table of PROJECT_DATA) await sql(tx, `DELETE FROM ${table} WHERE project_id = ?`, [projectId]);
+    // Event counts go with the events; accepted-email counts are billing usage and stay with the project.
+    for (const table of ['activity_counts', 'activity_count_deltas']) await sql(tx, `DELETE FROM ${table} WHERE project_id = ? AND source = 'event'`, [projectId]);
   });
   return { cancelledWorkflows };
 }
@@ -50,6 +52,7 @@ export async function deleteProject(em: EntityManager, temporal: TemporalClient,
   await cancelProjectWorkflows(temporal, projectId);
   await em.transactional(async (tx) => {
     for (const table of PROJECT_DATA) await sql(tx, `DELETE FROM ${table} WHERE project_id = ?`, [projectId]);
+    await sql(tx, `DELETE FROM activity_count_deltas WHERE project_id = ?`, [projectId]);
     await sql(tx, `DELETE FROM projects WHERE id = ?`, [projectId]);
   });
 }

@@ -18,7 +18,7 @@ import type { TemplateRow } from '../templates/templates.service';
 import { executionCommitKey, type ExecutionRow } from './executions.service';
 import { callWebhook, WebhookError } from './webhook';
 import { conditionFilter, type Definition } from './workflows.service';
-import type { ExecutionStatus } from './workflows.schemas';
+import { type ExecutionStatus, UNIT_SECONDS } from './workflows.schemas';
 
 export interface RuntimeDeps {
   orm: MikroORM;
@@ -260,7 +260,15 @@ export class AutomationRuntime {
     const x = await this.execution(executionId, closed);
     if (!x) return;
     const step = x.definition.steps.find((s) => s.id === stepId)!;
-    await this.beginStep(x, stepId, step.type, seq, 'WAITING');
+    const run = await this.beginStep(x, stepId, step.type, seq, 'WAITING');
+    const config = step.config as { amount?: number; unit?: keyof typeof UNIT_SECONDS; timeout?: number };
+    const waitSeconds = step.type === 'DELAY' ? Number(config.amount) * UNIT_SECONDS[config.unit!] : config.timeout ? Number(config.timeout) : null;
+    // From the step's first start, so a retried activity does not move it.
+    await sql(
+      this.em(),
+      `UPDATE workflow_executions SET resume_at = (SELECT started_at FROM workflow_execution_steps WHERE id = ?) + ?::float8 * interval '1 second' WHERE id = ?`,
+      [run, waitSeconds, x.id],
+    );
     if (eventName) {
       await sql(
         this.em(),

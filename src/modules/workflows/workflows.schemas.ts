@@ -35,7 +35,7 @@ export const updateWorkflowSchema = z.object({
 });
 
 const MAX_DELAY_SECONDS = 365 * 86_400;
-const UNIT_SECONDS = { minutes: 60, hours: 3600, days: 86_400 } as const;
+export const UNIT_SECONDS = { minutes: 60, hours: 3600, days: 86_400 } as const;
 
 /** Step configs, as the reference semantics list them. */
 export const stepConfigSchemas = {

@@ -1,0 +1,176 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { sql } from '../../db/orm';
+import { notFound } from '../../http/errors';
+import { ceilHour, floorHour, hourlyCounts } from '../activity/activity-counts';
+import { type ChartWindow, DAY_MS, eventSeries } from '../activity/activity.service';
+import type { TOP_CAMPAIGN_METRICS } from '../activity/activity.schemas';
+import { isReservedEventName } from '../events/event-names';
+
+/** The mail metrics of the time series, and the event each counts (every event, not distinct emails). */
+const SERIES_EVENTS = {
+  sent: 'email.sent',
+  delivered: 'email.delivery',
+  opened: 'email.open',
+  clicked: 'email.click',
+  bounced: 'email.bounce',
+  complained: 'email.complaint',
+} as const;
+
+type SeriesMetric = keyof typeof SERIES_EVENTS;
+
+export async function mailTimeseries(em: EntityManager, projectId: string, w: ChartWindow) {
+  const { byBucket, totals } = await eventSeries(em, projectId, w, Object.values(SERIES_EVENTS));
+  const metrics = (counts: Map<string, number>) =>
+    Object.fromEntries(Object.entries(SERIES_EVENTS).map(([metric, name]) => [metric, counts.get(name) ?? 0])) as Record<SeriesMetric, number>;
+  return {
+    from: w.from.toISOString(),
+    to: w.to.toISOString(),
+    interval: w.interval,
+    totals: metrics(totals),
+    data: w.buckets.map((b) => ({ date: b.toISOString(), ...metrics(byBucket.get(b.getTime())!) })),
+  };
+}
+
+interface CampaignStatsRow {
+  id: string;
+  name: string;
+  subject: string;
+  status: string;
+  type: string;
+  total_recipients: number;
+  sent_count: number;
+  delivered_count: number;
+  opened_count: number;
+  clicked_count: number;
+  bounced_count: number;
+  complained_count: number;
+  failed_count: number;
+  sent_at: Date | null;
+  created_at: Date;
+}
+
+const CAMPAIGN_STATS_COLUMNS = `id, name, subject, status, type, total_recipients, sent_count, delivered_count, opened_count,
+  clicked_count, bounced_count, complained_count, failed_count, sent_at, created_at`;
+
+const rate = (n: number, of: number) => (of > 0 ? Math.round((n / of) * 10_000) / 10_000 : 0);
+
+/** Counters are of distinct emails (an email opened twice is one open); rates are of emails sent. */
+function campaignBreakdown(r: CampaignStatsRow) {
+  return {
+    id: r.id,
+    name: r.name,
+    subject: r.subject,
+    status: r.status,
+    type: r.type,
+    sentAt: r.sent_at ? new Date(r.sent_at).toISOString() : null,
+    recipients: r.total_recipients,
+    sent: r.sent_count,
+    delivered: r.delivered_count,
+    opened: r.opened_count,
+    clicked: r.clicked_count,
+    bounced: r.bounced_count,
+    complained: r.complained_count,
+    failed: r.failed_count,
+    openRate: rate(r.opened_count, r.sent_count),
+    clickRate: rate(r.clicked_count, r.sent_count),
+    bounceRate: rate(r.bounced_count, r.sent_count),
+    complaintRate: rate(r.complained_count, r.sent_count),
+  };
+}
+
+const METRIC_ORDER: Record<(typeof TOP_CAMPAIGN_METRICS)[number], string> = {
+  sent: 'sent_count',
+  delivered: 'delivered_count',
+  opened: 'opened_count',
+  clicked: 'clicked_count',
+  bounced: 'bounced_count',
+  complained: 'complained_count',
+  openRate: 'opened_count::float8 / nullif(sent_count, 0)',
+  clickRate: 'clicked_count::float8 / nullif(sent_count, 0)',
+};
+
+/** Campaigns that have sent, best first by `metric`; `from`/`to` filter on when sending started. */
+export async function topCampaigns(
+  em: EntityManager,
+  projectId: string,
+  q: { metric: (typeof TOP_CAMPAIGN_METRICS)[number]; limit: number; from?: Date; to?: Date },
+) {
+  const where = ['project_id = ?', 'sent_count > 0'];
+  const params: unknown[] = [projectId];
+  if (q.from) {
+    where.push('sent_at >= ?');
+    params.push(q.from);
+  }
+  if (q.to) {
+    where.push('sent_at < ?');
+    params.push(q.to);
+  }
+  const rows = await sql<CampaignStatsRow>(
+    em,
+    `SELECT ${CAMPAIGN_STATS_COLUMNS} FROM campaigns WHERE ${where.join(' AND ')}
+     ORDER BY ${METRIC_ORDER[q.metric]} DESC NULLS LAST, sent_at DESC NULLS LAST, id LIMIT ?`,
+    [...params, q.limit],
+  );
+  return { metric: q.metric, data: rows.map(campaignBreakdown) };
+}
+
+/** Every campaign past DRAFT with its breakdown, newest first (offset pages), and the project's totals. */
+export async function campaignStats(em: EntityManager, projectId: string, q: { page: number; pageSize: number; campaignId?: string }) {
+  if (q.campaignId) {
+    const [row] = await sql<CampaignStatsRow>(em, `SELECT ${CAMPAIGN_STATS_COLUMNS} FROM campaigns WHERE project_id = ? AND id = ?`, [
+      projectId,
+      q.campaignId,
+    ]);
+    if (!row) throw notFound('Campaign');
+    return { data: [campaignBreakdown(row)], total: 1, page: 1, pageSize: 1 };
+  }
+  const rows = await sql<CampaignStatsRow>(
+    em,
+    `SELECT ${CAMPAIGN_STATS_COLUMNS} FROM campaigns WHERE project_id = ? AND status <> 'DRAFT'
+     ORDER BY coalesce(sent_at, scheduled_for, created_at) DESC, id DESC LIMIT ? OFFSET ?`,
+    [projectId, q.pageSize, (q.page - 1) * q.pageSize],
+  );
+  const [sums] = await sql<Record<string, string>>(
+    em,
+    `SELECT count(*) AS campaigns, coalesce(sum(total_recipients), 0) AS recipients, coalesce(sum(sent_count), 0) AS sent,
+       coalesce(sum(delivered_count), 0) AS delivered, coalesce(sum(opened_count), 0) AS opened, coalesce(sum(clicked_count), 0) AS clicked,
+       coalesce(sum(bounced_count), 0) AS bounced, coalesce(sum(complained_count), 0) AS complained, coalesce(sum(failed_count), 0) AS failed
+     FROM campaigns WHERE project_id = ? AND status <> 'DRAFT'`,
+    [projectId],
+  );
+  const n = Object.fromEntries(Object.entries(sums).map(([k, v]) => [k, Number(v)]));
+  return {
+    data: rows.map(campaignBreakdown),
+    total: n.campaigns,
+    page: q.page,
+    pageSize: q.pageSize,
+    summary: {
+      recipients: n.recipients,
+      sent: n.sent,
+      delivered: n.delivered,
+      opened: n.opened,
+      clicked: n.clicked,
+      bounced: n.bounced,
+      complained: n.complained,
+      failed: n.failed,
+      openRate: rate(n.opened, n.sent),
+      clickRate: rate(n.clicked, n.sent),
+    },
+  };
+}
+
+/** The client's own event names by how often they were tracked in [from, to) (whole hours; default 30 days). */
+export async function topEvents(em: EntityManager, projectId: string, q: { limit: number; from?: Date; to?: Date }, now = new Date()) {
+  const to = ceilHour(q.to ?? now);
+  const from = floorHour(q.from ?? new Date(to.getTime() - 30 * DAY_MS));
+  const rows = await hourlyCounts(em, projectId, 'event', { from, to });
+  const counts = new Map<string, number>();
+  for (const r of rows) if (!isReservedEventName(r.name)) counts.set(r.name, (counts.get(r.name) ?? 0) + r.n);
+  const ranked = [...counts].filter(([, n]) => n > 0).sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
+  return {
+    from: from.toISOString(),
+    to: to.toISOString(),
+    distinct: ranked.length,
+    data: ranked.slice(0, q.limit).map(([name, count]) => ({ name, count })),
+  };
+}
