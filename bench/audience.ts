@@ -7,7 +7,8 @@
  */
 import http from 'node:http';
 import pg from 'pg';
-import { createBenchProject, embeddedDatabaseUrl, machine, median, request, startServiceProcess } from './service-process';
+import { createBenchProject, machine, median, request, startServiceProcess } from './service-process';
+import { embeddedDatabaseUrl } from '../src/db/embedded-postgres';
 
 const CONTACTS = Number(process.env.BENCH_CONTACTS ?? 1_000_000);
 const REPEAT = Number(process.env.BENCH_REPEAT ?? 5);

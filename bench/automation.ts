@@ -15,7 +15,8 @@
 import http from 'node:http';
 import pg from 'pg';
 import { freePort } from '../src/db/embedded-postgres';
-import { createBenchProject, embeddedDatabaseUrl, machine, median, memoryOf, percentile, request, startServiceProcess } from './service-process';
+import { createBenchProject, machine, median, memoryOf, percentile, request, startServiceProcess } from './service-process';
+import { embeddedDatabaseUrl } from '../src/db/embedded-postgres';
 
 const CONTACTS = Number(process.env.BENCH_CONTACTS ?? 10_000);
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);

@@ -14,7 +14,8 @@ import { Client, Connection } from '@temporalio/client';
 import pg from 'pg';
 import { freePort } from '../src/db/embedded-postgres';
 import { ZoneDnsServer } from '../src/dns/zone-server';
-import { createBenchProject, embeddedDatabaseUrl, machine, median, memoryOf, request, startServiceProcess } from './service-process';
+import { createBenchProject, machine, median, memoryOf, request, startServiceProcess } from './service-process';
+import { embeddedDatabaseUrl } from '../src/db/embedded-postgres';
 import { rawNodemailerRate, startSinkProcess } from './smtp-sink-process';
 
 const RECIPIENTS = Number(process.env.BENCH_RECIPIENTS ?? 100_000);

@@ -111,13 +111,6 @@ export function machine(): string {
   return `${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, Node ${process.version}`;
 }
 
-/** The URL of the embedded PostgreSQL a service process started in `dataDir`. */
-export function embeddedDatabaseUrl(dataDir: string): string {
-  const password = fs.readFileSync(path.join(dataDir, 'postgres-password'), 'utf8').trim();
-  const lines = fs.readFileSync(path.join(dataDir, 'postgres', 'postmaster.pid'), 'utf8').split('\n');
-  return `postgresql://postgres:${encodeURIComponent(password)}@127.0.0.1:${lines[3]}/postbox`;
-}
-
 /** Peak and current resident memory of a process, from /proc (Linux). */
 export function memoryOf(pid: number): { rssMb: number; peakMb: number } {
   const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');

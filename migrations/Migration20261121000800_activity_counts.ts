@@ -19,6 +19,16 @@ export class Migration20261121000800_activity_counts extends Migration {
       n bigint NOT NULL,
       PRIMARY KEY (project_id, source, hour, name, variant)
     )`);
+    // The same counts by UTC day, for windows of days to months.
+    this.addSql(`CREATE TABLE activity_counts_daily (
+      project_id uuid NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
+      source text NOT NULL,
+      day timestamptz NOT NULL,
+      name text NOT NULL,
+      variant text NOT NULL DEFAULT '',
+      n bigint NOT NULL,
+      PRIMARY KEY (project_id, source, day, name, variant)
+    )`);
     // No foreign key: a project's cascaded deletes write deltas while the project row is going away.
     this.addSql(`CREATE TABLE activity_count_deltas (
       id bigserial PRIMARY KEY,
@@ -35,12 +45,12 @@ export class Migration20261121000800_activity_counts extends Migration {
       BEGIN
         IF TG_OP = 'INSERT' THEN
           INSERT INTO activity_count_deltas (project_id, source, hour, name, variant, n)
-            SELECT project_id, 'event', date_trunc('hour', created_at), name,
+            SELECT project_id, 'event', date_trunc('hour', created_at, 'UTC'), name,
                    CASE WHEN name = 'email.bounce' THEN lower(coalesce(data->>'bounceType', '')) ELSE '' END, count(*)
             FROM changed GROUP BY 1, 2, 3, 4, 5;
         ELSE
           INSERT INTO activity_count_deltas (project_id, source, hour, name, variant, n)
-            SELECT project_id, 'event', date_trunc('hour', created_at), name,
+            SELECT project_id, 'event', date_trunc('hour', created_at, 'UTC'), name,
                    CASE WHEN name = 'email.bounce' THEN lower(coalesce(data->>'bounceType', '')) ELSE '' END, -count(*)
             FROM changed GROUP BY 1, 2, 3, 4, 5;
         END IF;
@@ -55,7 +65,7 @@ export class Migration20261121000800_activity_counts extends Migration {
     this.addSql(`CREATE FUNCTION count_emails() RETURNS trigger LANGUAGE plpgsql AS $$
       BEGIN
         INSERT INTO activity_count_deltas (project_id, source, hour, name, variant, n)
-          SELECT project_id, 'email', date_trunc('hour', created_at), 'accepted', type, count(*) FROM changed GROUP BY 1, 2, 3, 4, 5;
+          SELECT project_id, 'email', date_trunc('hour', created_at, 'UTC'), 'accepted', type, count(*) FROM changed GROUP BY 1, 2, 3, 4, 5;
         RETURN NULL;
       END $$`);
     this.addSql(`CREATE TRIGGER emails_counted_insert AFTER INSERT ON emails REFERENCING NEW TABLE AS changed
@@ -63,11 +73,13 @@ export class Migration20261121000800_activity_counts extends Migration {
 
     // What was recorded before the counts existed.
     this.addSql(`INSERT INTO activity_counts (project_id, source, hour, name, variant, n)
-      SELECT project_id, 'event', date_trunc('hour', created_at), name,
+      SELECT project_id, 'event', date_trunc('hour', created_at, 'UTC'), name,
              CASE WHEN name = 'email.bounce' THEN lower(coalesce(data->>'bounceType', '')) ELSE '' END, count(*)
       FROM events GROUP BY 1, 2, 3, 4, 5`);
     this.addSql(`INSERT INTO activity_counts (project_id, source, hour, name, variant, n)
-      SELECT project_id, 'email', date_trunc('hour', created_at), 'accepted', type, count(*) FROM emails GROUP BY 1, 2, 3, 4, 5`);
+      SELECT project_id, 'email', date_trunc('hour', created_at, 'UTC'), 'accepted', type, count(*) FROM emails GROUP BY 1, 2, 3, 4, 5`);
+    this.addSql(`INSERT INTO activity_counts_daily (project_id, source, day, name, variant, n)
+      SELECT project_id, source, date_trunc('day', hour, 'UTC'), name, variant, sum(n) FROM activity_counts GROUP BY 1, 2, 3, 4, 5`);
 
     // The upcoming-work view: when a waiting execution resumes (end of its DELAY or its event timeout).
     this.addSql(`ALTER TABLE workflow_executions ADD COLUMN resume_at timestamptz`);

@@ -7,6 +7,7 @@ import { Migration20261121000500_contact_imports } from './Migration202611210005
 import { Migration20261121000600_auth_tokens } from './Migration20261121000600_auth_tokens';
 import { Migration20261121000700_project_invites } from './Migration20261121000700_project_invites';
 import { Migration20261121000800_activity_counts } from './Migration20261121000800_activity_counts';
+import { Migration20261121000900_security_and_billing } from './Migration20261121000900_security_and_billing';
 
 /** Every migration in the order it runs; append new ones, never edit landed ones. */
 export const migrationsList = [
@@ -19,4 +20,5 @@ export const migrationsList = [
   { name: 'Migration20261121000600_auth_tokens', class: Migration20261121000600_auth_tokens },
   { name: 'Migration20261121000700_project_invites', class: Migration20261121000700_project_invites },
   { name: 'Migration20261121000800_activity_counts', class: Migration20261121000800_activity_counts },
+  { name: 'Migration20261121000900_security_and_billing', class: Migration20261121000900_security_and_billing },
 ];

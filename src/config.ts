@@ -39,9 +39,9 @@ const envSchema = z.object({
   DEV_SMTP_PORT: port.default(0),
   /** Domain whose SPF record authorises our sending host (`include:<it>`); default `a:<SMTP or public host>`. */
   SPF_INCLUDE: z.string().regex(/^[a-z0-9.-]+$/i, 'expected a domain name').optional(),
-  /** Background refresh of each segment's count, and recompute of tracked memberships (time-based conditions). */
   /** Recipients per delivery activity of a campaign send. */
   CAMPAIGN_BATCH_SIZE: z.coerce.number().int().min(1).max(5000).default(500),
+  /** Background refresh of each segment's count, and recompute of tracked memberships (time-based conditions). */
   SEGMENT_REFRESH_SECONDS: z.coerce.number().int().min(1).max(86_400).default(300),
   DOMAIN_CHECK_INTERVAL_SECONDS: z.coerce.number().int().min(1).max(86_400).default(300),
   /** Standing `email-dispatch:<n>` executions that share the outgoing queue. */
@@ -77,6 +77,22 @@ const envSchema = z.object({
   SYSTEM_EMAIL_FROM: z.email().optional(),
   /** POST /uploads/image: the largest image accepted. */
   UPLOAD_MAX_MB: z.coerce.number().positive().max(100).default(5),
+  /** Bounce and complaint rates are judged over this many days (of mail sent since the last review). */
+  SECURITY_WINDOW_DAYS: z.coerce.number().positive().max(90).default(7),
+  /** Emails sent in the window before a rate can suspend a project. */
+  SECURITY_MIN_SENT: z.coerce.number().int().min(1).default(100),
+  /** Permanent bounces per email sent above which a project is suspended (1 never suspends). */
+  SECURITY_BOUNCE_RATE: z.coerce.number().min(0).max(1).default(0.1),
+  /** Complaints per email sent above which a project is suspended (1 never suspends). */
+  SECURITY_COMPLAINT_RATE: z.coerce.number().min(0).max(1).default(0.005),
+  /** Billing: payment calls go to Stripe only when this is set. */
+  STRIPE_SECRET_KEY: z.string().min(1).optional(),
+  /** Signing secret of the Stripe webhook endpoint (POST /webhooks/incoming/stripe). */
+  STRIPE_WEBHOOK_SECRET: z.string().min(1).optional(),
+  /** The price a checkout subscribes to. */
+  STRIPE_PRICE_ID: z.string().min(1).optional(),
+  /** Base URL of the Stripe API (tests point it at a local fake). */
+  STRIPE_API_BASE: urlWithScheme(['http:', 'https:']).default('https://api.stripe.com'),
 });
 
 export type Role = 'all' | 'api' | 'worker';

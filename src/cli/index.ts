@@ -1,18 +1,30 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import os from 'node:os';
+import { loadConfig } from '../config';
+import { embeddedDatabaseUrl } from '../db/embedded-postgres';
+import { isUuid } from '../db/ids';
+import { createOrm } from '../db/orm';
 import { type ZoneRecords, ZoneDnsServer } from '../dns/zone-server';
+import { createLogger } from '../log';
+import { reinstateProject } from '../modules/security/security.service';
 
 const USAGE = `Usage:
   npm run cli -- create-project --email E --password P --name N [--url http://localhost:8080]
   npm run cli -- dns-server --zone zone.json [--port 5353]
+  npm run cli -- reinstate-project --project ID [--by NAME]
 
 create-project signs up (or logs in, if the account exists) through the running service's HTTP API,
 creates a project and prints its keys.
 
 dns-server is a small local DNS server for trying sender domains without a real one: it serves the
 records listed in the zone file (the response of POST /domains saved as is, or an array of them),
-re-read whenever the file changes. Point the service at it with DNS_SERVERS=127.0.0.1:<port>.`;
+re-read whenever the file changes. Point the service at it with DNS_SERVERS=127.0.0.1:<port>.
+
+reinstate-project lifts a project's suspension for its bounce or complaint rate (an operator's
+decision): its API keys work again and rates are judged afresh from now. It connects to DATABASE_URL,
+or to the embedded PostgreSQL of the service running in DATA_DIR.`;
 
 async function call(url: string, method: string, path: string, body?: unknown, cookie?: string) {
   const res = await fetch(url + path, {
@@ -83,10 +95,25 @@ async function dnsServer(args: string[]): Promise<void> {
   await new Promise(() => {});
 }
 
+async function reinstate(args: string[]): Promise<void> {
+  const { values } = parseArgs({ args, options: { project: { type: 'string' }, by: { type: 'string' } } });
+  if (!values.project || !isUuid(values.project)) throw new Error(`--project <uuid> is required\n\n${USAGE}`);
+  const config = loadConfig();
+  const log = createLogger('warn');
+  const orm = await createOrm(config.DATABASE_URL ?? embeddedDatabaseUrl(config.dataDir), { poolMax: 1, log });
+  try {
+    const { lifted } = await reinstateProject(orm.em.fork(), values.project, values.by ?? `cli:${os.userInfo().username}`);
+    process.stdout.write(`Project ${values.project} enabled; ${lifted} suspension(s) lifted\n`);
+  } finally {
+    await orm.close();
+  }
+}
+
 async function main(): Promise<void> {
   const [command, ...rest] = process.argv.slice(2);
   if (command === 'create-project') return createProject(rest);
   if (command === 'dns-server') return dnsServer(rest);
+  if (command === 'reinstate-project') return reinstate(rest);
   throw new Error(command ? `unknown command "${command}"\n\n${USAGE}` : USAGE);
 }
 

@@ -157,3 +157,10 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
   opts.log.info({ port }, 'embedded PostgreSQL started');
   return { url: urlFor(port, socketDir), owned: true, stop: () => pg.stop() };
 }
+
+/** The URL of the embedded PostgreSQL that a running service started in `dataDir` (for tools beside it). */
+export function embeddedDatabaseUrl(dataDir: string): string {
+  const password = fs.readFileSync(path.join(dataDir, 'postgres-password'), 'utf8').trim();
+  const lines = fs.readFileSync(path.join(dataDir, 'postgres', 'postmaster.pid'), 'utf8').split('\n');
+  return `postgresql://postgres:${encodeURIComponent(password)}@127.0.0.1:${lines[3]}/postbox`;
+}

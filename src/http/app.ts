@@ -7,6 +7,7 @@ import type { EntityManager, Orm } from '../db/orm';
 import { accountRoutes } from '../modules/accounts/accounts.routes';
 import { activityRoutes } from '../modules/activity/activity.routes';
 import { analyticsRoutes } from '../modules/analytics/analytics.routes';
+import { securityRoutes } from '../modules/security/security.routes';
 import { contactRoutes } from '../modules/contacts/contacts.routes';
 import { scheduleSnoozeEnd } from '../modules/contacts/snooze-timer';
 import { domainRoutes } from '../modules/domains/domains.routes';
@@ -91,7 +92,13 @@ export function createApp(deps: AppDeps): Koa {
   preferencePageRoutes(router, { links: deps.links, formBody: jsonBody, hub: deps.hub });
   // SNS posts JSON as text/plain.
   const textBody = koaBody({ text: true, json: true, textLimit: '1mb', jsonLimit: '1mb', multipart: false });
-  snsRoutes(router, { verifier: new SnsVerifier(config.SNS_CERT_HOSTS), textBody, hub: deps.hub });
+  const security = {
+    windowDays: config.SECURITY_WINDOW_DAYS,
+    minSent: config.SECURITY_MIN_SENT,
+    bounceRate: config.SECURITY_BOUNCE_RATE,
+    complaintRate: config.SECURITY_COMPLAINT_RATE,
+  };
+  snsRoutes(router, { verifier: new SnsVerifier(config.SNS_CERT_HOSTS), textBody, hub: deps.hub, security });
   segmentRoutes(router, guards, { temporal: deps.temporal, hub: deps.hub });
   campaignRoutes(router, guards, { temporal: deps.temporal, links: deps.links, hub: deps.hub });
   workflowRoutes(router, guards, { temporal: deps.temporal });
@@ -104,6 +111,7 @@ export function createApp(deps: AppDeps): Koa {
   domainRoutes(router, guards, { temporal: deps.temporal, resolver: deps.resolver, spfValue: config.spfValue });
   activityRoutes(router, guards);
   analyticsRoutes(router, guards);
+  securityRoutes(router, guards, security);
   // The dev mailbox exists only while the built-in capture SMTP server runs.
   if (!config.SMTP_URL) devMailboxRoutes(router);
 

@@ -88,6 +88,9 @@ describe('activity counts', () => {
     const since = new Date(Date.now() - 90 * 60_000).toISOString();
     expect((await svc.api.get(`/activity/recent-count?since=${encodeURIComponent(since)}`, okey())).body).toMatchObject({ count: 2, since });
     expect((await svc.api.get('/activity/recent-count?minutes=60', okey())).body.count).toBe(2); // the purchase 40 min ago and the seed
+    // Whole days, whole hours and partial hours at both ends, all in one window.
+    const days = new Date(Date.now() - 5 * DAY - 17 * 60_000).toISOString();
+    expect((await svc.api.get(`/activity/recent-count?since=${days}`, okey())).body.count).toBe(7);
     const types = (await svc.api.get('/activity/types', okey())).body.data;
     expect(types).toEqual([
       { type: 'purchase', category: 'custom', count: 5 },

@@ -1,23 +1,11 @@
-import { execFileSync } from 'node:child_process';
-import crypto from 'node:crypto';
-import fs from 'node:fs';
-import http from 'node:http';
-import type net from 'node:net';
-import os from 'node:os';
-import path from 'node:path';
-import { stringToSign, type SnsMessage } from '../../src/modules/webhooks/sns-signature';
 import { dbQuery } from '../setup/db';
 import { ZoneDnsServer } from '../../src/dns/zone-server';
 import { verifiedDomain } from '../setup/sender';
 import { type Account, createAccount, startTestService, type TestService } from '../setup/service';
 import { SmtpSink } from '../setup/smtp-sink';
+import { sesAcceptText, sesEvent, SnsStandIn } from '../setup/sns';
 
-/** A stand-in for the SNS endpoints: serves the signing certificate and records subscription confirmations. */
-let certServer: http.Server;
-let certBase: string;
-const confirmations: string[] = [];
-let privateKey: string;
-
+let sns: SnsStandIn;
 let dns: ZoneDnsServer;
 let smtp: SmtpSink;
 let svc: TestService;
@@ -25,29 +13,11 @@ let acct: Account;
 let key: { key: string };
 
 beforeAll(async () => {
-  // A real X.509 certificate, as SNS publishes, made with openssl.
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sns-'));
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${dir}/key.pem`, '-out', `${dir}/cert.pem`, '-days', '2', '-subj', '/CN=sns.test'], {
-    stdio: 'ignore',
-  });
-  privateKey = fs.readFileSync(`${dir}/key.pem`, 'utf8');
-  const cert = fs.readFileSync(`${dir}/cert.pem`, 'utf8');
-  certServer = http.createServer((req, res) => {
-    if (req.url === '/cert.pem') return res.end(cert);
-    if (req.url?.startsWith('/confirm')) {
-      confirmations.push(req.url);
-      return res.end('<ConfirmSubscriptionResponse/>');
-    }
-    res.statusCode = 404;
-    res.end();
-  });
-  await new Promise<void>((r) => certServer.listen(0, '127.0.0.1', () => r()));
-  certBase = `http://127.0.0.1:${(certServer.address() as net.AddressInfo).port}`;
-
+  sns = await new SnsStandIn().start();
   dns = await new ZoneDnsServer().start();
   smtp = await new SmtpSink().start();
-  smtp.acceptText = () => `Ok 0100018c${crypto.randomBytes(4).toString('hex')}-1a2b3c4d-5e6f-4a5b-8c9d-${crypto.randomBytes(6).toString('hex')}-000000`;
-  svc = await startTestService({ DNS_SERVERS: dns.address, SMTP_URL: smtp.url, SNS_CERT_HOSTS: new URL(certBase).host });
+  smtp.acceptText = sesAcceptText;
+  svc = await startTestService({ DNS_SERVERS: dns.address, SMTP_URL: smtp.url, SNS_CERT_HOSTS: sns.host });
   acct = await createAccount(svc.api);
   key = { key: acct.project.secretKey };
   await verifiedDomain(svc.api, dns, acct.project.secretKey, 'ses.test');
@@ -56,22 +26,10 @@ afterAll(async () => {
   await svc.stop();
   await smtp.stop();
   await dns.stop();
-  certServer.close();
+  sns.stop();
 });
 
-function signed(fields: Partial<SnsMessage> & Pick<SnsMessage, 'Type' | 'Message'>, version: '1' | '2' = '2'): SnsMessage {
-  const m = {
-    MessageId: crypto.randomUUID(),
-    TopicArn: 'arn:aws:sns:eu-west-1:123456789012:ses-events',
-    Timestamp: new Date().toISOString(),
-    SignatureVersion: version,
-    SigningCertURL: `${certBase}/cert.pem`,
-    Signature: '',
-    ...fields,
-  } as SnsMessage;
-  m.Signature = crypto.createSign(version === '1' ? 'RSA-SHA1' : 'RSA-SHA256').update(stringToSign(m)).sign(privateKey, 'base64');
-  return m;
-}
+const signed = (...args: Parameters<SnsStandIn['signed']>) => sns.signed(...args);
 
 const post = (m: unknown) => svc.api.request('POST', '/webhooks/sns', { raw: JSON.stringify(m), headers: { 'content-type': 'text/plain; charset=UTF-8' } });
 
@@ -87,8 +45,6 @@ async function sentEmail(to: string) {
   }
 }
 
-const sesEvent = (type: string, sesId: string, extra: Record<string, unknown> = {}) =>
-  JSON.stringify({ eventType: type, mail: { messageId: sesId, commonHeaders: {} }, ...extra });
 const email = async (id: string) => (await dbQuery(svc.databaseUrl, 'SELECT * FROM emails WHERE id = $1', [id]))[0];
 const contact = async (id: string) => (await dbQuery(svc.databaseUrl, 'SELECT subscribed FROM contacts WHERE id = $1', [id]))[0];
 const eventNames = async (contactId: string) =>
@@ -151,12 +107,12 @@ test('forged, tampered or untrusted messages are refused with 403 and change not
 });
 
 test('subscription confirmations are followed only for trusted hosts', async () => {
-  const ok = signed({ Type: 'SubscriptionConfirmation', Message: 'confirm', Token: 't1', SubscribeURL: `${certBase}/confirm?token=t1` });
+  const ok = signed({ Type: 'SubscriptionConfirmation', Message: 'confirm', Token: 't1', SubscribeURL: `${sns.base}/confirm?token=t1` });
   expect((await post(ok)).body).toEqual({ confirmed: true });
-  expect(confirmations).toEqual(['/confirm?token=t1']);
+  expect(sns.confirmations).toEqual(['/confirm?token=t1']);
   const untrusted = signed({ Type: 'SubscriptionConfirmation', Message: 'confirm', Token: 't2', SubscribeURL: 'https://evil.example/confirm?token=t2' });
   expect((await post(untrusted)).status).toBe(403);
-  expect(confirmations).toHaveLength(1);
+  expect(sns.confirmations).toHaveLength(1);
 });
 
 test('a signed notification that cannot be processed still answers 200', async () => {

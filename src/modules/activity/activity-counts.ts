@@ -1,110 +1,128 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { sql } from '../../db/orm';
 
-/** What `activity_counts` counts: recorded events by name, accepted emails by type. */
+/** What the counts count: recorded events by name, accepted emails by type. */
 export type CountSource = 'event' | 'email';
 
 export type Interval = 'hour' | 'day' | 'week' | 'month';
 
 const HOUR_MS = 3_600_000;
+const DAY_MS = 86_400_000;
 
 export const floorHour = (d: Date): Date => new Date(Math.floor(d.getTime() / HOUR_MS) * HOUR_MS);
 export const ceilHour = (d: Date): Date => new Date(Math.ceil(d.getTime() / HOUR_MS) * HOUR_MS);
+const floorDay = (d: Date): Date => new Date(Math.floor(d.getTime() / DAY_MS) * DAY_MS);
+const ceilDay = (d: Date): Date => new Date(Math.ceil(d.getTime() / DAY_MS) * DAY_MS);
 
 export interface CountRow {
   name: string;
   variant: string;
-  /** Start of the bucket (UTC). */
+  /** Start of the bucket (UTC); the epoch when not bucketed. */
   bucket: Date;
   n: number;
 }
 
 /**
- * Counts in whole hours [from, to) (both rounded to the hour by the caller), grouped by name, variant
- * and bucket of `interval` (UTC). Folded counts and not yet folded deltas are added together, so the
- * answer is exact whether or not the fold has run.
+ * Counts over [from, to), grouped by name, variant and bucket of `interval` (UTC), from the hourly
+ * rows (`from`/`to` on whole hours) or, for day-aligned windows bucketed by day or longer, the daily
+ * rows. Folded counts and not yet folded deltas are added together, so the answer is exact whether or
+ * not the fold has run.
  */
-export async function hourlyCounts(
+export async function bucketCounts(
   em: EntityManager,
   projectId: string,
   source: CountSource,
   window: { from?: Date; to?: Date; names?: string[] },
   interval: Interval | 'all' = 'all',
 ): Promise<CountRow[]> {
+  const dayAligned = (d?: Date) => !d || d.getTime() % DAY_MS === 0;
+  const daily = interval !== 'hour' && dayAligned(window.from) && dayAligned(window.to);
   const where = ['project_id = ?', 'source = ?'];
   const params: unknown[] = [projectId, source];
   if (window.from) {
-    where.push('hour >= ?');
+    where.push('t >= ?');
     params.push(window.from);
   }
   if (window.to) {
-    where.push('hour < ?');
+    where.push('t < ?');
     params.push(window.to);
   }
   if (window.names) {
     where.push('name = ANY(?::text[])');
     params.push(window.names);
   }
-  const bucket = interval === 'all' ? `'epoch'::timestamptz` : `date_trunc('${interval}', hour, 'UTC')`;
   const filter = where.join(' AND ');
+  const bucket = interval === 'all' ? `'epoch'::timestamptz` : `date_trunc('${interval}', t, 'UTC')`;
+  const folded = daily ? `SELECT name, variant, day AS t, n, project_id, source FROM activity_counts_daily` : `SELECT name, variant, hour AS t, n, project_id, source FROM activity_counts`;
+  const pending = `SELECT name, variant, ${daily ? `date_trunc('day', hour, 'UTC')` : 'hour'} AS t, n, project_id, source FROM activity_count_deltas`;
   const rows = await sql<{ name: string; variant: string; bucket: Date; n: string }>(
     em,
     `SELECT name, variant, ${bucket} AS bucket, sum(n) AS n FROM (
-       SELECT name, variant, hour, n FROM activity_counts WHERE ${filter}
+       SELECT name, variant, t, n FROM (${folded}) f WHERE ${filter}
        UNION ALL
-       SELECT name, variant, hour, n FROM activity_count_deltas WHERE ${filter}
+       SELECT name, variant, t, n FROM (${pending}) p WHERE ${filter}
      ) c GROUP BY 1, 2, 3 HAVING sum(n) <> 0 ORDER BY 3, 1, 2`,
     [...params, ...params],
   );
   return rows.map((r) => ({ name: r.name, variant: r.variant, bucket: new Date(r.bucket), n: Number(r.n) }));
 }
 
-/**
- * Exact event counts by name in [from, to): whole hours from the counts, the partial hours at either
- * edge straight from `events` (at most two hours of rows, read through the (project, created_at) index).
- */
-export async function eventCountsBetween(
-  em: EntityManager,
-  projectId: string,
-  from: Date,
-  to: Date,
-  names?: string[],
-): Promise<Map<string, number>> {
+/** Sums rows by name (variants together), or by `name:variant` when `byVariant`. */
+export function sumByName(rows: CountRow[], byVariant = false): Map<string, number> {
   const totals = new Map<string, number>();
-  const add = (name: string, n: number) => totals.set(name, (totals.get(name) ?? 0) + n);
-  if (to <= from) return totals;
-  const wholeFrom = ceilHour(from);
-  const wholeTo = floorHour(to);
-  const raw: Array<[Date, Date]> = [];
-  if (wholeFrom < wholeTo) {
-    for (const r of await hourlyCounts(em, projectId, 'event', { from: wholeFrom, to: wholeTo, names })) add(r.name, r.n);
-    if (from < wholeFrom) raw.push([from, wholeFrom]);
-    if (wholeTo < to) raw.push([wholeTo, to]);
-  } else {
-    raw.push([from, to]);
-  }
-  for (const [a, b] of raw) {
-    const rows = await sql<{ name: string; n: string }>(
-      em,
-      `SELECT name, count(*) AS n FROM events WHERE project_id = ? AND created_at >= ? AND created_at < ?
-       ${names ? 'AND name = ANY(?::text[])' : ''} GROUP BY name`,
-      names ? [projectId, a, b, names] : [projectId, a, b],
-    );
-    for (const r of rows) add(r.name, Number(r.n));
+  for (const r of rows) {
+    const k = byVariant && r.variant ? `${r.name}:${r.variant}` : r.name;
+    totals.set(k, (totals.get(k) ?? 0) + r.n);
   }
   return totals;
 }
 
-/** Emails accepted (queued for delivery) in [from, to), whole hours. */
-export async function acceptedEmails(em: EntityManager, projectId: string, from: Date, to: Date): Promise<number> {
-  const rows = await hourlyCounts(em, projectId, 'email', { from, to });
-  return rows.reduce((sum, r) => sum + r.n, 0);
+/**
+ * Exact counts in [from, to): whole days from the daily rows, whole hours at either side from the
+ * hourly rows, and (events only) the partial hours at the very edges straight from `events`, at most
+ * two hours of rows read through the (project, created_at) index. Accepted emails are counted in
+ * whole hours (the window widened to them).
+ */
+export async function countsBetween(
+  em: EntityManager,
+  projectId: string,
+  source: CountSource,
+  from: Date,
+  to: Date,
+  names?: string[],
+): Promise<CountRow[]> {
+  const rows: CountRow[] = [];
+  if (source === 'email') [from, to] = [floorHour(from), ceilHour(to)];
+  if (to <= from) return rows;
+  const h0 = ceilHour(from);
+  const h1 = floorHour(to);
+  if (h0 >= h1) return rawEventCounts(em, projectId, from, to, names);
+  const d0 = ceilDay(h0);
+  const d1 = floorDay(h1);
+  const ranges: Array<[Date, Date]> = d0 < d1 ? [[h0, d0], [d0, d1], [d1, h1]] : [[h0, h1]];
+  for (const [a, b] of ranges) if (a < b) rows.push(...(await bucketCounts(em, projectId, source, { from: a, to: b, names })));
+  if (source === 'event') {
+    if (from < h0) rows.push(...(await rawEventCounts(em, projectId, from, h0, names)));
+    if (h1 < to) rows.push(...(await rawEventCounts(em, projectId, h1, to, names)));
+  }
+  return rows;
+}
+
+async function rawEventCounts(em: EntityManager, projectId: string, from: Date, to: Date, names?: string[]): Promise<CountRow[]> {
+  const rows = await sql<{ name: string; variant: string; n: string }>(
+    em,
+    `SELECT name, CASE WHEN name = 'email.bounce' THEN lower(coalesce(data->>'bounceType', '')) ELSE '' END AS variant, count(*) AS n
+     FROM events WHERE project_id = ? AND created_at >= ? AND created_at < ? ${names ? 'AND name = ANY(?::text[])' : ''} GROUP BY 1, 2`,
+    names ? [projectId, from, to, names] : [projectId, from, to],
+  );
+  return rows.map((r) => ({ name: r.name, variant: r.variant, bucket: new Date(0), n: Number(r.n) }));
 }
 
 /**
- * Folds pending deltas into `activity_counts`, a slice at a time; safe to run twice or concurrently
- * (a delta is deleted by exactly one fold, in the transaction that adds it). Deltas of deleted projects
- * are dropped; counts that fall to zero stay (readers skip them). Answers the number of deltas folded.
+ * Folds pending deltas into the hourly and daily counts, a slice at a time; safe to run twice or
+ * concurrently (a delta is deleted by exactly one fold, in the transaction that adds it). Deltas of
+ * deleted projects are dropped; counts that fall to zero stay (readers skip them). Answers the number
+ * of deltas folded.
  */
 export async function foldActivityCounts(em: EntityManager, slice = 20_000): Promise<number> {
   let folded = 0;
@@ -120,9 +138,13 @@ export async function foldActivityCounts(em: EntityManager, slice = 20_000): Pro
            SELECT project_id, source, hour, name, variant, sum(n) AS n FROM moved
            WHERE EXISTS (SELECT 1 FROM projects p WHERE p.id = moved.project_id)
            GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5),
-         applied AS (
+         hourly AS (
            INSERT INTO activity_counts (project_id, source, hour, name, variant, n) SELECT * FROM summed
-           ON CONFLICT (project_id, source, hour, name, variant) DO UPDATE SET n = activity_counts.n + EXCLUDED.n)
+           ON CONFLICT (project_id, source, hour, name, variant) DO UPDATE SET n = activity_counts.n + EXCLUDED.n),
+         daily AS (
+           INSERT INTO activity_counts_daily (project_id, source, day, name, variant, n)
+           SELECT project_id, source, date_trunc('day', hour, 'UTC'), name, variant, sum(n) FROM summed GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5
+           ON CONFLICT (project_id, source, day, name, variant) DO UPDATE SET n = activity_counts_daily.n + EXCLUDED.n)
          SELECT count(*)::int AS n FROM moved`,
         [slice],
       ),

@@ -1,7 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { sql } from '../../db/orm';
 import { badRequest } from '../../http/errors';
-import { ceilHour, eventCountsBetween, floorHour, hourlyCounts, type Interval } from './activity-counts';
+import { bucketCounts, ceilHour, countsBetween, floorHour, type Interval, sumByName } from './activity-counts';
 import type { ActivityFeedQuery, WindowQuery } from './activity.schemas';
 
 export const DAY_MS = 86_400_000;
@@ -59,7 +59,7 @@ export function chartWindow(q: WindowQuery, now = new Date()): ChartWindow {
 
 /** Per-bucket counts of the given event names over a chart window, zero buckets included. */
 export async function eventSeries(em: EntityManager, projectId: string, w: ChartWindow, names?: string[]) {
-  const rows = await hourlyCounts(em, projectId, 'event', { from: w.from, to: w.to, names }, w.interval);
+  const rows = await bucketCounts(em, projectId, 'event', { from: w.from, to: w.to, names }, w.interval);
   const byBucket = new Map<number, Map<string, number>>(w.buckets.map((b) => [b.getTime(), new Map()]));
   const totals = new Map<string, number>();
   for (const r of rows) {
@@ -118,8 +118,8 @@ export async function activityFeed(em: EntityManager, projectId: string, q: Acti
   const page = rows.slice(0, q.limit);
   let total = 0;
   if (!q.cursor) {
-    const counts = await eventCountsBetween(em, projectId, q.since ?? new Date(0), q.until ?? ceilHour(new Date()), types);
-    for (const n of counts.values()) total += n;
+    const rows = await countsBetween(em, projectId, 'event', q.since ?? new Date(0), q.until ?? ceilHour(new Date()), types);
+    total = rows.reduce((sum, r) => sum + r.n, 0);
   }
   return {
     data: page.map((r) => ({
@@ -157,17 +157,14 @@ export async function activityStats(em: EntityManager, projectId: string, w: Cha
 
 /** Events recorded in [since, now), exact to the microsecond. */
 export async function recentCount(em: EntityManager, projectId: string, since: Date, now = new Date()) {
-  const counts = await eventCountsBetween(em, projectId, since, now);
-  let count = 0;
-  for (const n of counts.values()) count += n;
+  const rows = await countsBetween(em, projectId, 'event', since, now);
+  const count = rows.reduce((sum, r) => sum + r.n, 0);
   return { count, since: since.toISOString(), until: now.toISOString() };
 }
 
 /** Every type the project has recorded, most frequent first. */
 export async function activityTypes(em: EntityManager, projectId: string) {
-  const rows = await hourlyCounts(em, projectId, 'event', {});
-  const counts = new Map<string, number>();
-  for (const r of rows) counts.set(r.name, (counts.get(r.name) ?? 0) + r.n);
+  const counts = sumByName(await bucketCounts(em, projectId, 'event', {}));
   return {
     data: [...counts]
       .filter(([, n]) => n > 0)

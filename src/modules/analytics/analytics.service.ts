@@ -1,7 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { sql } from '../../db/orm';
 import { notFound } from '../../http/errors';
-import { ceilHour, floorHour, hourlyCounts } from '../activity/activity-counts';
+import { countsBetween, sumByName } from '../activity/activity-counts';
 import { type ChartWindow, DAY_MS, eventSeries } from '../activity/activity.service';
 import type { TOP_CAMPAIGN_METRICS } from '../activity/activity.schemas';
 import { isReservedEventName } from '../events/event-names';
@@ -159,14 +159,12 @@ export async function campaignStats(em: EntityManager, projectId: string, q: { p
   };
 }
 
-/** The client's own event names by how often they were tracked in [from, to) (whole hours; default 30 days). */
+/** The client's own event names by how often they were tracked in [from, to) (default the last 30 days). */
 export async function topEvents(em: EntityManager, projectId: string, q: { limit: number; from?: Date; to?: Date }, now = new Date()) {
-  const to = ceilHour(q.to ?? now);
-  const from = floorHour(q.from ?? new Date(to.getTime() - 30 * DAY_MS));
-  const rows = await hourlyCounts(em, projectId, 'event', { from, to });
-  const counts = new Map<string, number>();
-  for (const r of rows) if (!isReservedEventName(r.name)) counts.set(r.name, (counts.get(r.name) ?? 0) + r.n);
-  const ranked = [...counts].filter(([, n]) => n > 0).sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
+  const to = q.to ?? now;
+  const from = q.from ?? new Date(to.getTime() - 30 * DAY_MS);
+  const counts = sumByName(await countsBetween(em, projectId, 'event', from, to));
+  const ranked = [...counts].filter(([name, n]) => n > 0 && !isReservedEventName(name)).sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
   return {
     from: from.toISOString(),
     to: to.toISOString(),

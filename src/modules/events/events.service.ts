@@ -1,5 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { sql } from '../../db/orm';
+import { bucketCounts, ceilHour, type CountRow, countsBetween, sumByName } from '../activity/activity-counts';
 import { badRequest, notFound } from '../../http/errors';
 import { resolveDataMap } from '../contacts/data-map';
 import { upsertContact } from '../contacts/contacts.service';
@@ -91,9 +92,13 @@ export async function listEvents(em: EntityManager, projectId: string, q: EventL
   const hasMore = rows.length > q.limit;
   const page = rows.slice(0, q.limit).map(toEventRecord);
   let total = 0;
-  if (!q.cursor) {
+  if (!q.cursor && q.contactId) {
     const [c] = await sql<{ n: string }>(em, `SELECT count(*) AS n FROM events WHERE ${filters}`, filterParams);
     total = Number(c.n);
+  } else if (!q.cursor) {
+    // A project's events can be millions: the total comes from the activity counts, exact all the same.
+    const rows = await countsBetween(em, projectId, 'event', q.since ?? new Date(0), q.until ?? ceilHour(new Date()), q.name ? [q.name] : undefined);
+    total = rows.reduce((n, r) => n + r.n, 0);
   }
   return { data: page, cursor: page.length ? page[page.length - 1].id : '', hasMore, total };
 }
@@ -103,43 +108,44 @@ export async function assertContactInProject(em: EntityManager, projectId: strin
   if (!row) throw notFound('Contact');
 }
 
-/** Distinct names with how often and when last each was recorded, most frequent first. */
+/** Distinct names with how often and when last each was recorded, most frequent first (from the activity counts). */
 export async function eventNames(em: EntityManager, projectId: string) {
-  const rows = await sql<{ name: string; count: string; last: Date }>(
+  const counts = sumByName(await bucketCounts(em, projectId, 'event', {}));
+  const names = [...counts].filter(([, n]) => n > 0).map(([name]) => name);
+  const last = await sql<{ name: string; last: Date }>(
     em,
-    `SELECT name, count(*) AS count, max(created_at) AS last FROM events WHERE project_id = ?
-     GROUP BY name ORDER BY count(*) DESC, name`,
-    [projectId],
+    `SELECT n.name, (SELECT max(created_at) FROM events WHERE project_id = ? AND name = n.name) AS last FROM unnest(?::text[]) AS n(name)`,
+    [projectId, names],
   );
-  return rows.map((r) => ({ name: r.name, count: Number(r.count), lastTrackedAt: new Date(r.last).toISOString() }));
+  const lastOf = new Map(last.map((r) => [r.name, r.last]));
+  return names
+    .map((name) => ({ name, count: counts.get(name)!, lastTrackedAt: new Date(lastOf.get(name)!).toISOString() }))
+    .sort((a, b) => b.count - a.count || a.name.localeCompare(b.name));
 }
 
-export async function eventStats(em: EntityManager, projectId: string) {
-  const [totals] = await sql<{ total: string; day: string; week: string; month: string; names: string; contacts: string }>(
+export async function eventStats(em: EntityManager, projectId: string, now = new Date()) {
+  const since = (days: number) => new Date(now.getTime() - days * 86_400_000);
+  const sum = (rows: CountRow[]) => rows.reduce((n, r) => n + r.n, 0);
+  const all = sumByName(await bucketCounts(em, projectId, 'event', {}));
+  const month = sumByName(await countsBetween(em, projectId, 'event', since(30), now));
+  // Contacts with at least one event: one index probe per contact, never a pass over the events.
+  const [contacts] = await sql<{ n: string }>(
     em,
-    `SELECT count(*) AS total,
-            count(*) FILTER (WHERE created_at >= now() - interval '1 day') AS day,
-            count(*) FILTER (WHERE created_at >= now() - interval '7 days') AS week,
-            count(*) FILTER (WHERE created_at >= now() - interval '30 days') AS month,
-            count(DISTINCT name) AS names,
-            count(DISTINCT contact_id) AS contacts
-       FROM events WHERE project_id = ?`,
-    [projectId],
-  );
-  const top = await sql<{ name: string; count: string }>(
-    em,
-    `SELECT name, count(*) AS count FROM events WHERE project_id = ? AND created_at >= now() - interval '30 days'
-     GROUP BY name ORDER BY count(*) DESC, name LIMIT 10`,
+    `SELECT count(*) AS n FROM contacts c WHERE c.project_id = ? AND EXISTS (SELECT 1 FROM events e WHERE e.project_id = c.project_id AND e.contact_id = c.id)`,
     [projectId],
   );
   return {
-    totalEvents: Number(totals.total),
-    last24Hours: Number(totals.day),
-    last7Days: Number(totals.week),
-    last30Days: Number(totals.month),
-    uniqueEventNames: Number(totals.names),
-    uniqueContacts: Number(totals.contacts),
-    topEvents: top.map((t) => ({ name: t.name, count: Number(t.count) })),
+    totalEvents: [...all.values()].reduce((a, b) => a + b, 0),
+    last24Hours: sum(await countsBetween(em, projectId, 'event', since(1), now)),
+    last7Days: sum(await countsBetween(em, projectId, 'event', since(7), now)),
+    last30Days: [...month.values()].reduce((a, b) => a + b, 0),
+    uniqueEventNames: [...all.values()].filter((n) => n > 0).length,
+    uniqueContacts: Number(contacts.n),
+    topEvents: [...month]
+      .filter(([, n]) => n > 0)
+      .sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]))
+      .slice(0, 10)
+      .map(([name, count]) => ({ name, count })),
   };
 }
 

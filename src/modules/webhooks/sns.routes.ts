@@ -5,6 +5,7 @@ import { sql } from '../../db/orm';
 import { AppError, badRequest } from '../../http/errors';
 import { type EmailActivity, recordEmailActivity } from '../emails/email-activity';
 import type { ActivityHub } from '../events/contact-activity';
+import { enforceSendingHealth, type SecurityThresholds } from '../security/security.service';
 import type { SnsMessage, SnsVerifier } from './sns-signature';
 
 interface SesEvent {
@@ -51,7 +52,10 @@ async function findEmail(em: EntityManager, e: SesEvent): Promise<string | undef
  * is processed once (its MessageId is recorded in the same transaction). Once the signature is good the
  * answer is 200 even when processing fails, which is logged: SNS retrying would not fix it.
  */
-export function snsRoutes(router: Router, deps: { verifier: SnsVerifier; textBody: Middleware; hub: ActivityHub }): void {
+export function snsRoutes(
+  router: Router,
+  deps: { verifier: SnsVerifier; textBody: Middleware; hub: ActivityHub; security: SecurityThresholds },
+): void {
   router.post('/webhooks/sns', deps.textBody, async (ctx) => {
     const raw = ctx.request.body;
     let message: SnsMessage;
@@ -86,13 +90,21 @@ export function snsRoutes(router: Router, deps: { verifier: SnsVerifier; textBod
         const emailId = await findEmail(tx, event);
         if (!emailId) return 'unknown_email';
         const recorded = await recordEmailActivity(tx, emailId, activity);
-        return recorded ? ({ result: 'recorded', recorded } as const) : 'unknown_email';
+        return recorded ? ({ result: 'recorded', recorded, judge: activity.kind === 'bounce' || activity.kind === 'complaint' } as const) : 'unknown_email';
       });
       if (typeof outcome === 'string') {
         ctx.body = { result: outcome };
       } else {
         const r = outcome.recorded;
         deps.hub.publish({ projectId: r.projectId, contactIds: [r.contactId], events: r.events });
+        // Judged after the commit, so this bounce or complaint is in the rates.
+        if (outcome.judge) {
+          const suspended = await enforceSendingHealth(ctx.state.em, r.projectId, deps.security).catch((err) => {
+            ctx.state.log.error({ err, projectId: r.projectId }, 'could not judge the sending rates');
+            return false;
+          });
+          if (suspended) ctx.state.log.warn({ projectId: r.projectId }, 'project suspended for its bounce or complaint rate');
+        }
         ctx.body = { result: outcome.result };
       }
     } catch (err) {
