@@ -8,6 +8,7 @@ import { accountRoutes } from '../modules/accounts/accounts.routes';
 import { activityRoutes } from '../modules/activity/activity.routes';
 import { analyticsRoutes } from '../modules/analytics/analytics.routes';
 import { securityRoutes } from '../modules/security/security.routes';
+import { billingRoutes } from '../modules/billing/billing.routes';
 import { contactRoutes } from '../modules/contacts/contacts.routes';
 import { scheduleSnoozeEnd } from '../modules/contacts/snooze-timer';
 import { domainRoutes } from '../modules/domains/domains.routes';
@@ -112,6 +113,12 @@ export function createApp(deps: AppDeps): Koa {
   activityRoutes(router, guards);
   analyticsRoutes(router, guards);
   securityRoutes(router, guards, security);
+  billingRoutes(router, guards, {
+    publicUrl: config.publicUrl,
+    stripe: config.STRIPE_SECRET_KEY
+      ? { secretKey: config.STRIPE_SECRET_KEY, apiBase: config.STRIPE_API_BASE, priceId: config.STRIPE_PRICE_ID, webhookSecret: config.STRIPE_WEBHOOK_SECRET }
+      : undefined,
+  });
   // The dev mailbox exists only while the built-in capture SMTP server runs.
   if (!config.SMTP_URL) devMailboxRoutes(router);
 

@@ -1,3 +1,4 @@
+import { assertWithinBillingLimits } from '../billing/billing.service';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
 import type { Links } from '../../mail/links';
@@ -15,6 +16,7 @@ export async function queueTestSend(em: EntityManager, c: CampaignRow, email: st
   await assertVerifiedSender(em, c.project_id, c.from_email);
   const settings = await projectSettings(em, c.project_id);
   return em.transactional(async (tx) => {
+    await assertWithinBillingLimits(tx, c.project_id, 1);
     const upsert = await upsertContact(tx, c.project_id, { email, defaultSubscribed: false, data: { set: {}, unset: [] } });
     const emailId = newId();
     const message = composeMessage({

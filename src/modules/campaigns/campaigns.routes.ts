@@ -1,3 +1,4 @@
+import { assertWithinBillingLimits } from '../billing/billing.service';
 import type Router from '@koa/router';
 import type { TemporalClient } from '../../../temporal/client';
 import { sql } from '../../db/orm';
@@ -88,7 +89,9 @@ export function campaignRoutes(router: Router, g: Guards, deps: CampaignDeps): v
       }
       const at = parseSchedule(scheduledFor);
       await assertVerifiedSender(tx, projectId, c.from_email);
-      if ((await audienceSize(tx, c)) === 0) throw badRequest('The campaign’s audience has no subscribed contacts', 'NO_RECIPIENTS');
+      const recipients = await audienceSize(tx, c);
+      if (recipients === 0) throw badRequest('The campaign’s audience has no subscribed contacts', 'NO_RECIPIENTS');
+      await assertWithinBillingLimits(tx, projectId, recipients);
       const [updated] = await sql<CampaignRow>(
         tx,
         `UPDATE campaigns SET status = ?, scheduled_for = ?, updated_at = now() WHERE id = ? RETURNING *`,

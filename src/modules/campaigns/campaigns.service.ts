@@ -2,6 +2,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
 import { sql } from '../../db/orm';
 import { AppError, badRequest, conflict, notFound } from '../../http/errors';
+import { assertWithinBillingLimits } from '../billing/billing.service';
 import { assertVerifiedSender } from '../domains/domains.service';
 import { compileCondition } from '../segments/conditions/compile';
 import { loadSegmentRefs } from '../segments/conditions/facts';
@@ -266,6 +267,15 @@ export async function startCampaignSend(em: EntityManager, campaignId: string): 
     const [c] = await sql<CampaignRow & { audience_fixed_at: Date | null }>(tx, `SELECT * FROM campaigns WHERE id = ? FOR UPDATE`, [campaignId]);
     if (!c || (c.status !== 'SCHEDULED' && c.status !== 'SENDING')) return { proceed: false, recipients: 0 };
     if (c.audience_fixed_at) return { proceed: true, recipients: c.total_recipients };
+    // Checked when it was sent or scheduled; a scheduled one may find the month's emails used up since.
+    const overLimit = await assertWithinBillingLimits(tx, c.project_id, () => audienceSize(tx, c)).then(
+      () => false,
+      (err) => (err instanceof AppError && err.code === 'BILLING_LIMIT_REACHED' ? true : Promise.reject(err)),
+    );
+    if (overLimit) {
+      await sql(tx, `UPDATE campaigns SET status = 'CANCELLED', updated_at = now() WHERE id = ?`, [c.id]);
+      return { proceed: false, recipients: 0 };
+    }
     const params: unknown[] = [];
     const where = await audienceWhere(tx, c, params);
     const domain = c.from_email.slice(c.from_email.lastIndexOf('@') + 1);

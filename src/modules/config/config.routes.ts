@@ -3,14 +3,14 @@ import type { Config } from '../../config';
 
 /**
  * What a dashboard needs to know before anyone signs in: which integrations this deployment has.
- * None of billing, OAuth sign-in or S3 uploads is configured in this version; they answer false.
+ * Billing is on with STRIPE_SECRET_KEY; OAuth sign-in and S3 uploads are not built in this version.
  */
 export function configRoutes(router: Router, config: Config): void {
   const oauthProviders: string[] = [];
   router.get('/config', (ctx) => {
     ctx.body = {
       signup: !config.DISABLE_SIGNUP,
-      billing: false,
+      billing: Boolean(config.STRIPE_SECRET_KEY),
       oauth: { providers: oauthProviders },
       snsDeliveryEvents: true,
       s3Uploads: false,

@@ -1,3 +1,4 @@
+import { assertWithinBillingLimits } from '../billing/billing.service';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import addressparser from 'nodemailer/lib/addressparser';
 import { newId } from '../../db/ids';
@@ -210,6 +211,7 @@ export async function sendEmails(
   }
 
   return em.transactional(async (tx) => {
+    await assertWithinBillingLimits(tx, projectId, to.length);
     const emails: SendResult['emails'] = [];
     const events: EventRecord[] = [];
     for (const recipient of to) {

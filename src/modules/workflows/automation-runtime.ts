@@ -5,7 +5,9 @@ import type { Resolver } from '../../dns/resolver';
 import { readAfterCommit, sql } from '../../db/orm';
 import type { Links } from '../../mail/links';
 import { render, templateVariables } from '../../mail/render';
+import { AppError } from '../../http/errors';
 import { projectSettings } from '../accounts/project-settings';
+import { assertWithinBillingLimits } from '../billing/billing.service';
 import { resolveDataMap } from '../contacts/data-map';
 import { type ContactRow, updateContact, upsertContact } from '../contacts/contacts.service';
 import { assertVerifiedSender } from '../domains/domains.service';
@@ -216,6 +218,15 @@ export class AutomationRuntime {
         contact = (await upsertContact(tx, x.project_id, { email: recipient.customEmail, defaultSubscribed: false, data: { set: {}, unset: [] } })).contact;
       }
       if (template.type === 'MARKETING' && !contact.subscribed) return { sent: false, reason: 'the contact is not subscribed to marketing email' };
+      // A retried step whose email is already queued is not counted twice.
+      const queued = await sql(tx, `SELECT 1 FROM emails WHERE id = ?`, [emailId]);
+      if (!queued.length) {
+        const refusal = await assertWithinBillingLimits(tx, x.project_id, 1).then(
+          () => undefined,
+          (err) => (err instanceof AppError && err.code === 'BILLING_LIMIT_REACHED' ? err.message : Promise.reject(err)),
+        );
+        if (refusal) return { sent: false, reason: refusal };
+      }
       const message = composeMessage({
         emailId,
         type: template.type,

@@ -1,0 +1,94 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { sql } from '../../db/orm';
+import { forbidden } from '../../http/errors';
+import { countsBetween, sumByName } from '../activity/activity-counts';
+
+export interface BillingLimits {
+  /** Emails accepted per calendar month (UTC); null is no cap. */
+  emails: number | null;
+  /** Contacts the project may hold while it sends; null is no cap. */
+  contacts: number | null;
+}
+
+/** The current billing period: the calendar month (UTC). */
+export function billingPeriod(now = new Date()): { start: Date; end: Date } {
+  return {
+    start: new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1)),
+    end: new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1)),
+  };
+}
+
+export async function billingLimits(em: EntityManager, projectId: string): Promise<BillingLimits> {
+  const [row] = await sql<{ email_limit: string | null; contact_limit: string | null }>(
+    em,
+    `SELECT email_limit, contact_limit FROM project_billing WHERE project_id = ?`,
+    [projectId],
+  );
+  const n = (v: string | null | undefined) => (v === null || v === undefined ? null : Number(v));
+  return { emails: n(row?.email_limit), contacts: n(row?.contact_limit) };
+}
+
+export async function setBillingLimits(em: EntityManager, projectId: string, limits: BillingLimits): Promise<BillingLimits> {
+  await sql(
+    em,
+    `INSERT INTO project_billing (project_id, email_limit, contact_limit) VALUES (?, ?, ?)
+     ON CONFLICT (project_id) DO UPDATE SET email_limit = EXCLUDED.email_limit, contact_limit = EXCLUDED.contact_limit, updated_at = now()`,
+    [projectId, limits.emails, limits.contacts],
+  );
+  return limits;
+}
+
+async function usage(em: EntityManager, projectId: string, now = new Date()) {
+  const period = billingPeriod(now);
+  const byType = sumByName(await countsBetween(em, projectId, 'email', period.start, period.end), true);
+  const [contacts] = await sql<{ n: string }>(em, `SELECT coalesce(sum(n), 0) AS n FROM contact_counts WHERE project_id = ?`, [projectId]);
+  const emails = (type: string) => byType.get(`accepted:${type}`) ?? 0;
+  return {
+    period,
+    emails: emails('TRANSACTIONAL') + emails('MARKETING') + emails('HEADLESS'),
+    byType: { TRANSACTIONAL: emails('TRANSACTIONAL'), MARKETING: emails('MARKETING'), HEADLESS: emails('HEADLESS') },
+    contacts: Number(contacts.n),
+  };
+}
+
+/** What the project used this period against its caps. */
+export async function billingConsumption(em: EntityManager, projectId: string) {
+  const [limits, used] = [await billingLimits(em, projectId), await usage(em, projectId)];
+  const of = (n: number, limit: number | null) => ({ used: n, limit, remaining: limit === null ? null : Math.max(0, limit - n) });
+  return {
+    period: { start: used.period.start.toISOString(), end: used.period.end.toISOString() },
+    emails: { ...of(used.emails, limits.emails), byType: used.byType },
+    contacts: of(used.contacts, limits.contacts),
+  };
+}
+
+/**
+ * Refuses to queue `count` more emails when that would pass the project's monthly email cap, or
+ * while it holds more contacts than its contact cap: 403 BILLING_LIMIT_REACHED. Call it inside the
+ * transaction that queues them: with a cap set, the project's senders take turns (an advisory lock
+ * held to the commit), so concurrent sends cannot pass the cap together. Without caps it costs one
+ * primary-key read (and `count`, when a function, is not even called).
+ */
+export async function assertWithinBillingLimits(tx: EntityManager, projectId: string, howMany: number | (() => Promise<number>)): Promise<void> {
+  const limits = await billingLimits(tx, projectId);
+  if (limits.emails === null && limits.contacts === null) return;
+  await sql(tx, `SELECT pg_advisory_xact_lock(hashtextextended('billing:' || ?, 0))`, [projectId]);
+  const count = typeof howMany === 'number' ? howMany : await howMany();
+  const used = await usage(tx, projectId);
+  if (limits.contacts !== null && used.contacts > limits.contacts) {
+    throw forbidden(`The project holds ${used.contacts} contacts, more than its limit of ${limits.contacts}; sending is paused until it holds fewer or the limit is raised`, 'BILLING_LIMIT_REACHED', {
+      details: { category: 'contacts', limit: limits.contacts, used: used.contacts },
+      suggestion: 'Raise the limit with PUT /users/@me/projects/:id/billing-limits, or delete contacts',
+    });
+  }
+  if (limits.emails !== null && used.emails + count > limits.emails) {
+    throw forbidden(
+      `Sending ${count} more email${count === 1 ? '' : 's'} would pass the project's limit of ${limits.emails} this month (${used.emails} used)`,
+      'BILLING_LIMIT_REACHED',
+      {
+        details: { category: 'emails', limit: limits.emails, used: used.emails, requested: count, periodEnd: used.period.end.toISOString() },
+        suggestion: 'Raise the limit with PUT /users/@me/projects/:id/billing-limits, or wait for the next period',
+      },
+    );
+  }
+}
