@@ -173,7 +173,7 @@ test('GET /campaigns/:id/stats counts what the provider reports for a campaign: 
   const c = (await svc.api.post('/campaigns', { name: 'Stats', subject: 'News', body: '<p>news</p>', from: 'news@stats.ses.test', audienceType: 'ALL' }, k)).body.data;
   await svc.api.post(`/campaigns/${c.id}/send`, {}, k);
   const sent = await until(async () => {
-    const rows = await dbQuery(svc.databaseUrl, `SELECT to_email, provider_message_id AS ses FROM emails WHERE campaign_id = $1 AND status = 'SENT' ORDER BY to_email`, [c.id]);
+    const rows = await dbQuery(svc.databaseUrl, `SELECT provider_message_id AS ses FROM emails WHERE campaign_id = $1 AND status = 'SENT' ORDER BY to_email`, [c.id]);
     return rows.length === 3 ? rows.map((r) => r.ses as string) : undefined;
   });
   await post(signed({ Type: 'Notification', Message: sesEvent('Delivery', sent[0]) }));

@@ -124,9 +124,9 @@ describe('definitions', () => {
   });
 
   test('POST /workflows always creates an EVENT-triggered, disabled workflow, whatever the body asks for', async () => {
-    const res = await svc.api.post('/workflows', { name: 'Eager', eventName: 'eager', triggerType: 'SCHEDULE', enabled: true, allowReentry: true }, key);
+    const res = await svc.api.post('/workflows', { name: 'Eager', eventName: 'eager', triggerType: 'SCHEDULE', enabled: true }, key);
     expect(res.status).toBe(201);
-    expect(res.body).toMatchObject({ triggerType: 'EVENT', triggerConfig: { eventName: 'eager' }, enabled: false, allowReentry: false });
+    expect(res.body).toMatchObject({ triggerType: 'EVENT', triggerConfig: { eventName: 'eager' }, enabled: false });
     expect((await svc.api.get(`/workflows/${res.body.id}`, key)).body).toMatchObject({ id: res.body.id, triggerType: 'EVENT', enabled: false });
     expect((await svc.api.patch(`/workflows/${res.body.id}`, { triggerType: 'SCHEDULE' }, key)).status).toBe(422);
   });
