@@ -37,6 +37,21 @@ test('signup mails a verification link; its token verifies the address once', as
   expect((await svc.api.post('/auth/request-verification', {})).status).toBe(401);
 });
 
+test('POST /auth/request-verification mails a signed-in, unverified user a fresh link, and that link verifies', async () => {
+  const signup = await svc.api.post('/auth/signup', { email: 'lost@life.test', password: 'first password' });
+  const cookie = (signup.headers.get('set-cookie') ?? '').split(';')[0];
+  const first = await mailedToken('lost@life.test', 'Verify your email address');
+  const resend = await svc.api.post('/auth/request-verification', {}, { cookie });
+  expect(resend.status).toBe(202);
+  expect(resend.body).toEqual({ success: true });
+  const second = await mailedToken('lost@life.test', 'Verify your email address', 1);
+  expect(second).not.toBe(first);
+  const verified = await svc.api.post('/auth/verify-email', { token: second });
+  expect(verified.status).toBe(200);
+  expect(verified.body).toMatchObject({ email: 'lost@life.test', emailVerified: true });
+  expect((await svc.api.get('/users/@me', { cookie })).body.emailVerified).toBe(true);
+});
+
 test('password reset: same answer for unknown addresses; the mailed token sets a new password once; expired tokens fail', async () => {
   await svc.api.post('/auth/signup', { email: 'forgot@life.test', password: 'old password' });
   expect((await svc.api.post('/auth/request-password-reset', { email: 'nobody@life.test' })).status).toBe(202);

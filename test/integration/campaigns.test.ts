@@ -193,6 +193,26 @@ describe('sending', () => {
     expect((await svc.api.get(`/campaigns/${c.id}`, key)).body.totalRecipients).toBe(2);
   });
 
+  test('send: scheduledFor null sends at once; another project’s campaign is 404; an id that is not a UUID is 422', async () => {
+    const { key, from } = await setup('Nuller');
+    await svc.api.post('/contacts', { email: 'now@n.test' }, key);
+    const c = (await svc.api.post('/campaigns', base(from), key)).body.data;
+    const stranger = await createAccount(svc.api, 'Stranger');
+    const foreign = await svc.api.post(`/campaigns/${c.id}/send`, {}, { key: stranger.project.secretKey });
+    expect(foreign.status).toBe(404);
+    expect(foreign.body.error.code).toBe('NOT_FOUND');
+    const bad = await svc.api.post('/campaigns/not-a-uuid/send', {}, key);
+    expect(bad.status).toBe(422);
+    expect(bad.body.error.errors).toEqual([expect.objectContaining({ field: 'id' })]);
+    expect(await statusOf(key, c.id)).toBe('DRAFT');
+
+    const res = await svc.api.post(`/campaigns/${c.id}/send`, { scheduledFor: null }, key);
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ success: true, data: { id: c.id, status: 'SENDING', scheduledFor: null }, message: expect.any(String) });
+    await whenStatus(key, c.id, 'SENT');
+    expect((await smtp.waitFor(1)).map((m) => m.envelope.to[0])).toEqual(['now@n.test']);
+  });
+
   test('cancel: a scheduled campaign sends nothing; a sending one stops what has not left', async () => {
     const { key, from } = await setup('Canceller');
     for (let i = 0; i < 60; i++) await svc.api.post('/contacts', { email: `r${i}@c.test` }, key);
@@ -208,6 +228,10 @@ describe('sending', () => {
     const sending = (await svc.api.post('/campaigns', base(from), key)).body.data;
     await svc.api.post(`/campaigns/${sending.id}/send`, {}, key);
     await until(async () => (smtp.received.length >= 5 ? true : undefined));
+    // While it is sending it cannot be deleted, only cancelled.
+    const busy = await svc.api.delete(`/campaigns/${sending.id}`, key);
+    expect(busy.status).toBe(409);
+    expect(busy.body.error.code).toBe('CAMPAIGN_ACTIVE');
     expect((await svc.api.post(`/campaigns/${sending.id}/cancel`, {}, key)).body.data.status).toBe('CANCELLED');
     await until(async () => {
       const [r] = await dbQuery(svc.databaseUrl, `SELECT count(*) FILTER (WHERE status = 'QUEUED')::int AS q FROM emails WHERE campaign_id = $1`, [sending.id]);

@@ -55,6 +55,9 @@ test('GET /contacts/fields/:field/values: distinct values, most common first; un
 test('GET /contacts/fields/:field/usage: segments, campaigns and workflows that name the field', async () => {
   const segment = (await svc.api.post('/segments', { name: 'Pros', condition: where('data.plan', 'equals', 'pro') }, key)).body;
   await svc.api.post('/segments', { name: 'Seats', condition: where('data.seats', 'greaterThan', 1) }, key);
+  // A nested path under the field is a reference; a filter value that only reads like the field is none.
+  const tiers = (await svc.api.post('/segments', { name: 'Tiers', condition: where('data.plan.tier', 'exists', undefined) }, key)).body;
+  await svc.api.post('/segments', { name: 'Notes', condition: where('data.note', 'equals', 'data.plan') }, key);
   await verifiedDomain(svc.api, dns, acct.project.secretKey, 'fields.test');
   const campaign = (
     await svc.api.post('/campaigns', { name: 'Upgrade', subject: 'Your {{ data.plan ?? free }} plan', body: '<p>Hi</p>', from: 'news@fields.test', audienceType: 'ALL' }, key)
@@ -67,10 +70,13 @@ test('GET /contacts/fields/:field/usage: segments, campaigns and workflows that 
   expect(res.status).toBe(200);
   expect(res.body).toEqual({
     field: 'plan',
-    segments: [{ id: segment.id, name: 'Pros' }],
+    segments: [
+      { id: segment.id, name: 'Pros' },
+      { id: tiers.id, name: 'Tiers' },
+    ],
     campaigns: [{ id: campaign.id, name: 'Upgrade' }],
     workflows: [{ id: workflow.id, name: 'Flag', usedAs: 'update_contact' }],
-    total: 3,
+    total: 4,
   });
 });
 

@@ -128,13 +128,22 @@ test('the background workflow verifies a domain once its records appear, and sto
   expect((await svc.api.get(`/domains/${created.id}/verify`, key)).status).toBe(404);
 });
 
-test('GET /domains/project/:projectId lists only the key’s own project', async () => {
+test('GET /domains/project/:projectId lists the project’s domains, verified and pending, and only the key’s own project', async () => {
+  const mine = await createAccount(svc.api, 'Lister');
+  const k = { key: mine.project.secretKey };
+  await svc.api.post('/domains', { domain: 'waiting.lister.test' }, k);
+  const ready = (await svc.api.post('/domains', { domain: 'ready.lister.test' }, k)).body;
+  publish(ready.records);
+  expect((await svc.api.get(`/domains/${ready.id}/verify`, k)).body.status).toBe('verified');
   const other = await createAccount(svc.api, 'Other');
   await svc.api.post('/domains', { domain: 'theirs.example.test' }, { key: other.project.secretKey });
-  const mine = await svc.api.get(`/domains/project/${acct.project.id}`, key);
-  expect(mine.status).toBe(200);
-  expect(mine.body.map((d: any) => d.domain)).not.toContain('theirs.example.test');
-  expect(mine.body.length).toBeGreaterThan(0);
-  expect((await svc.api.get(`/domains/project/${other.project.id}`, key)).status).toBe(404);
-  expect((await svc.api.get('/domains/project/nope', key)).status).toBe(422);
+
+  const res = await svc.api.get(`/domains/project/${mine.project.id}`, k);
+  expect(res.status).toBe(200);
+  expect(res.body.map((d: any) => [d.domain, d.status, d.verified]).sort()).toEqual([
+    ['ready.lister.test', 'verified', true],
+    ['waiting.lister.test', 'pending', false],
+  ]);
+  expect((await svc.api.get(`/domains/project/${other.project.id}`, k)).status).toBe(404);
+  expect((await svc.api.get('/domains/project/nope', k)).status).toBe(422);
 });

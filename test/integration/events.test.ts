@@ -185,6 +185,39 @@ describe('reading events', () => {
     expect(usage.body).toEqual({ eventName: 'odd', segments: [], workflows: [], total: 0 });
   });
 
+  test('GET /events/:name/usage names the segments filtering on it and the workflows triggered by, waiting for or branching on it', async () => {
+    const triggered = (name: string) => ({ logic: 'AND', groups: [{ filters: [{ field: `event.${name}`, operator: 'triggered' }] }] });
+    const buyers = (await svc.api.post('/segments', { name: 'Buyers', condition: triggered('purchase') }, key)).body;
+    await svc.api.post('/segments', { name: 'Refunders', condition: triggered('purchase_refund') }, key);
+    // A filter value that only reads like the event is no reference; a filter in a nested tree is one.
+    await svc.api.post('/segments', { name: 'From the shop page', condition: { logic: 'AND', groups: [{ filters: [{ field: 'data.source', operator: 'equals', value: 'event.purchase' }] }] } }, key);
+    const nested = (await svc.api.post('/segments', { name: 'Nested buyers', condition: { logic: 'OR', groups: [{ filters: [], conditions: triggered('purchase') }] } }, key)).body;
+    const onPurchase = (await svc.api.post('/workflows', { name: 'Thank buyers', eventName: 'purchase' }, key)).body;
+    const waiting = (await svc.api.post('/workflows', { name: 'Checkout nudge', eventName: 'cart' }, key)).body;
+    await svc.api.post(`/workflows/${waiting.id}/steps`, { type: 'WAIT_FOR_EVENT', name: 'wait', config: { eventName: 'purchase', timeout: 3600 } }, key);
+    const branching = (await svc.api.post('/workflows', { name: 'Branch on buying', eventName: 'visit' }, key)).body;
+    const cond = await svc.api.post(`/workflows/${branching.id}/steps`, { type: 'CONDITION', name: 'bought?', config: { field: 'event.purchase', operator: 'triggered' } }, key);
+    expect(cond.status).toBe(201);
+    const stranger = await createAccount(svc.api, 'Stranger');
+    await svc.api.post('/workflows', { name: 'Theirs', eventName: 'purchase' }, { key: stranger.project.secretKey });
+
+    const res = await svc.api.get('/events/purchase/usage', key);
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({
+      eventName: 'purchase',
+      segments: [
+        { id: buyers.id, name: 'Buyers' },
+        { id: nested.id, name: 'Nested buyers' },
+      ],
+      workflows: [
+        { id: branching.id, name: 'Branch on buying', usedAs: 'condition' },
+        { id: waiting.id, name: 'Checkout nudge', usedAs: 'wait_for_event' },
+        { id: onPurchase.id, name: 'Thank buyers', usedAs: 'trigger' },
+      ],
+      total: 5,
+    });
+  });
+
   test('DELETE /events/:name removes every event with that name, and refuses system names', async () => {
     const res = await svc.api.delete('/events/odd', key);
     expect(res.body).toEqual({ eventName: 'odd', deleted: 12 });

@@ -182,6 +182,34 @@ describe('tracked membership', () => {
     expect(workflow.searchAttributes.SegmentId).toEqual([s.id]);
   });
 
+  test('PATCH trackMembership: turned on, current members enter at once and later changes are recorded; turned off, nothing more', async () => {
+    const inside = await contact('in@patch-track.test', { level: 'gold' });
+    const outside = await contact('out@patch-track.test', { level: 'tin' });
+    const s = (await svc.api.post('/segments', { name: 'Patched Gold', condition: where('data.level', 'equals', 'gold') }, key)).body;
+    expect(s).toMatchObject({ trackMembership: false, memberCount: 1 });
+    await svc.live.settled();
+    expect(await segmentEvents(inside.id)).toEqual([]);
+
+    const on = await svc.api.patch(`/segments/${s.id}`, { trackMembership: true }, key);
+    expect(on.status).toBe(200);
+    expect(on.body).toMatchObject({ id: s.id, trackMembership: true, memberCount: 1 });
+    expect(await segmentEvents(inside.id)).toEqual(['segment.patched-gold.entry']);
+    expect(await segmentEvents(outside.id)).toEqual([]);
+    await svc.live.settled();
+
+    await svc.api.patch(`/contacts/${inside.id}`, { data: { level: 'tin' } }, key);
+    await eventually(async () => ((await segmentEvents(inside.id)).length === 2 ? true : undefined));
+    expect(await segmentEvents(inside.id)).toEqual(['segment.patched-gold.entry', 'segment.patched-gold.exit']);
+
+    const off = await svc.api.patch(`/segments/${s.id}`, { trackMembership: false }, key);
+    expect(off.body).toMatchObject({ trackMembership: false });
+    expect((await svc.api.get(`/segments/${s.id}`, key)).body.trackMembership).toBe(false);
+    await svc.api.patch(`/contacts/${outside.id}`, { data: { level: 'gold' } }, key);
+    await svc.live.settled();
+    expect(await segmentEvents(outside.id)).toEqual([]);
+    expect((await svc.api.post(`/segments/${s.id}/refresh`, {}, key)).body.memberCount).toBe(1);
+  });
+
   test('/refresh only counts; /compute records events', async () => {
     const c = await contact('late-tracked@track.test', { tier: 'gold' });
     const s = (await svc.api.post('/segments', { name: 'Gold', trackMembership: true, condition: where('data.tier', 'equals', 'gold') }, key)).body;

@@ -4,6 +4,7 @@ import { verifiedDomain } from '../setup/sender';
 import { type Account, createAccount, startTestService, type TestService } from '../setup/service';
 import { SmtpSink } from '../setup/smtp-sink';
 import { sesAcceptText, sesEvent, SnsStandIn } from '../setup/sns';
+import { until } from '../setup/until';
 
 let sns: SnsStandIn;
 let dns: ZoneDnsServer;
@@ -118,4 +119,37 @@ test('subscription confirmations are followed only for trusted hosts', async () 
 test('a signed notification that cannot be processed still answers 200', async () => {
   expect((await post(signed({ Type: 'Notification', Message: 'not json' }))).body).toEqual({ result: 'error' });
   expect((await post(signed({ Type: 'Notification', Message: sesEvent('Delivery', 'nobody-knows') }))).body).toEqual({ result: 'unknown_email' });
+});
+
+test('GET /campaigns/:id/stats counts what the provider reports for a campaign: deliveries, clicks (each also an open) and bounces', async () => {
+  const owner = await createAccount(svc.api, 'Stats');
+  const k = { key: owner.project.secretKey };
+  await verifiedDomain(svc.api, dns, owner.project.secretKey, 'stats.ses.test');
+  for (const to of ['c1@example.org', 'c2@example.org', 'c3@example.org']) await svc.api.post('/contacts', { email: to }, k);
+  const c = (await svc.api.post('/campaigns', { name: 'Stats', subject: 'News', body: '<p>news</p>', from: 'news@stats.ses.test', audienceType: 'ALL' }, k)).body.data;
+  await svc.api.post(`/campaigns/${c.id}/send`, {}, k);
+  const sent = await until(async () => {
+    const rows = await dbQuery(svc.databaseUrl, `SELECT provider_message_id AS ses FROM emails WHERE campaign_id = $1 AND status = 'SENT' ORDER BY to_email`, [c.id]);
+    return rows.length === 3 ? rows.map((r) => r.ses as string) : undefined;
+  });
+  await post(signed({ Type: 'Notification', Message: sesEvent('Delivery', sent[0]) }));
+  await post(signed({ Type: 'Notification', Message: sesEvent('Click', sent[1], { click: { link: 'https://stats.ses.test/offer' } }) }));
+  await post(signed({ Type: 'Notification', Message: sesEvent('Bounce', sent[2], { bounce: { bounceType: 'Permanent' } }) }));
+
+  const stats = await svc.api.get(`/campaigns/${c.id}/stats`, k);
+  expect(stats.status).toBe(200);
+  expect(stats.body).toMatchObject({
+    campaignId: c.id,
+    totalRecipients: 3,
+    sent: 3,
+    delivered: 1,
+    opened: 1,
+    clicked: 1,
+    bounced: 1,
+    openRate: 33.33,
+    clickRate: 33.33,
+    bounceRate: 33.33,
+  });
+  const campaign = (await svc.api.get(`/campaigns/${c.id}`, k)).body;
+  expect(campaign).toMatchObject({ sentCount: 3, deliveredCount: 1, openedCount: 1, clickedCount: 1, bouncedCount: 1 });
 });

@@ -123,6 +123,14 @@ describe('definitions', () => {
     expect(patched.body).toMatchObject({ name: 'Renamed', description: null, triggerConfig: { eventName: 'joined' }, allowReentry: true, enabled: false });
   });
 
+  test('POST /workflows always creates an EVENT-triggered, disabled workflow, whatever the body asks for', async () => {
+    const res = await svc.api.post('/workflows', { name: 'Eager', eventName: 'eager', triggerType: 'SCHEDULE', enabled: true }, key);
+    expect(res.status).toBe(201);
+    expect(res.body).toMatchObject({ triggerType: 'EVENT', triggerConfig: { eventName: 'eager' }, enabled: false });
+    expect((await svc.api.get(`/workflows/${res.body.id}`, key)).body).toMatchObject({ id: res.body.id, triggerType: 'EVENT', enabled: false });
+    expect((await svc.api.patch(`/workflows/${res.body.id}`, { triggerType: 'SCHEDULE' }, key)).status).toBe(422);
+  });
+
   test('steps: each type with its config; bad configs are 422 with config.* fields', async () => {
     const w = (await svc.api.post('/workflows', { name: 'Steps', eventName: 'x' }, key)).body;
     const ok = [

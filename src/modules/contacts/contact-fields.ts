@@ -63,14 +63,14 @@ export async function fieldValues(em: EntityManager, projectId: string, field: s
 export async function fieldUsage(em: EntityManager, projectId: string, field: string) {
   customOnly(field);
   const path = `data.${field}`;
-  // As a condition's field: exactly "data.<field>", or a nested path under it.
-  const exact = JSON.stringify(path);
-  const nested = JSON.stringify(`${path}.`).slice(0, -1);
-  const inCondition = (column: string) => `(position(? in ${column}::text) > 0 OR position(? in ${column}::text) > 0)`;
+  // As a filter's field at any depth of a condition tree: exactly "data.<field>", or a nested path under it.
+  // (A filter value that merely reads "data.<field>" is no reference.)
+  const inCondition = (column: string) =>
+    `jsonb_path_exists(${column}, '$.**.filters[*].field ? (@ == $f || @ starts with $p)', jsonb_build_object('f', ?::text, 'p', ?::text))`;
   const segments = await sql<{ id: string; name: string }>(
     em,
     `SELECT id, name FROM segments WHERE project_id = ? AND ${inCondition('condition')} ORDER BY name`,
-    [projectId, exact, nested],
+    [projectId, path, `${path}.`],
   );
   // In a campaign: its audience filter, or a {{field}} / {{data.field}} variable in its subject or body.
   const variable = new RegExp(`{{\\s*(data\\.)?${field.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\s*(\\?\\?[^}]*)?}}`);
@@ -78,7 +78,7 @@ export async function fieldUsage(em: EntityManager, projectId: string, field: st
     await sql<{ id: string; name: string; subject: string; body: string; in_filter: boolean }>(
       em,
       `SELECT id, name, subject, body, coalesce(${inCondition('audience_condition')}, false) AS in_filter FROM campaigns WHERE project_id = ? ORDER BY name`,
-      [exact, nested, projectId],
+      [path, `${path}.`, projectId],
     )
   )
     .filter((c) => c.in_filter || variable.test(c.subject) || variable.test(c.body))

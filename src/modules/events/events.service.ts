@@ -151,11 +151,13 @@ export async function eventStats(em: EntityManager, projectId: string, now = new
 
 /** Where an event name is referenced: segment conditions, workflow triggers, WAIT_FOR_EVENT and CONDITION steps. */
 export async function eventUsage(em: EntityManager, projectId: string, name: string) {
-  const field = JSON.stringify(`event.${name}`);
+  // A filter's field at any depth of the tree; a filter value that merely reads "event.<name>" is no reference.
   const segments = await sql<{ id: string; name: string }>(
     em,
-    `SELECT id, name FROM segments WHERE project_id = ? AND position(? in condition::text) > 0 ORDER BY name`,
-    [projectId, field],
+    `SELECT id, name FROM segments
+     WHERE project_id = ? AND jsonb_path_exists(condition, '$.**.filters[*].field ? (@ == $f)', jsonb_build_object('f', ?::text))
+     ORDER BY name`,
+    [projectId, `event.${name}`],
   );
   const workflows = await sql<{ id: string; name: string; usedAs: string }>(
     em,
