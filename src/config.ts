@@ -77,6 +77,15 @@ const envSchema = z.object({
   SYSTEM_EMAIL_FROM: z.email().optional(),
   /** POST /uploads/image: the largest image accepted. */
   UPLOAD_MAX_MB: z.coerce.number().positive().max(100).default(5),
+  /** Uploads go to this S3-compatible bucket (with the S3_* settings below) instead of DATA_DIR. */
+  S3_BUCKET: z.string().min(1).optional(),
+  /** The bucket's endpoint, addressed path-style: https://s3.<region>.amazonaws.com, http://minio:9000, ... */
+  S3_ENDPOINT: urlWithScheme(['http:', 'https:']).optional(),
+  S3_REGION: z.string().min(1).default('us-east-1'),
+  S3_ACCESS_KEY_ID: z.string().min(1).optional(),
+  S3_SECRET_ACCESS_KEY: z.string().min(1).optional(),
+  /** Public base URL of the bucket's objects; unset, the service serves them at PUBLIC_URL/uploads/... */
+  S3_PUBLIC_URL: urlWithScheme(['http:', 'https:']).optional(),
   /** Bounce and complaint rates are judged over this many days (of mail sent since the last review). */
   SECURITY_WINDOW_DAYS: z.coerce.number().positive().max(90).default(7),
   /** Emails sent in the window before a rate can suspend a project. */
@@ -121,6 +130,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`Invalid configuration: ${name}: ${issue.message}`);
   }
   const cfg = parsed.data;
+  if (cfg.S3_BUCKET) {
+    const missing = (['S3_ENDPOINT', 'S3_ACCESS_KEY_ID', 'S3_SECRET_ACCESS_KEY'] as const).find((k) => !cfg[k]);
+    if (missing) throw new ConfigError(`Invalid configuration: ${missing}: required when S3_BUCKET is set`);
+  }
   const publicUrl = (cfg.PUBLIC_URL ?? `http://localhost:${cfg.PORT}`).replace(/\/+$/, '');
   const sendingHost = cfg.SMTP_URL ? new URL(cfg.SMTP_URL).hostname : new URL(publicUrl).hostname;
   const spfValue = `v=spf1 ${cfg.SPF_INCLUDE ? `include:${cfg.SPF_INCLUDE}` : `a:${sendingHost}`} ~all`;

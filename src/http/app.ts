@@ -9,6 +9,7 @@ import { activityRoutes } from '../modules/activity/activity.routes';
 import { analyticsRoutes } from '../modules/analytics/analytics.routes';
 import { securityRoutes } from '../modules/security/security.routes';
 import { billingRoutes } from '../modules/billing/billing.routes';
+import { S3Bucket } from '../modules/uploads/s3';
 import { contactRoutes } from '../modules/contacts/contacts.routes';
 import { scheduleSnoozeEnd } from '../modules/contacts/snooze-timer';
 import { domainRoutes } from '../modules/domains/domains.routes';
@@ -108,7 +109,10 @@ export function createApp(deps: AppDeps): Koa {
     hub: deps.hub,
     limits: { attachmentsMaxBytes: config.ATTACHMENTS_MAX_MB * 2 ** 20, messageMaxBytes: config.MESSAGE_MAX_MB * 2 ** 20 },
   });
-  uploadRoutes(router, guards, { dataDir: config.dataDir, publicUrl: config.publicUrl, maxBytes: config.UPLOAD_MAX_MB * 2 ** 20 });
+  const bucket = config.S3_BUCKET
+    ? new S3Bucket({ endpoint: config.S3_ENDPOINT!, bucket: config.S3_BUCKET, region: config.S3_REGION, accessKeyId: config.S3_ACCESS_KEY_ID!, secretAccessKey: config.S3_SECRET_ACCESS_KEY! })
+    : undefined;
+  uploadRoutes(router, guards, { store: { dataDir: config.dataDir, bucket }, publicUrl: config.S3_PUBLIC_URL ?? config.publicUrl, maxBytes: config.UPLOAD_MAX_MB * 2 ** 20 });
   domainRoutes(router, guards, { temporal: deps.temporal, resolver: deps.resolver, spfValue: config.spfValue });
   activityRoutes(router, guards);
   analyticsRoutes(router, guards);

@@ -1,5 +1,10 @@
+import crypto from 'node:crypto';
 import fs from 'node:fs';
+import http from 'node:http';
+import type net from 'node:net';
 import path from 'node:path';
+import { loadConfig } from '../../src/config';
+import { signS3Request } from '../../src/modules/uploads/s3';
 import { type Account, createAccount, startTestService, type TestService } from '../setup/service';
 
 let svc: TestService;
@@ -51,4 +56,101 @@ test('too large is 413, no file is 422, the public key is 401, and only stored n
   for (const p of [`/uploads/${acct.project.id}/..%2F..%2Fpostgres-password`, `/uploads/${acct.project.id}/${crypto.randomUUID()}.png`, '/uploads/x/y.png']) {
     expect((await fetch(`${svc.api.baseUrl}${p}`)).status).toBe(404);
   }
+});
+
+/** A stand-in for an S3-compatible bucket: keeps objects in memory and refuses any request whose SigV4 signature does not hold. */
+class S3Fake {
+  readonly objects = new Map<string, { body: Buffer; type: string }>();
+  refused = 0;
+  url = '';
+  private server?: http.Server;
+
+  async start(): Promise<this> {
+    this.server = http.createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c) => chunks.push(c));
+      req.on('end', () => {
+        const body = Buffer.concat(chunks);
+        const auth = String(req.headers.authorization ?? '');
+        const signed = /SignedHeaders=([^,]+)/.exec(auth)?.[1].split(';') ?? [];
+        const own = Object.fromEntries(signed.filter((h) => !['host', 'x-amz-date', 'x-amz-content-sha256'].includes(h)).map((h) => [h, String(req.headers[h])]));
+        const date = String(req.headers['x-amz-date']);
+        const expected = signS3Request(
+          { method: req.method!, url: new URL(req.url!, `http://${req.headers.host}`), headers: own, payloadHash: crypto.createHash('sha256').update(body).digest('hex') },
+          { accessKeyId: 'AKIDTEST', secretAccessKey: 'secret-test', region: 'eu-test-1' },
+          new Date(`${date.slice(0, 4)}-${date.slice(4, 6)}-${date.slice(6, 8)}T${date.slice(9, 11)}:${date.slice(11, 13)}:${date.slice(13, 15)}Z`),
+        ).authorization;
+        if (auth !== expected || req.headers['x-amz-content-sha256'] !== crypto.createHash('sha256').update(body).digest('hex')) {
+          this.refused++;
+          res.statusCode = 403;
+          return res.end('<Error><Code>SignatureDoesNotMatch</Code></Error>');
+        }
+        const key = decodeURIComponent(req.url!.replace(/^\/media\//, ''));
+        if (req.method === 'PUT') {
+          this.objects.set(key, { body, type: String(req.headers['content-type']) });
+          return res.end();
+        }
+        const found = this.objects.get(key);
+        if (!found) {
+          res.statusCode = 404;
+          return res.end('<Error><Code>NoSuchKey</Code></Error>');
+        }
+        res.setHeader('content-type', found.type);
+        res.end(found.body);
+      });
+    });
+    await new Promise<void>((r) => this.server!.listen(0, '127.0.0.1', () => r()));
+    this.url = `http://127.0.0.1:${(this.server.address() as net.AddressInfo).port}`;
+    return this;
+  }
+
+  stop(): void {
+    this.server?.close();
+  }
+}
+
+describe('with an S3-compatible bucket', () => {
+  let s3: S3Fake;
+  let bucketed: TestService;
+  let owner: Account;
+
+  beforeAll(async () => {
+    s3 = await new S3Fake().start();
+    bucketed = await startTestService({
+      S3_BUCKET: 'media',
+      S3_ENDPOINT: s3.url,
+      S3_REGION: 'eu-test-1',
+      S3_ACCESS_KEY_ID: 'AKIDTEST',
+      S3_SECRET_ACCESS_KEY: 'secret-test',
+    });
+    owner = await createAccount(bucketed.api);
+  });
+  afterAll(async () => {
+    await bucketed.stop();
+    s3.stop();
+  });
+
+  test('images go to the bucket under uploads/<projectId>/, signed, and are served back through the service', async () => {
+    expect((await bucketed.api.get('/config')).body.s3Uploads).toBe(true);
+    const form = new FormData();
+    form.append('image', new Blob([PNG], { type: 'image/png' }), 'a.png');
+    const res = await fetch(`${bucketed.api.baseUrl}/uploads/image`, { method: 'POST', body: form, headers: { authorization: `Bearer ${owner.project.secretKey}` } });
+    expect(res.status).toBe(201);
+    const { url } = (await res.json()) as { url: string };
+    const name = url.split('/').pop()!;
+    expect(s3.refused).toBe(0);
+    expect([...s3.objects.keys()]).toEqual([`uploads/${owner.project.id}/${name}`]);
+    expect(s3.objects.get(`uploads/${owner.project.id}/${name}`)).toEqual({ body: PNG, type: 'image/png' });
+    expect(fs.existsSync(path.join(bucketed.dataDir, 'uploads'))).toBe(false);
+
+    const served = await fetch(url);
+    expect(served.status).toBe(200);
+    expect(served.headers.get('content-type')).toBe('image/png');
+    expect(Buffer.from(await served.arrayBuffer()).equals(PNG)).toBe(true);
+    expect((await fetch(`${bucketed.api.baseUrl}/uploads/${owner.project.id}/${crypto.randomUUID()}.png`)).status).toBe(404);
+  });
+
+  test('S3_BUCKET without its endpoint and keys stops start-up with a clear message', () => {
+    expect(() => loadConfig({ S3_BUCKET: 'media' })).toThrow('Invalid configuration: S3_ENDPOINT: required when S3_BUCKET is set');
+  });
 });

@@ -3,7 +3,7 @@ import type { Config } from '../../config';
 
 /**
  * What a dashboard needs to know before anyone signs in: which integrations this deployment has.
- * Billing is on with STRIPE_SECRET_KEY; OAuth sign-in and S3 uploads are not built in this version.
+ * Billing is on with STRIPE_SECRET_KEY, S3 uploads with S3_BUCKET; OAuth sign-in is not built in this version.
  */
 export function configRoutes(router: Router, config: Config): void {
   const oauthProviders: string[] = [];
@@ -13,7 +13,7 @@ export function configRoutes(router: Router, config: Config): void {
       billing: Boolean(config.STRIPE_SECRET_KEY),
       oauth: { providers: oauthProviders },
       snsDeliveryEvents: true,
-      s3Uploads: false,
+      s3Uploads: Boolean(config.S3_BUCKET),
       devMailbox: !config.SMTP_URL,
     };
   });

@@ -1,17 +1,16 @@
-import fs from 'node:fs';
 import type Router from '@koa/router';
 import { notFound } from '../../http/errors';
 import { multipartFile, withUploadedFile } from '../../http/multipart';
 import type { Guards } from '../../http/guards';
-import { storedImage, storeImage } from './uploads.service';
+import { type ImageStore, storedImage, storeImage } from './uploads.service';
 
-export function uploadRoutes(router: Router, g: Guards, deps: { dataDir: string; publicUrl: string; maxBytes: number }): void {
+export function uploadRoutes(router: Router, g: Guards, deps: { store: ImageStore; publicUrl: string; maxBytes: number }): void {
   const imageUpload = multipartFile(deps.maxBytes, `The image is larger than ${deps.maxBytes / 2 ** 20} MB`);
 
   /** multipart, the image in field `image`: 201 `{ id, url, contentType, size }`. */
   router.post('/uploads/image', g.secret, imageUpload, async (ctx) => {
     const stored = await withUploadedFile(ctx, 'image', 'An image', (file) =>
-      storeImage({ dataDir: deps.dataDir, publicUrl: deps.publicUrl, projectId: ctx.state.project!.id, tmpPath: file.filepath, size: file.size }),
+      storeImage(deps.store, { publicUrl: deps.publicUrl, projectId: ctx.state.project!.id, tmpPath: file.filepath, size: file.size }),
     );
     ctx.status = 201;
     ctx.body = stored;
@@ -19,12 +18,12 @@ export function uploadRoutes(router: Router, g: Guards, deps: { dataDir: string;
 
   // Public, as images in sent mail must be: only names the service gave, with their own type.
   router.get('/uploads/:projectId/:name', async (ctx) => {
-    const found = storedImage(deps.dataDir, ctx.params.projectId, ctx.params.name);
+    const found = await storedImage(deps.store, ctx.params.projectId, ctx.params.name);
     if (!found) throw notFound('Upload');
     ctx.set('Content-Type', found.type);
     ctx.set('X-Content-Type-Options', 'nosniff');
     ctx.set('Content-Security-Policy', "default-src 'none'");
     ctx.set('Cache-Control', 'public, max-age=31536000, immutable');
-    ctx.body = fs.createReadStream(found.path);
+    ctx.body = found.body;
   });
 }

@@ -1,7 +1,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import { Readable } from 'node:stream';
 import { newId } from '../../db/ids';
 import { AppError } from '../../http/errors';
+import type { S3Bucket } from './s3';
 
 /** The formats accepted, told apart by their first bytes, never by the file's name or declared type. */
 const FORMATS = [
@@ -18,11 +20,20 @@ function looksLikeSvg(head: Buffer): boolean {
   return text.startsWith('<svg') || (text.startsWith('<?xml') && text.includes('<svg')) || text.startsWith('<!doctype svg');
 }
 
+/** Where images are kept: under DATA_DIR, or in an S3-compatible bucket. */
+export interface ImageStore {
+  dataDir: string;
+  bucket?: S3Bucket;
+}
+
+const objectKey = (projectId: string, name: string) => `uploads/${projectId}/${name}`;
+
 /**
- * Keeps an uploaded image under `<dataDir>/uploads/<projectId>/` with a name of the service's own
- * and answers its public URL. SVG is refused: it can carry script that would run on our origin.
+ * Keeps an uploaded image under `<dataDir>/uploads/<projectId>/` (or the bucket's `uploads/<projectId>/`)
+ * with a name of the service's own, and answers its public URL. SVG is refused: it can carry script
+ * that would run on our origin.
  */
-export async function storeImage(opts: { dataDir: string; publicUrl: string; projectId: string; tmpPath: string; size: number }) {
+export async function storeImage(store: ImageStore, opts: { publicUrl: string; projectId: string; tmpPath: string; size: number }) {
   const handle = await fs.promises.open(opts.tmpPath, 'r');
   const head = Buffer.alloc(512);
   try {
@@ -40,16 +51,24 @@ export async function storeImage(opts: { dataDir: string; publicUrl: string; pro
   }
   const id = newId();
   const name = `${id}.${format.ext}`;
-  const dir = path.join(opts.dataDir, 'uploads', opts.projectId);
-  await fs.promises.mkdir(dir, { recursive: true });
-  await fs.promises.copyFile(opts.tmpPath, path.join(dir, name));
+  if (store.bucket) {
+    await store.bucket.put(objectKey(opts.projectId, name), await fs.promises.readFile(opts.tmpPath), format.type);
+  } else {
+    const dir = path.join(store.dataDir, 'uploads', opts.projectId);
+    await fs.promises.mkdir(dir, { recursive: true });
+    await fs.promises.copyFile(opts.tmpPath, path.join(dir, name));
+  }
   return { id, url: `${opts.publicUrl}/uploads/${opts.projectId}/${name}`, contentType: format.type, size: opts.size };
 }
 
-/** The stored file and its type, or undefined; only names the service itself gave are looked up. */
-export function storedImage(dataDir: string, projectId: string, name: string): { path: string; type: string } | undefined {
+/** The stored image as a stream with its type, or undefined; only names the service itself gave are looked up. */
+export async function storedImage(store: ImageStore, projectId: string, name: string): Promise<{ body: Readable; type: string } | undefined> {
   if (!/^[0-9a-f-]{36}$/.test(projectId) || !STORED_NAME.test(name)) return undefined;
-  const ext = name.split('.').pop();
-  const file = path.join(dataDir, 'uploads', projectId, name);
-  return fs.existsSync(file) ? { path: file, type: FORMATS.find((f) => f.ext === ext)!.type } : undefined;
+  const type = FORMATS.find((f) => f.ext === name.split('.').pop())!.type;
+  if (store.bucket) {
+    const res = await store.bucket.get(objectKey(projectId, name));
+    return res?.body ? { body: Readable.fromWeb(res.body as import('node:stream/web').ReadableStream), type } : undefined;
+  }
+  const file = path.join(store.dataDir, 'uploads', projectId, name);
+  return fs.existsSync(file) ? { body: fs.createReadStream(file), type } : undefined;
 }
