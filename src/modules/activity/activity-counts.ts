@@ -7,7 +7,7 @@ export type CountSource = 'event' | 'email';
 export type Interval = 'hour' | 'day' | 'week' | 'month';
 
 const HOUR_MS = 3_600_000;
-const DAY_MS = 86_400_000;
+export const DAY_MS = 86_400_000;
 
 export const floorHour = (d: Date): Date => new Date(Math.floor(d.getTime() / HOUR_MS) * HOUR_MS);
 export const ceilHour = (d: Date): Date => new Date(Math.ceil(d.getTime() / HOUR_MS) * HOUR_MS);

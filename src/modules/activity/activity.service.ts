@@ -1,17 +1,17 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { sql } from '../../db/orm';
 import { badRequest } from '../../http/errors';
-import { bucketCounts, ceilHour, countsBetween, floorHour, type Interval, sumByName } from './activity-counts';
+import { SEGMENT_MEMBERSHIP, SYSTEM_EVENTS } from '../events/event-names';
+import { bucketCounts, ceilHour, countsBetween, DAY_MS, floorHour, type Interval, sumByName } from './activity-counts';
 import type { ActivityFeedQuery, WindowQuery } from './activity.schemas';
 
-export const DAY_MS = 86_400_000;
 const MAX_BUCKETS = 1000;
 
 /** Where an activity type comes from: the service's mail, subscription changes, segments, or the client. */
 export function activityCategory(type: string): 'email' | 'contact' | 'segment' | 'custom' {
   if (type.startsWith('email.')) return 'email';
-  if (type === 'contact.subscribed' || type === 'contact.unsubscribed') return 'contact';
-  if (/^segment\.[^.]+\.(entry|exit)$/.test(type)) return 'segment';
+  if (type === SYSTEM_EVENTS.contactSubscribed || type === SYSTEM_EVENTS.contactUnsubscribed) return 'contact';
+  if (SEGMENT_MEMBERSHIP.test(type)) return 'segment';
   return 'custom';
 }
 

@@ -1,8 +1,8 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { sql } from '../../db/orm';
 import { notFound } from '../../http/errors';
-import { countsBetween, sumByName } from '../activity/activity-counts';
-import { type ChartWindow, DAY_MS, eventSeries } from '../activity/activity.service';
+import { countsBetween, DAY_MS, sumByName } from '../activity/activity-counts';
+import { type ChartWindow, eventSeries } from '../activity/activity.service';
 import type { TOP_CAMPAIGN_METRICS } from '../activity/activity.schemas';
 import { isReservedEventName } from '../events/event-names';
 

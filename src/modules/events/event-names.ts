@@ -4,7 +4,7 @@ export const SYSTEM_EVENTS = {
   contactUnsubscribed: 'contact.unsubscribed',
 } as const;
 
-const SEGMENT_MEMBERSHIP = /^segment\.[^.]+\.(entry|exit)$/;
+export const SEGMENT_MEMBERSHIP = /^segment\.[^.]+\.(entry|exit)$/;
 
 export function isReservedEventName(name: string): boolean {
   return (

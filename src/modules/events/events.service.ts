@@ -1,6 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { sql } from '../../db/orm';
-import { bucketCounts, ceilHour, type CountRow, countsBetween, sumByName } from '../activity/activity-counts';
+import { bucketCounts, ceilHour, type CountRow, countsBetween, DAY_MS, sumByName } from '../activity/activity-counts';
 import { badRequest, notFound } from '../../http/errors';
 import { resolveDataMap } from '../contacts/data-map';
 import { upsertContact } from '../contacts/contacts.service';
@@ -124,7 +124,7 @@ export async function eventNames(em: EntityManager, projectId: string) {
 }
 
 export async function eventStats(em: EntityManager, projectId: string, now = new Date()) {
-  const since = (days: number) => new Date(now.getTime() - days * 86_400_000);
+  const since = (days: number) => new Date(now.getTime() - days * DAY_MS);
   const sum = (rows: CountRow[]) => rows.reduce((n, r) => n + r.n, 0);
   const all = sumByName(await bucketCounts(em, projectId, 'event', {}));
   const month = sumByName(await countsBetween(em, projectId, 'event', since(30), now));

@@ -2,7 +2,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
 import { sql } from '../../db/orm';
 import { notFound } from '../../http/errors';
-import { countsBetween, sumByName } from '../activity/activity-counts';
+import { countsBetween, DAY_MS, sumByName } from '../activity/activity-counts';
 
 export interface SecurityThresholds {
   windowDays: number;
@@ -11,7 +11,6 @@ export interface SecurityThresholds {
   complaintRate: number;
 }
 
-const DAY_MS = 86_400_000;
 const ratio = (n: number, of: number) => (of > 0 ? n / of : 0);
 const percent = (r: number) => `${(r * 100).toFixed(2).replace(/\.?0+$/, '')}%`;
 
