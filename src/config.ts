@@ -86,6 +86,8 @@ const envSchema = z.object({
   S3_SECRET_ACCESS_KEY: z.string().min(1).optional(),
   /** Public base URL of the bucket's objects; unset, the service serves them at PUBLIC_URL/uploads/... */
   S3_PUBLIC_URL: urlWithScheme(['http:', 'https:']).optional(),
+  /** How often the standing activity-counts workflow folds count deltas into the hourly and daily counts. */
+  ACTIVITY_FOLD_SECONDS: z.coerce.number().int().min(1).max(86_400).default(60),
   /** Bounce and complaint rates are judged over this many days (of mail sent since the last review). */
   SECURITY_WINDOW_DAYS: z.coerce.number().positive().max(90).default(7),
   /** Emails sent in the window before a rate can suspend a project. */

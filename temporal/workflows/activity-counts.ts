@@ -6,19 +6,18 @@ const { foldActivityCounts } = proxyActivities<Activities>({
   retry: { initialInterval: '10 seconds', maximumInterval: '2 minutes' },
 });
 
-const INTERVAL = '1 minute';
 /** Rounds per run before continuing as new, so history stays bounded (about 6 events a round). */
 const ROUNDS_PER_RUN = 200;
 
 /**
- * `activity-counts`: folds the count deltas that every event, email and contact write appends into the
- * hourly counts, once a minute, forever. Readers add pending deltas themselves, so this only keeps
- * them few; a stopped fold costs speed, never correctness.
+ * `activity-counts`: folds the count deltas that every event and email write appends into the hourly
+ * and daily counts, every ACTIVITY_FOLD_SECONDS (a minute by default), forever. Readers add pending
+ * deltas themselves, so this only keeps them few; a stopped fold costs speed, never correctness.
  */
 export async function activityCountsWorkflow(): Promise<void> {
   for (let round = 0; round < ROUNDS_PER_RUN; round++) {
-    await foldActivityCounts();
-    await sleep(INTERVAL);
+    const { nextInSeconds } = await foldActivityCounts();
+    await sleep(nextInSeconds * 1000);
   }
   await continueAsNew<typeof activityCountsWorkflow>();
 }

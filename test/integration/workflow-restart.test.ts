@@ -14,7 +14,7 @@ test('a 2-day delay and a wait for an event survive a restart of the service and
   const databaseUrl = await createTestDatabase();
   const temporalAt = (port = 0) => startDevServer({ port, timeSkipping: true, persistence: { kind: 'postgres', url: databaseUrl } });
   let temporal: DevServer = await temporalAt();
-  const env = { DATABASE_URL: databaseUrl, TEMPORAL_ADDRESS: temporal.address, JWT_SECRET: 'restart test secret value', DISPATCH_IDLE_SECONDS: '1' };
+  const env = { DATABASE_URL: databaseUrl, TEMPORAL_ADDRESS: temporal.address, JWT_SECRET: 'restart test secret value', DISPATCH_IDLE_SECONDS: '1', ACTIVITY_FOLD_SECONDS: '86400' };
   let svc: TestService = await startTestService(env);
   try {
     const acct = await createAccount(svc.api);
