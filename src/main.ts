@@ -1,6 +1,5 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
-import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
 import { ConfigError, type Config, loadConfig, type Role } from './config';
@@ -8,6 +7,7 @@ import { startEmbeddedPostgres } from './db/embedded-postgres';
 import { createOrm, migrate, type Orm, sql } from './db/orm';
 import { createApp } from './http/app';
 import type { HealthCheck } from './http/health';
+import { listen } from './http/server';
 import { Resolver } from './dns/resolver';
 import { RateLimiter } from './http/rate-limit';
 import { createLogger, type Logger } from './log';
@@ -120,6 +120,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         maxCachedWorkflows: config.TEMPORAL_MAX_CACHED_WORKFLOWS,
         orm,
         log,
+        shutdownTimeoutSeconds: config.SHUTDOWN_TIMEOUT_SECONDS,
         resolver,
         accountMail: { mailer, publicUrl: config.publicUrl, from: config.systemEmailFrom },
         dispatcher: new EmailDispatcher({ orm, mailer, queue, log, hub, links, retryBaseSeconds: config.EMAIL_RETRY_BASE_SECONDS }),
@@ -156,21 +157,11 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         hub,
         health,
       });
-      const server = http.createServer(app.callback());
-      server.keepAliveTimeout = 65_000;
-      await new Promise<void>((resolve, reject) => {
-        server.once('error', reject);
-        server.listen(config.PORT, config.HOST, () => resolve());
-      });
-      port = (server.address() as net.AddressInfo).port;
+      const server = await listen(app.callback(), { host: config.HOST, port: config.PORT });
+      port = server.port;
       url = `http://${config.HOST === '0.0.0.0' || config.HOST === '::' ? '127.0.0.1' : config.HOST}:${port}`;
-      stops.push(
-        () =>
-          new Promise<void>((resolve) => {
-            server.close(() => resolve());
-            server.closeIdleConnections();
-          }),
-      );
+      // Stopped first: the requests in flight finish while everything they use is still up.
+      stops.push(() => server.close(config.SHUTDOWN_TIMEOUT_SECONDS * 1000));
       log.info({ url, publicUrl: config.publicUrl }, 'HTTP API listening');
     }
 
@@ -245,8 +236,16 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     log.info({ signal }, 'shutting down');
+    // Each step is bounded by SHUTDOWN_TIMEOUT_SECONDS; this bounds them all, should one still hang.
+    setTimeout(() => {
+      log.error({ seconds: config.SHUTDOWN_TIMEOUT_SECONDS + 10 }, 'shutdown did not finish in time; exiting');
+      process.exit(1);
+    }, (config.SHUTDOWN_TIMEOUT_SECONDS + 10) * 1000).unref();
     service.stop().then(
-      () => process.exit(0),
+      () => {
+        log.info('stopped');
+        process.exit(0);
+      },
       (err) => {
         log.error({ err }, 'shutdown failed');
         process.exit(1);

@@ -20,6 +20,8 @@ export interface WorkerOptions extends ActivityDeps {
   namespace: string;
   taskQueue: string;
   log: Logger;
+  /** SHUTDOWN_TIMEOUT_SECONDS: how long stop() lets running activities finish before the worker gives up on them. */
+  shutdownTimeoutSeconds: number;
   /** TEMPORAL_MAX_CACHED_WORKFLOWS: bounds the worker's memory whatever the number of waiting executions. */
   maxCachedWorkflows: number;
   /** Overrides the prebuilt bundle (tests that change workflow code without a build). */
@@ -70,6 +72,9 @@ export async function startWorker(opts: WorkerOptions): Promise<RunningWorker> {
     taskQueue: opts.taskQueue,
     activities: createActivities(opts),
     maxCachedWorkflows: opts.maxCachedWorkflows,
+    // Activities are asked to stop at once (the drains finish and record the sends in flight); after
+    // this long, the worker stops waiting for those that do not.
+    shutdownForceTime: `${opts.shutdownTimeoutSeconds}s`,
     // The SDK refuses more concurrent workflow tasks than cached workflows (unless the cache is off).
     ...(opts.maxCachedWorkflows > 0 && opts.maxCachedWorkflows < 40 ? { maxConcurrentWorkflowTaskExecutions: Math.max(2, opts.maxCachedWorkflows) } : {}),
     ...(bundle ? { workflowBundle: bundle } : { workflowsPath: opts.workflowsPath }),
