@@ -34,6 +34,8 @@ import { errorEnvelope } from './errors';
 import type { Guards } from './guards';
 import { type HealthCheck, healthRoutes } from './health';
 import { idempotency } from './idempotency';
+import { httpMetrics, metricsRoutes } from './metrics';
+import type { Metrics } from '../metrics';
 import { rateLimit, type RateLimiter } from './rate-limit';
 import { requestId } from './request-id';
 import './state';
@@ -50,6 +52,7 @@ export interface AppDeps {
   links: Links;
   hub: ActivityHub;
   health: HealthCheck[];
+  metrics: Metrics;
 }
 
 export function createApp(deps: AppDeps): Koa {
@@ -74,6 +77,7 @@ export function createApp(deps: AppDeps): Koa {
 
   const router = new Router();
   healthRoutes(router, deps.health);
+  metricsRoutes(router, deps.metrics);
   configRoutes(router, config);
   accountRoutes(router, guards, {
     jwtSecret: deps.jwtSecret,
@@ -104,6 +108,7 @@ export function createApp(deps: AppDeps): Koa {
   if (!config.SMTP_URL) devMailboxRoutes(router);
 
   app.use(requestId(deps.log));
+  app.use(httpMetrics(deps.metrics));
   app.use(errorEnvelope);
   // A request's own entity manager, forked on first use: most hot paths only run raw SQL.
   app.use(async (ctx, next) => {
