@@ -22,6 +22,10 @@ const urlWithScheme = (schemes: string[]) =>
 const envSchema = z.object({
   PORT: port.default(8080),
   HOST: z.string().min(1).default('0.0.0.0'),
+  /** GET /metrics on a listener of its own (the API also serves it on PORT); for workers, which have no HTTP API. */
+  METRICS_PORT: port.optional(),
+  /** On SIGTERM, how long in-flight requests and running activities get to finish before they are cut off. */
+  SHUTDOWN_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(3600).default(30),
   PUBLIC_URL: urlWithScheme(['http:', 'https:']).optional(),
   DATA_DIR: z.string().min(1).default('./.data'),
   DATABASE_URL: urlWithScheme(['postgres:', 'postgresql:']).optional(),

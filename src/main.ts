@@ -1,6 +1,5 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
-import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
 import { ConfigError, type Config, loadConfig, type Role } from './config';
@@ -8,9 +7,12 @@ import { startEmbeddedPostgres } from './db/embedded-postgres';
 import { createOrm, migrate, type Orm, sql } from './db/orm';
 import { createApp } from './http/app';
 import type { HealthCheck } from './http/health';
+import { serveMetrics } from './http/metrics';
+import { listen } from './http/server';
 import { Resolver } from './dns/resolver';
 import { RateLimiter } from './http/rate-limit';
 import { createLogger, type Logger } from './log';
+import { Metrics } from './metrics';
 import { startCaptureSmtp } from './mail/capture-smtp';
 import { ProjectKeyCache } from './modules/accounts/project-keys';
 import { storeCaptured } from './modules/dev-mailbox/dev-mailbox.service';
@@ -32,6 +34,8 @@ export interface Service {
   /** Base URL of the HTTP API (roles all and api). */
   url?: string;
   port?: number;
+  /** METRICS_PORT's listener, when set. */
+  metricsPort?: number;
   databaseUrl: string;
   smtpUrl: string;
   orm: Orm;
@@ -69,6 +73,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
     stops.push(() => orm.close());
     const applied = await migrate(orm, databaseUrl);
     if (applied.length) log.info({ migrations: applied }, 'migrations applied');
+    const metrics = new Metrics(orm);
 
     let smtpUrl = config.SMTP_URL;
     if (!smtpUrl) {
@@ -82,12 +87,13 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
       log.info({ port: capture.port }, 'dev mailbox SMTP server listening (see GET /dev/mailbox)');
     }
 
-    const temporal = await startTemporal(config, databaseUrl, log, stops);
+    const temporal = await startTemporal(config, databaseUrl, log, stops, metrics);
     const resolver = new Resolver(config.DNS_SERVERS);
     const secret = config.JWT_SECRET ?? readOrCreateSecret(path.join(config.dataDir, 'jwt-secret'));
     const links = new Links(config.publicUrl, secret);
     // Committed contact activity fans out in-process: live segment membership (and, later, automations).
     const hub = new ActivityHub(log);
+    hub.on(metrics.countEmailEvents);
     const live = new LiveMembership(orm, hub, log);
     stops.push(() => live.settled());
     const health: HealthCheck[] = [
@@ -120,9 +126,11 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         maxCachedWorkflows: config.TEMPORAL_MAX_CACHED_WORKFLOWS,
         orm,
         log,
+        metrics,
+        shutdownTimeoutSeconds: config.SHUTDOWN_TIMEOUT_SECONDS,
         resolver,
         accountMail: { mailer, publicUrl: config.publicUrl, from: config.systemEmailFrom },
-        dispatcher: new EmailDispatcher({ orm, mailer, queue, log, hub, links, retryBaseSeconds: config.EMAIL_RETRY_BASE_SECONDS }),
+        dispatcher: new EmailDispatcher({ orm, mailer, queue, log, hub, links, retryBaseSeconds: config.EMAIL_RETRY_BASE_SECONDS, metrics }),
         hub,
         segmentRefreshSeconds: config.SEGMENT_REFRESH_SECONDS,
         campaignBatchSize: config.CAMPAIGN_BATCH_SIZE,
@@ -156,26 +164,25 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         links,
         hub,
         health,
+        metrics,
       });
-      const server = http.createServer(app.callback());
-      server.keepAliveTimeout = 65_000;
-      await new Promise<void>((resolve, reject) => {
-        server.once('error', reject);
-        server.listen(config.PORT, config.HOST, () => resolve());
-      });
-      port = (server.address() as net.AddressInfo).port;
+      const server = await listen(app.callback(), { host: config.HOST, port: config.PORT });
+      port = server.port;
       url = `http://${config.HOST === '0.0.0.0' || config.HOST === '::' ? '127.0.0.1' : config.HOST}:${port}`;
-      stops.push(
-        () =>
-          new Promise<void>((resolve) => {
-            server.close(() => resolve());
-            server.closeIdleConnections();
-          }),
-      );
+      // Stopped first: the requests in flight finish while everything they use is still up.
+      stops.push(() => server.close(config.SHUTDOWN_TIMEOUT_SECONDS * 1000));
       log.info({ url, publicUrl: config.publicUrl }, 'HTTP API listening');
     }
 
-    return { url, port, databaseUrl, smtpUrl, orm, temporal, live, stop: stopAll };
+    let metricsPort: number | undefined;
+    if (config.METRICS_PORT !== undefined) {
+      const server = await serveMetrics(metrics, config.HOST, config.METRICS_PORT);
+      metricsPort = server.port;
+      stops.push(() => server.close(1000));
+      log.info({ port: metricsPort }, 'metrics listening (GET /metrics)');
+    }
+
+    return { url, port, metricsPort, databaseUrl, smtpUrl, orm, temporal, live, stop: stopAll };
   } catch (err) {
     await stopAll();
     throw err;
@@ -195,7 +202,7 @@ function portInUse(port: number, host: string): Promise<boolean> {
  * PostgreSQL by default) on TEMPORAL_DEV_SERVER_PORT; a process that finds that port taken joins the
  * dev server another process of ours already runs there.
  */
-async function startTemporal(config: Config, databaseUrl: string, log: Logger, stops: Array<() => Promise<void>>) {
+async function startTemporal(config: Config, databaseUrl: string, log: Logger, stops: Array<() => Promise<void>>, metrics: Metrics) {
   let address = config.TEMPORAL_ADDRESS;
   if (!address) {
     const port = config.TEMPORAL_DEV_SERVER_PORT;
@@ -214,7 +221,7 @@ async function startTemporal(config: Config, databaseUrl: string, log: Logger, s
       address = dev.address;
     }
   }
-  const temporal = await connectTemporal({ address, namespace: config.TEMPORAL_NAMESPACE, taskQueue: config.TEMPORAL_TASK_QUEUE });
+  const temporal = await connectTemporal({ address, namespace: config.TEMPORAL_NAMESPACE, taskQueue: config.TEMPORAL_TASK_QUEUE, metrics });
   stops.push(() => temporal.close());
   await ensureSearchAttributes(temporal, log);
   log.info({ address, namespace: temporal.namespace }, 'connected to Temporal');
@@ -246,8 +253,16 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     log.info({ signal }, 'shutting down');
+    // Each step is bounded by SHUTDOWN_TIMEOUT_SECONDS; this bounds them all, should one still hang.
+    setTimeout(() => {
+      log.error({ seconds: config.SHUTDOWN_TIMEOUT_SECONDS + 10 }, 'shutdown did not finish in time; exiting');
+      process.exit(1);
+    }, (config.SHUTDOWN_TIMEOUT_SECONDS + 10) * 1000).unref();
     service.stop().then(
-      () => process.exit(0),
+      () => {
+        log.info('stopped');
+        process.exit(0);
+      },
       (err) => {
         log.error({ err }, 'shutdown failed');
         process.exit(1);

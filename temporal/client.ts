@@ -1,6 +1,7 @@
-import { Client, Connection } from '@temporalio/client';
+import { Client, Connection, type WorkflowClientInterceptor } from '@temporalio/client';
 import type { Logger } from 'pino';
 import { temporal } from '@temporalio/proto';
+import type { Metrics } from '../src/metrics';
 import { searchAttributes } from './task-queues';
 
 export interface TemporalClient {
@@ -14,10 +15,27 @@ export interface TemporalClient {
   close(): Promise<void>;
 }
 
+/** Every start of the service goes through here, whichever module asks for it. */
+function countStarts(metrics: Metrics): WorkflowClientInterceptor {
+  const counted = async <T>(workflowType: string, start: () => Promise<T>): Promise<T> => {
+    metrics.workflowStarts.inc({ workflow_type: workflowType });
+    try {
+      return await start();
+    } catch (err) {
+      metrics.workflowStartFailures.inc({ workflow_type: workflowType, error: (err as Error)?.name ?? 'Error' });
+      throw err;
+    }
+  };
+  return {
+    startWithDetails: (input, next) => counted(input.workflowType, () => next(input)),
+    signalWithStart: (input, next) => counted(input.workflowType, () => next(input)),
+  };
+}
+
 /** The one place that connects to Temporal: the built-in dev server or TEMPORAL_ADDRESS. */
-export async function connectTemporal(opts: { address: string; namespace: string; taskQueue: string }): Promise<TemporalClient> {
+export async function connectTemporal(opts: { address: string; namespace: string; taskQueue: string; metrics?: Metrics }): Promise<TemporalClient> {
   const connection = await Connection.connect({ address: opts.address });
-  const client = new Client({ connection, namespace: opts.namespace });
+  const client = new Client({ connection, namespace: opts.namespace, interceptors: { workflow: opts.metrics ? [countStarts(opts.metrics)] : [] } });
   return {
     client,
     connection,

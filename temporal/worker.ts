@@ -1,15 +1,19 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { LogLevel, LogMetadata } from '@temporalio/common';
-import { NativeConnection, Runtime, Worker } from '@temporalio/worker';
+import { type ActivityInterceptorsFactory, type InjectedSinks, NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import type { Logger } from 'pino';
+import type { Metrics } from '../src/metrics';
 import { type ActivityDeps, createActivities } from './activities';
+import type { MetricsSinks } from './workflows/interceptors';
 
 // This file runs as dist/temporal/worker.js, or as temporal/worker.ts under jest.
 const ROOT = path.resolve(__dirname, __filename.endsWith('.ts') ? '..' : '../..');
 
 /** Built by `npm run build` (scripts/bundle-workflows.ts), so workers never bundle at start-up. */
 export const WORKFLOW_BUNDLE = path.join(ROOT, 'dist', 'workflow-bundle.js');
+/** Bundled with the workflows; reports how runs end to the `metrics` sink below. */
+export const WORKFLOW_INTERCEPTORS = require.resolve('./workflows/interceptors');
 
 export interface RunningWorker {
   stop(): Promise<void>;
@@ -20,6 +24,9 @@ export interface WorkerOptions extends ActivityDeps {
   namespace: string;
   taskQueue: string;
   log: Logger;
+  metrics: Metrics;
+  /** SHUTDOWN_TIMEOUT_SECONDS: how long stop() lets running activities finish before the worker gives up on them. */
+  shutdownTimeoutSeconds: number;
   /** TEMPORAL_MAX_CACHED_WORKFLOWS: bounds the worker's memory whatever the number of waiting executions. */
   maxCachedWorkflows: number;
   /** Overrides the prebuilt bundle (tests that change workflow code without a build). */
@@ -56,6 +63,26 @@ function installRuntime(log: Logger): void {
   });
 }
 
+/** Times every activity attempt and counts its failures by activity type (cancellations are not failures). */
+function activityMetrics(metrics: Metrics): ActivityInterceptorsFactory {
+  return (ctx) => ({
+    inbound: {
+      async execute(input, next) {
+        const labels = { activity_type: ctx.info.activityType };
+        const end = metrics.activityDuration.startTimer(labels);
+        try {
+          return await next(input);
+        } catch (err) {
+          if (!ctx.cancellationSignal.aborted) metrics.activityFailures.inc(labels);
+          throw err;
+        } finally {
+          end();
+        }
+      },
+    },
+  });
+}
+
 /** Runs the service's workflows and activities on one task queue until stopped. */
 export async function startWorker(opts: WorkerOptions): Promise<RunningWorker> {
   installRuntime(opts.log);
@@ -70,6 +97,19 @@ export async function startWorker(opts: WorkerOptions): Promise<RunningWorker> {
     taskQueue: opts.taskQueue,
     activities: createActivities(opts),
     maxCachedWorkflows: opts.maxCachedWorkflows,
+    interceptors: {
+      activity: [activityMetrics(opts.metrics)],
+      // With a prebuilt bundle the workflow interceptors are already inside it.
+      ...(bundle ? {} : { workflowModules: [WORKFLOW_INTERCEPTORS] }),
+    },
+    sinks: {
+      metrics: {
+        runEnded: { fn: (info, outcome) => opts.metrics.workflowOutcomes.inc({ workflow_type: info.workflowType, outcome }) },
+      },
+    } satisfies InjectedSinks<MetricsSinks>,
+    // Activities are asked to stop at once (the drains finish and record the sends in flight); after
+    // this long, the worker stops waiting for those that do not.
+    shutdownForceTime: `${opts.shutdownTimeoutSeconds}s`,
     // The SDK refuses more concurrent workflow tasks than cached workflows (unless the cache is off).
     ...(opts.maxCachedWorkflows > 0 && opts.maxCachedWorkflows < 40 ? { maxConcurrentWorkflowTaskExecutions: Math.max(2, opts.maxCachedWorkflows) } : {}),
     ...(bundle ? { workflowBundle: bundle } : { workflowsPath: opts.workflowsPath }),

@@ -128,7 +128,8 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
     password,
     authMethod: 'scram-sha-256',
     persistent: true,
-    createPostgresUser: true,
+    // Only root must hand the cluster to `postgres`; for anyone else the package would try (and fail) to create that user.
+    createPostgresUser: os.userInfo().uid === 0,
     initdbFlags: ['--encoding=UTF8'],
     postgresFlags: Object.entries(settings).flatMap(([k, v]) => ['-c', `${k}=${v}`]),
     onLog: (m: string) => opts.log.debug({ component: 'postgres' }, m.trim()),

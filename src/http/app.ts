@@ -39,6 +39,8 @@ import { errorEnvelope } from './errors';
 import type { Guards } from './guards';
 import { type HealthCheck, healthRoutes } from './health';
 import { idempotency } from './idempotency';
+import { httpMetrics, metricsRoutes } from './metrics';
+import type { Metrics } from '../metrics';
 import { rateLimit, type RateLimiter } from './rate-limit';
 import { requestId } from './request-id';
 import './state';
@@ -55,6 +57,7 @@ export interface AppDeps {
   links: Links;
   hub: ActivityHub;
   health: HealthCheck[];
+  metrics: Metrics;
 }
 
 export function createApp(deps: AppDeps): Koa {
@@ -79,6 +82,7 @@ export function createApp(deps: AppDeps): Koa {
 
   const router = new Router();
   healthRoutes(router, deps.health);
+  metricsRoutes(router, deps.metrics);
   configRoutes(router, config);
   accountRoutes(router, guards, {
     jwtSecret: deps.jwtSecret,
@@ -127,6 +131,7 @@ export function createApp(deps: AppDeps): Koa {
   if (!config.SMTP_URL) devMailboxRoutes(router);
 
   app.use(requestId(deps.log));
+  app.use(httpMetrics(deps.metrics));
   app.use(errorEnvelope);
   // A request's own entity manager, forked on first use: most hot paths only run raw SQL.
   app.use(async (ctx, next) => {

@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Role } from '../../src/config';
 import { loadConfig } from '../../src/config';
-import { createLogger } from '../../src/log';
+import { createLogger, type Logger } from '../../src/log';
 import { type Service, startService } from '../../src/main';
 import { freePort } from '../../src/db/embedded-postgres';
 import { createTestDatabase } from './db';
@@ -64,9 +64,10 @@ export interface TestService extends Service {
 
 /**
  * Starts the real service in this process on a fresh database (cloned from the migrated template),
- * a random port, and the built-in capture SMTP server unless SMTP_URL is given.
+ * a random port, and the built-in capture SMTP server unless SMTP_URL is given. `log` replaces the
+ * logger (tests that read what the service logs).
  */
-export async function startTestService(env: Record<string, string> = {}, role: Role = 'all'): Promise<TestService> {
+export async function startTestService(env: Record<string, string> = {}, role: Role = 'all', log?: Logger): Promise<TestService> {
   const databaseUrl = env.DATABASE_URL ?? (await createTestDatabase());
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'postbox-svc-'));
   // A known port, so PUBLIC_URL (the base of every link in mail) points at this very server.
@@ -88,7 +89,7 @@ export async function startTestService(env: Record<string, string> = {}, role: R
     ...env,
   };
   const config = loadConfig(fullEnv);
-  const service = await startService(role, config, createLogger(config.LOG_LEVEL));
+  const service = await startService(role, config, log ?? createLogger(config.LOG_LEVEL));
   return {
     ...service,
     api: new Api(service.url ?? ''),

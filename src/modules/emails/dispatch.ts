@@ -8,6 +8,7 @@ import type { DeliveryOutcome, Mailer } from '../../mail/transport';
 import type { ActivityHub } from '../events/contact-activity';
 import { insertEvents, type NewEvent } from '../events/events.store';
 import type { Links } from '../../mail/links';
+import type { Metrics } from '../../metrics';
 import { projectSettings, type ProjectSettings } from '../accounts/project-settings';
 import { composeMessage, type EmailType } from './emails.service';
 
@@ -88,6 +89,7 @@ export interface DispatcherDeps {
   concurrency?: number;
   /** First delay after a 4xx reply (EMAIL_RETRY_BASE_SECONDS). */
   retryBaseSeconds?: number;
+  metrics?: Metrics;
 }
 
 /**
@@ -382,6 +384,9 @@ export class EmailDispatcher {
     report.sent += sent.length;
     report.retried += retry.length;
     report.failed += failed.length;
+    this.deps.metrics?.emailDeliveries.inc({ outcome: 'sent' }, sent.length);
+    this.deps.metrics?.emailDeliveries.inc({ outcome: 'retry' }, retry.length);
+    this.deps.metrics?.emailDeliveries.inc({ outcome: 'failed' }, failed.length);
     for (const [projectId, events] of groupBy(recorded, (e) => projectOf.get(e.contactId)!)) {
       this.deps.hub?.publish({ projectId, contactIds: [], events });
     }

