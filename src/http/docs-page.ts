@@ -114,7 +114,9 @@ export function renderDocsPage(doc: OpenApiDocument): string {
   for (const [tag, ops] of byTag) {
     toc += `<li><a href="#${e(anchor('tag', tag))}">${e(tag)}</a> (${ops.length})</li>`;
     body += `<h2 id="${e(anchor('tag', tag))}">${e(tag)}</h2>`;
-    body += `<table class="index">${ops.map(([m, p, op]) => `<tr><td><span class="m ${e(m)}">${e(m.toUpperCase())}</span></td><td><a href="#${e(anchor(m, p))}"><code>${e(p)}</code></a></td><td>${e(op.summary)}</td></tr>`).join('')}</table>`;
+    const row = ([m, p, op]: [string, string, Operation]) =>
+      `<tr><td><span class="m ${e(m)}">${e(m.toUpperCase())}</span></td><td><a href="#${e(anchor(m, p))}"><code>${e(p)}</code></a></td><td>${e(op.summary)}</td></tr>`;
+    body += `<table class="index">${ops.map(row).join('')}</table>`;
     body += ops.map(([m, p, op]) => operationHtml(m, p, op)).join('');
   }
   const error = doc.components.schemas.Error;

@@ -29,7 +29,11 @@ import { parse } from './validate';
  * `documented`. test/unit/openapi.test.ts fails on a route registered without `endpoint()` or with
  * an undeclared path parameter.
  */
-export function endpoint<P extends ParamShape | undefined = undefined, Q extends z.ZodObject | undefined = undefined, B extends z.ZodType | undefined = undefined>(
+export function endpoint<
+  P extends ParamShape | undefined = undefined,
+  Q extends z.ZodObject | undefined = undefined,
+  B extends z.ZodType | undefined = undefined,
+>(
   spec: EndpointSpec<P, Q, B>,
   handler: (ctx: RouterContext, input: EndpointInput<P, Q, B>) => unknown,
 ): Middleware {
@@ -72,7 +76,11 @@ export function endpoint<P extends ParamShape | undefined = undefined, Q extends
 
 type ParamShape = Record<string, z.ZodType>;
 
-export interface EndpointSpec<P extends ParamShape | undefined = ParamShape | undefined, Q extends z.ZodObject | undefined = z.ZodObject | undefined, B extends z.ZodType | undefined = z.ZodType | undefined> {
+export interface EndpointSpec<
+  P extends ParamShape | undefined = ParamShape | undefined,
+  Q extends z.ZodObject | undefined = z.ZodObject | undefined,
+  B extends z.ZodType | undefined = z.ZodType | undefined,
+> {
   /** The group the docs page lists the route under: usually the resource. */
   tag: string;
   summary: string;

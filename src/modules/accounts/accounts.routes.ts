@@ -310,7 +310,13 @@ export function accountRoutes(router: Router, g: Guards, settings: AccountSettin
     '/projects/:id/setup-state',
     g.session,
     endpoint(
-      { tag: projects, summary: 'Which onboarding steps the project has done', params: { id: uuidPath }, responses: { 200: setupStateResponse.describe('Each step, true once done') }, errors: NOT_MEMBER },
+      {
+        tag: projects,
+        summary: 'Which onboarding steps the project has done',
+        params: { id: uuidPath },
+        responses: { 200: setupStateResponse.describe('Each step, true once done') },
+        errors: NOT_MEMBER,
+      },
       async (ctx, input) => {
         const id = input.param('id');
         await membership(ctx.state.em, ctx.state.user!.id, id);
@@ -324,7 +330,13 @@ export function accountRoutes(router: Router, g: Guards, settings: AccountSettin
     '/projects/:id/members',
     g.session,
     endpoint(
-      { tag: members, summary: 'List members and pending invitations', params: { id: uuidPath }, responses: { 200: z.object({ data: z.array(memberResponse) }).describe('Members, oldest first') }, errors: NOT_MEMBER },
+      {
+        tag: members,
+        summary: 'List members and pending invitations',
+        params: { id: uuidPath },
+        responses: { 200: z.object({ data: z.array(memberResponse) }).describe('Members, oldest first') },
+        errors: NOT_MEMBER,
+      },
       async (ctx, input) => {
         const id = input.param('id');
         await membership(ctx.state.em, ctx.state.user!.id, id);

@@ -109,7 +109,13 @@ export function campaignRoutes(router: Router, g: Guards, deps: CampaignDeps): v
     '/campaigns/:id',
     g.secret,
     endpoint(
-      { tag, summary: 'Delete a campaign', params, responses: { 200: deletedResponse.describe('Deleted') }, errors: { ...NOT_FOUND, 400: 'Not a DRAFT (CAMPAIGN_NOT_DELETABLE)', 409: 'SCHEDULED or SENDING: cancel it first (CAMPAIGN_ACTIVE)' } },
+      {
+        tag,
+        summary: 'Delete a DRAFT campaign',
+        params,
+        responses: { 200: deletedResponse.describe('Deleted') },
+        errors: { ...NOT_FOUND, 400: 'Not a DRAFT (CAMPAIGN_NOT_DELETABLE)', 409: 'SCHEDULED or SENDING: cancel it first (CAMPAIGN_ACTIVE)' },
+      },
       async (ctx, input) => {
         const id = input.param('id');
         await deleteCampaign(ctx.state.em, ctx.state.project!.id, id);

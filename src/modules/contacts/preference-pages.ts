@@ -89,18 +89,26 @@ export function preferencePageRoutes(router: Router, deps: { links: Links; formB
   router.post(
     '/unsubscribe/:contactId',
     deps.formBody,
-    endpoint({ ...pageSpec('Unsubscribe (also the RFC 8058 one-click POST)', 'Unsubscribed'), body: oneClickForm, bodyContentTypes: ['application/x-www-form-urlencoded'], errors: { 422: null } }, async (ctx, input) => {
-      const link = linkOf(input);
-      const c = await contactOf(ctx, deps.links, link);
-      if (!c) return invalid(ctx);
-      const oneClick = (ctx.request.body as Record<string, unknown> | undefined)?.['List-Unsubscribe'] === 'One-Click';
-      await setSubscribed(ctx, c, false, oneClick ? 'one_click' : 'unsubscribe_link');
-      ctx.type = 'text/html';
-      ctx.body = page(
-        'Unsubscribed',
-        `<p><b>${escapeHtml(c.email)}</b> will receive no more marketing email.</p>${form(self(ctx, link).replace('/unsubscribe/', '/subscribe/'), 'Subscribe again')}`,
-      );
-    }),
+    endpoint(
+      {
+        ...pageSpec('Unsubscribe (also the RFC 8058 one-click POST)', 'Unsubscribed'),
+        body: oneClickForm,
+        bodyContentTypes: ['application/x-www-form-urlencoded'],
+        errors: { 422: null },
+      },
+      async (ctx, input) => {
+        const link = linkOf(input);
+        const c = await contactOf(ctx, deps.links, link);
+        if (!c) return invalid(ctx);
+        const oneClick = (ctx.request.body as Record<string, unknown> | undefined)?.['List-Unsubscribe'] === 'One-Click';
+        await setSubscribed(ctx, c, false, oneClick ? 'one_click' : 'unsubscribe_link');
+        ctx.type = 'text/html';
+        ctx.body = page(
+          'Unsubscribed',
+          `<p><b>${escapeHtml(c.email)}</b> will receive no more marketing email.</p>${form(self(ctx, link).replace('/unsubscribe/', '/subscribe/'), 'Subscribe again')}`,
+        );
+      },
+    ),
   );
 
   router.get(

@@ -80,10 +80,19 @@ export function domainRoutes(router: Router, g: Guards, deps: DomainDeps): void 
   router.delete(
     '/domains/:id',
     g.secret,
-    endpoint({ tag, summary: 'Remove a domain', params: { id: uuidPath }, responses: { 200: deletedResponse.describe('Removed') }, errors: { ...NOT_FOUND, 409: 'The domain is used as a sender (DOMAIN_IN_USE)' } }, async (ctx, input) => {
-      const row = await deleteDomain(ctx.state.em, ctx.state.project!.id, input.param('id'));
-      await stopDomainVerification(deps.temporal, row.id);
-      ctx.body = { id: row.id, deleted: true };
-    }),
+    endpoint(
+      {
+        tag,
+        summary: 'Remove a domain',
+        params: { id: uuidPath },
+        responses: { 200: deletedResponse.describe('Removed') },
+        errors: { ...NOT_FOUND, 409: 'The domain is used as a sender (DOMAIN_IN_USE)' },
+      },
+      async (ctx, input) => {
+        const row = await deleteDomain(ctx.state.em, ctx.state.project!.id, input.param('id'));
+        await stopDomainVerification(deps.temporal, row.id);
+        ctx.body = { id: row.id, deleted: true };
+      },
+    ),
   );
 }

@@ -124,7 +124,13 @@ export function workflowRoutes(router: Router, g: Guards, deps: { temporal: Temp
     '/workflows/:id',
     g.secret,
     endpoint(
-      { tag, summary: 'Delete a workflow', params: { id: uuidPath }, responses: { 200: deletedResponse.describe('Deleted') }, errors: { ...NOT_FOUND, 409: 'It has active executions: cancel them first (WORKFLOW_ACTIVE)' } },
+      {
+        tag,
+        summary: 'Delete a workflow',
+        params: { id: uuidPath },
+        responses: { 200: deletedResponse.describe('Deleted') },
+        errors: { ...NOT_FOUND, 409: 'It has active executions: cancel them first (WORKFLOW_ACTIVE)' },
+      },
       async (ctx, input) => {
         const id = input.param('id');
         await deleteWorkflow(ctx.state.em, ctx.state.project!.id, id);
