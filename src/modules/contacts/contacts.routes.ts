@@ -1,6 +1,6 @@
 import type Router from '@koa/router';
 import { z } from 'zod';
-import { content, endpoint, simpleError } from '../../http/endpoint';
+import { endpoint, simpleError } from '../../http/endpoint';
 import { simpleBadRequest } from '../../http/errors';
 import { multipartFile, withUploadedFile } from '../../http/multipart';
 import type { Guards } from '../../http/guards';

@@ -3,7 +3,7 @@ import type { Middleware } from 'koa';
 import { z } from 'zod';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { sql } from '../../db/orm';
-import { content, endpoint } from '../../http/endpoint';
+import { endpoint } from '../../http/endpoint';
 import { AppError, badRequest } from '../../http/errors';
 import { type EmailActivity, recordEmailActivity } from '../emails/email-activity';
 import type { ActivityHub } from '../events/contact-activity';
