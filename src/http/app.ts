@@ -1,6 +1,5 @@
-import Koa, { type Middleware } from 'koa';
+import Koa from 'koa';
 import Router from '@koa/router';
-import compose from 'koa-compose';
 import { HttpMethodEnum, koaBody } from 'koa-body';
 import type { Logger } from 'pino';
 import type { EntityManager, Orm } from '../db/orm';
@@ -35,6 +34,7 @@ import type { ProjectKeyCache } from '../modules/accounts/project-keys';
 import { verifyRoutes } from '../modules/verify/verify.routes';
 import type { Resolver } from '../dns/resolver';
 import { apiKey, session } from './auth';
+import { chain } from './endpoint';
 import { errorEnvelope } from './errors';
 import type { Guards } from './guards';
 import { type HealthCheck, healthRoutes } from './health';
@@ -42,6 +42,7 @@ import { idempotency } from './idempotency';
 import { httpMetrics, metricsRoutes } from './metrics';
 import type { Metrics } from '../metrics';
 import { rateLimit, type RateLimiter } from './rate-limit';
+import { openApiRoutes } from './openapi';
 import { requestId } from './request-id';
 import './state';
 
@@ -71,7 +72,6 @@ export function createApp(deps: AppDeps): Koa {
     multipart: false,
     parsedMethods: [HttpMethodEnum.POST, HttpMethodEnum.PUT, HttpMethodEnum.PATCH, HttpMethodEnum.DELETE],
   });
-  const chain = (...mw: Middleware[]): Middleware => compose(mw) as Middleware;
   const guards: Guards = {
     secret: chain(apiKey('secret', deps.keys), rateLimit(deps.limiter), jsonBody),
     public: chain(apiKey('public', deps.keys), rateLimit(deps.limiter), jsonBody),
@@ -129,6 +129,7 @@ export function createApp(deps: AppDeps): Koa {
   });
   // The dev mailbox exists only while the built-in capture SMTP server runs.
   if (!config.SMTP_URL) devMailboxRoutes(router);
+  openApiRoutes(router, { serverUrl: config.publicUrl });
 
   app.use(requestId(deps.log));
   app.use(httpMetrics(deps.metrics));

@@ -2,6 +2,7 @@ import type { Context, Next } from 'koa';
 import jwt from 'jsonwebtoken';
 import { sql } from '../db/orm';
 import type { ProjectKeyCache } from '../modules/accounts/project-keys';
+import { documented } from './endpoint';
 import { forbidden, unauthorized } from './errors';
 
 export type KeyKind = 'public' | 'secret';
@@ -16,7 +17,7 @@ function bearer(ctx: Context): string | undefined {
 
 /** `pk_` keys work only where `kind` is public, `sk_` keys only where it is secret. */
 export function apiKey(kind: KeyKind, keys: ProjectKeyCache) {
-  return async (ctx: Context, next: Next): Promise<void> => {
+  return documented(async (ctx: Context, next: Next): Promise<void> => {
     const key = bearer(ctx);
     if (!key) throw unauthorized('Missing API key: send "Authorization: Bearer <key>"');
     const given: KeyKind | undefined = key.startsWith('pk_') ? 'public' : key.startsWith('sk_') ? 'secret' : undefined;
@@ -36,7 +37,7 @@ export function apiKey(kind: KeyKind, keys: ProjectKeyCache) {
     }
     ctx.state.project = { id: owner.projectId, keyKind: kind };
     await next();
-  };
+  }, { security: kind === 'public' ? 'publicKey' : 'secretKey' });
 }
 
 export interface SessionClaims {
@@ -64,7 +65,7 @@ export function clearSessionCookie(ctx: Context): void {
 
 /** Dashboard endpoints: the JWT cookie set by signup or login (or the same token as a Bearer header). */
 export function session(secret: string) {
-  return async (ctx: Context, next: Next): Promise<void> => {
+  return documented(async (ctx: Context, next: Next): Promise<void> => {
     const token = ctx.cookies.get(SESSION_COOKIE) || bearer(ctx);
     if (!token) throw unauthorized('Not logged in');
     let claims: SessionClaims;
@@ -79,5 +80,5 @@ export function session(secret: string) {
     if (!user) throw unauthorized('Session is invalid or expired');
     ctx.state.user = user;
     await next();
-  };
+  }, { security: 'session' });
 }

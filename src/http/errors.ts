@@ -1,5 +1,5 @@
 import type { Context, Next } from 'koa';
-import type { z } from 'zod';
+import { z } from 'zod';
 
 export interface FieldError {
   field: string;
@@ -67,6 +67,36 @@ export function issuesToFieldErrors(issues: readonly z.core.$ZodIssue[]): FieldE
 export function validationError(issues: readonly z.core.$ZodIssue[]): AppError {
   return new AppError(422, 'VALIDATION_ERROR', 'Request validation failed', { errors: issuesToFieldErrors(issues) });
 }
+
+/** The envelope `errorEnvelope` answers with, as the OpenAPI document describes it. */
+export const errorEnvelopeSchema = z
+  .object({
+    success: z.literal(false),
+    error: z.object({
+      code: z.string().meta({ description: 'Machine-readable, such as VALIDATION_ERROR or NOT_FOUND' }),
+      message: z.string(),
+      statusCode: z.number().int(),
+      requestId: z.string().meta({ description: 'Also in the X-Request-Id header; quote it to support' }),
+      errors: z
+        .array(
+          z.object({
+            field: z.string().meta({ description: 'Dot path, such as attachments.0.filename' }),
+            message: z.string(),
+            code: z.string().meta({ description: 'Issue code: invalid_string, invalid_type, too_big, reserved_event, ...' }),
+            received: z.string().optional(),
+          }),
+        )
+        .optional()
+        .meta({ description: 'Only on validation failures (422)' }),
+      details: z.record(z.string(), z.unknown()).optional(),
+      suggestion: z.string().optional(),
+    }),
+    timestamp: z.iso.datetime(),
+  })
+  .meta({ description: 'Every error, except the simple form some dashboard 400s use' });
+
+/** The spec's simple form, `{ error: <message> }`. */
+export const simpleErrorSchema = z.object({ error: z.string() }).meta({ description: 'The simple error form of some dashboard 400s' });
 
 /** Maps every thrown error to `{ success: false, error: {...}, timestamp }` (or `{ error }` where the spec says so). */
 export async function errorEnvelope(ctx: Context, next: Next): Promise<void> {

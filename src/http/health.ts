@@ -1,4 +1,6 @@
 import type Router from '@koa/router';
+import { z } from 'zod';
+import { endpoint } from './endpoint';
 
 export interface HealthCheck {
   name: string;
@@ -17,9 +19,21 @@ function withTimeout(p: Promise<void>): Promise<void> {
   ]).finally(() => clearTimeout(timer));
 }
 
+const healthResponse = z.object({
+  status: z.enum(['ok', 'error']),
+  failing: z.array(z.string()).optional(),
+  checks: z.record(z.string(), z.object({ status: z.enum(['ok', 'error']), error: z.string().optional() })),
+});
+
 /** 200 only when every dependency answers; 503 naming the parts that do not. */
 export function healthRoutes(router: Router, checks: HealthCheck[]): void {
-  router.get('/health', async (ctx) => {
+  const spec = {
+    tag: 'Health',
+    summary: 'Whether every dependency answers',
+    internal: true,
+    responses: { 200: healthResponse.describe('All dependencies answer'), 503: healthResponse.describe('Some do not; `failing` names them') },
+  };
+  router.get('/health', endpoint(spec, async (ctx) => {
     const results = await Promise.all(
       checks.map(async (c) => {
         try {
@@ -37,5 +51,5 @@ export function healthRoutes(router: Router, checks: HealthCheck[]): void {
       ...(failing.length ? { failing } : {}),
       checks: Object.fromEntries(results),
     };
-  });
+  }));
 }

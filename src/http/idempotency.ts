@@ -1,6 +1,7 @@
 import type { Context, Next } from 'koa';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { sql } from '../db/orm';
+import { documented } from './endpoint';
 import { AppError, badRequest, conflict } from './errors';
 
 const PRINTABLE_ASCII = /^[\x20-\x7e]{1,255}$/;
@@ -17,7 +18,7 @@ interface KeyRow {
  * releases the key; 2xx and 5xx keep it. An expired key is taken over in the same statement.
  */
 export function idempotency(ttlHours: number) {
-  return async (ctx: Context, next: Next): Promise<void> => {
+  return documented(async (ctx: Context, next: Next): Promise<void> => {
     const key = ctx.get('idempotency-key');
     const project = ctx.state.project;
     if (!ctx.headers['idempotency-key'] || !project) return next();
@@ -70,7 +71,7 @@ export function idempotency(ttlHours: number) {
         ]);
       }
     }
-  };
+  }, { idempotencyKey: true });
 }
 
 /** Deletes keys past their time to live. */

@@ -1,24 +1,30 @@
 import type { Context } from 'koa';
-import { queryValue } from './validate';
+import { z } from 'zod';
+import { firstValues, queryChoice, queryInt } from './query';
 
 const MAX_PAGE_SIZE = 100;
 
-/** `page` (default 1, at least 1) and `pageSize` (default 20, 1-100); unusable values fall back to the defaults. */
-export function pageParams(ctx: Context): { page: number; pageSize: number } {
-  const page = Number.parseInt(queryValue(ctx, 'page') ?? '', 10);
-  const size = Number.parseInt(queryValue(ctx, 'pageSize') ?? '', 10);
+/** Offset pagination's query: `page` (default 1, at least 1) and `pageSize` (default 20, 1-100); unusable values fall back to the defaults. */
+export const pageQuery = {
+  page: queryInt({ default: 1, min: 1, belowMin: 'default', description: 'Page number, from 1.' }),
+  pageSize: queryInt({ default: 20, min: 1, max: MAX_PAGE_SIZE, belowMin: 'default', description: 'Items per page.' }),
+};
+
+/** `sort` among the allowed columns (else the default) and `dir` asc|desc, any case (else desc); read as the SQL column and direction. */
+export function sortQuery<const C extends Record<string, string>>(columns: C, fallback: keyof C & string) {
+  const names = Object.keys(columns) as Array<keyof C & string>;
   return {
-    page: Number.isFinite(page) && page >= 1 ? page : 1,
-    pageSize: Number.isFinite(size) && size >= 1 ? Math.min(size, MAX_PAGE_SIZE) : 20,
+    sort: queryChoice(names, fallback, { description: 'Field to sort by.' }).transform((name) => columns[name]),
+    dir: queryChoice(['asc', 'desc'], 'desc', { caseInsensitive: true, description: 'Sort direction.' }).transform((d) => d.toUpperCase() as 'ASC' | 'DESC'),
   };
 }
 
-/** `sort` among the allowed columns (else the default) and `dir` asc|desc (else desc). */
-export function sortParams<C extends Record<string, string>>(ctx: Context, columns: C, fallback: keyof C) {
-  const sort = queryValue(ctx, 'sort');
-  const dir = queryValue(ctx, 'dir')?.toLowerCase();
-  return {
-    sort: columns[sort && Object.prototype.hasOwnProperty.call(columns, sort) ? (sort as keyof C) : fallback],
-    dir: (dir === 'asc' ? 'ASC' : 'DESC') as 'ASC' | 'DESC',
-  };
+/** `pageQuery` read from a context, for routes not yet declared with `endpoint()`. */
+export function pageParams(ctx: Context): { page: number; pageSize: number } {
+  return z.object(pageQuery).parse(firstValues(ctx.query));
+}
+
+/** `sortQuery` read from a context, for routes not yet declared with `endpoint()`. */
+export function sortParams<C extends Record<string, string>>(ctx: Context, columns: C, fallback: keyof C & string) {
+  return z.object(sortQuery(columns, fallback)).parse(firstValues(ctx.query));
 }

@@ -1,6 +1,7 @@
 import type { Context, Next } from 'koa';
 import type { EntityManager, Orm } from '../db/orm';
 import { sql } from '../db/orm';
+import { documented } from './endpoint';
 import { AppError } from './errors';
 
 const WINDOW_MS = 60_000;
@@ -93,7 +94,7 @@ export async function purgeRateLimitWindows(em: EntityManager): Promise<number> 
 }
 
 export function rateLimit(limiter: RateLimiter) {
-  return async (ctx: Context, next: Next): Promise<void> => {
+  return documented(async (ctx: Context, next: Next): Promise<void> => {
     const project = ctx.state.project;
     if (!project) return next();
     const d = await limiter.take(project.id);
@@ -110,5 +111,5 @@ export function rateLimit(limiter: RateLimiter) {
     }
     ctx.set(headers);
     await next();
-  };
+  }, { rateLimited: true });
 }

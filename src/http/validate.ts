@@ -33,15 +33,18 @@ export function body<S extends z.ZodType>(ctx: Context, schema: S): z.output<S> 
   return parse(schema, ctx.request.body ?? {});
 }
 
-/** A path id that is not a UUID is 422, as the spec says, before any lookup. */
+/** A path id (declare it in `endpoint({ params: { id: uuidPath } })`): 422 naming the parameter when not a UUID, else lower-cased. */
+export const uuidPath = z
+  .string()
+  .refine(isUuid, { error: (issue) => `${String(issue.path?.at(-1) ?? 'id')} must be a valid UUID`, params: { code: 'invalid_string' } })
+  .transform((v) => v.toLowerCase())
+  .meta({ format: 'uuid' });
+
+/** A path id that is not a UUID is 422, as the spec says, before any lookup. Prefer `endpoint()`'s `input.param`. */
 export function uuidParam(ctx: Context, name = 'id'): string {
-  const value = String(ctx.params?.[name] ?? '');
-  if (!isUuid(value)) {
-    throw new AppError(422, 'VALIDATION_ERROR', 'Request validation failed', {
-      errors: [{ field: name, message: `${name} must be a valid UUID`, code: 'invalid_string' }],
-    });
-  }
-  return value.toLowerCase();
+  const result = z.object({ [name]: uuidPath }).safeParse({ [name]: String(ctx.params?.[name] ?? '') });
+  if (!result.success) throw validationError(result.error.issues);
+  return result.data[name];
 }
 
 /** The first value of a query parameter, or undefined. */

@@ -2,16 +2,28 @@ import { assertWithinBillingLimits } from '../billing/billing.service';
 import type Router from '@koa/router';
 import type { TemporalClient } from '../../../temporal/client';
 import { sql } from '../../db/orm';
+import { endpoint } from '../../http/endpoint';
 import { badRequest } from '../../http/errors';
 import type { Guards } from '../../http/guards';
-import { pageParams, sortParams } from '../../http/pagination';
-import { body, queryValue, uuidParam } from '../../http/validate';
+import { deletedResponse } from '../../http/responses';
+import { uuidPath } from '../../http/validate';
 import type { Links } from '../../mail/links';
 import { assertVerifiedSender } from '../domains/domains.service';
 import type { ActivityHub } from '../events/contact-activity';
 import { queueTestSend } from './campaign-test';
 import { cancelCampaignWorkflow, rescheduleCampaignWorkflow, startCampaignWorkflow } from './campaign-send';
-import { CAMPAIGN_STATUSES, type CampaignStatus, campaignSchema, sendCampaignSchema, testSendSchema } from './campaigns.schemas';
+import {
+  campaignActionResponse,
+  campaignEnvelope,
+  campaignListQuery,
+  campaignListResponse,
+  campaignResponse,
+  campaignSchema,
+  campaignStatsResponse,
+  sendCampaignSchema,
+  testSendResponse,
+  testSendSchema,
+} from './campaigns.schemas';
 import {
   audienceSize,
   campaignStats,
@@ -32,105 +44,209 @@ export interface CampaignDeps {
   hub: ActivityHub;
 }
 
-const SORTS = { name: 'name', createdAt: 'created_at', updatedAt: 'updated_at' } as const;
+const tag = 'Campaigns';
+const params = { id: uuidPath };
+const NOT_FOUND = { 404: 'No such campaign in the project' };
+const AUDIENCE = { 400: 'segmentId missing for a SEGMENT audience, or audienceCondition for a FILTERED one (or not valid)', 403: 'The sender domain is not registered to the project or not verified' };
 
 export function campaignRoutes(router: Router, g: Guards, deps: CampaignDeps): void {
-  router.post('/campaigns', g.secret, async (ctx) => {
-    const input = body(ctx, campaignSchema);
-    ctx.status = 201;
-    ctx.body = { success: true, data: toCampaignDto(await createCampaign(ctx.state.em, ctx.state.project!.id, input)) };
-  });
+  router.post(
+    '/campaigns',
+    g.secret,
+    endpoint(
+      { tag, summary: 'Create a campaign (DRAFT)', body: campaignSchema, responses: { 201: campaignEnvelope.describe('The new campaign') }, errors: AUDIENCE },
+      async (ctx, input) => {
+        ctx.status = 201;
+        ctx.body = { success: true, data: toCampaignDto(await createCampaign(ctx.state.em, ctx.state.project!.id, input.body())) };
+      },
+    ),
+  );
 
-  router.get('/campaigns', g.secret, async (ctx) => {
-    const status = queryValue(ctx, 'status') || undefined;
-    if (status && !(CAMPAIGN_STATUSES as readonly string[]).includes(status)) {
-      throw badRequest(`status must be one of ${CAMPAIGN_STATUSES.join(', ')}`, 'INVALID_STATUS');
-    }
-    ctx.body = await listCampaigns(ctx.state.em, ctx.state.project!.id, {
-      ...pageParams(ctx),
-      ...sortParams(ctx, SORTS, 'createdAt'),
-      status: status as CampaignStatus | undefined,
-      search: queryValue(ctx, 'search')?.trim() || undefined,
-    });
-  });
+  router.get(
+    '/campaigns',
+    g.secret,
+    endpoint(
+      {
+        tag,
+        summary: 'List campaigns (offset pagination)',
+        query: campaignListQuery,
+        responses: { 200: campaignListResponse.describe('A page of campaigns') },
+        errors: { 400: 'status is not a campaign status (INVALID_STATUS)' },
+      },
+      async (ctx, input) => {
+        ctx.body = await listCampaigns(ctx.state.em, ctx.state.project!.id, input.query());
+      },
+    ),
+  );
 
-  router.get('/campaigns/:id', g.secret, async (ctx) => {
-    ctx.body = toCampaignDto(await getCampaign(ctx.state.em, ctx.state.project!.id, uuidParam(ctx)));
-  });
+  router.get(
+    '/campaigns/:id',
+    g.secret,
+    endpoint({ tag, summary: 'Get a campaign', params, responses: { 200: campaignResponse.describe('The campaign') }, errors: NOT_FOUND }, async (ctx, input) => {
+      ctx.body = toCampaignDto(await getCampaign(ctx.state.em, ctx.state.project!.id, input.param('id')));
+    }),
+  );
 
-  router.put('/campaigns/:id', g.secret, async (ctx) => {
-    const id = uuidParam(ctx);
-    ctx.body = toCampaignDto(await replaceCampaign(ctx.state.em, ctx.state.project!.id, id, body(ctx, campaignSchema)));
-  });
+  router.put(
+    '/campaigns/:id',
+    g.secret,
+    endpoint(
+      {
+        tag,
+        summary: 'Replace a campaign (DRAFT or SCHEDULED)',
+        params,
+        body: campaignSchema,
+        responses: { 200: campaignResponse.describe('The updated campaign') },
+        errors: { ...NOT_FOUND, ...AUDIENCE, 400: `${AUDIENCE[400]}; or the campaign can no longer be changed (CAMPAIGN_NOT_EDITABLE)` },
+      },
+      async (ctx, input) => {
+        const id = input.param('id');
+        ctx.body = toCampaignDto(await replaceCampaign(ctx.state.em, ctx.state.project!.id, id, input.body()));
+      },
+    ),
+  );
 
-  router.delete('/campaigns/:id', g.secret, async (ctx) => {
-    const id = uuidParam(ctx);
-    await deleteCampaign(ctx.state.em, ctx.state.project!.id, id);
-    ctx.body = { id, deleted: true };
-  });
+  router.delete(
+    '/campaigns/:id',
+    g.secret,
+    endpoint(
+      {
+        tag,
+        summary: 'Delete a DRAFT campaign',
+        params,
+        responses: { 200: deletedResponse.describe('Deleted') },
+        errors: { ...NOT_FOUND, 400: 'Not a DRAFT (CAMPAIGN_NOT_DELETABLE)', 409: 'SCHEDULED or SENDING: cancel it first (CAMPAIGN_ACTIVE)' },
+      },
+      async (ctx, input) => {
+        const id = input.param('id');
+        await deleteCampaign(ctx.state.em, ctx.state.project!.id, id);
+        ctx.body = { id, deleted: true };
+      },
+    ),
+  );
 
-  router.post('/campaigns/:id/duplicate', g.secret, async (ctx) => {
-    ctx.status = 201;
-    ctx.body = { success: true, data: toCampaignDto(await duplicateCampaign(ctx.state.em, ctx.state.project!.id, uuidParam(ctx))) };
-  });
+  router.post(
+    '/campaigns/:id/duplicate',
+    g.secret,
+    endpoint(
+      { tag, summary: 'Duplicate a campaign as a new DRAFT', params, responses: { 201: campaignEnvelope.describe('The copy') }, errors: NOT_FOUND },
+      async (ctx, input) => {
+        ctx.status = 201;
+        ctx.body = { success: true, data: toCampaignDto(await duplicateCampaign(ctx.state.em, ctx.state.project!.id, input.param('id'))) };
+      },
+    ),
+  );
 
   /**
    * DRAFT → SENDING (now) or SCHEDULED (later); a SCHEDULED campaign can be moved or sent now. The
    * workflow is started (or signalled) while the campaign row is locked and not yet committed.
    */
-  router.post('/campaigns/:id/send', g.secret, async (ctx) => {
-    const id = uuidParam(ctx);
-    const projectId = ctx.state.project!.id;
-    const { scheduledFor } = body(ctx, sendCampaignSchema);
-    const row = await ctx.state.em.transactional(async (tx) => {
-      const c = await getCampaign(tx, projectId, id, true);
-      if (c.status !== 'DRAFT' && c.status !== 'SCHEDULED') {
-        throw badRequest(`A ${c.status} campaign cannot be sent; only DRAFT or SCHEDULED campaigns can`, 'CAMPAIGN_NOT_SENDABLE');
-      }
-      const at = parseSchedule(scheduledFor);
-      await assertVerifiedSender(tx, projectId, c.from_email);
-      const recipients = await audienceSize(tx, c);
-      if (recipients === 0) throw badRequest('The campaign’s audience has no subscribed contacts', 'NO_RECIPIENTS');
-      await assertWithinBillingLimits(tx, projectId, recipients);
-      const [updated] = await sql<CampaignRow>(
-        tx,
-        `UPDATE campaigns SET status = ?, scheduled_for = ?, updated_at = now() WHERE id = ? RETURNING *`,
-        [at ? 'SCHEDULED' : 'SENDING', at ?? null, id],
-      );
-      if (c.status === 'DRAFT') await startCampaignWorkflow(deps.temporal, { id, projectId, scheduledFor: at ?? null });
-      else await rescheduleCampaignWorkflow(deps.temporal, id, at ?? null);
-      return updated;
-    });
-    ctx.body = {
-      success: true,
-      data: toCampaignDto(row),
-      message: row.status === 'SCHEDULED' ? `Campaign scheduled for ${new Date(row.scheduled_for!).toISOString()}` : 'Campaign is being sent',
-    };
-  });
+  router.post(
+    '/campaigns/:id/send',
+    g.secret,
+    endpoint(
+      {
+        tag,
+        summary: 'Send a campaign now, or schedule it',
+        description: 'DRAFT becomes SENDING (now) or SCHEDULED (later); a SCHEDULED campaign can be moved or sent now.',
+        params,
+        body: sendCampaignSchema,
+        responses: { 200: campaignActionResponse.describe('The campaign and what happens next') },
+        errors: {
+          ...NOT_FOUND,
+          400: 'scheduledFor is not a date, the campaign is not DRAFT or SCHEDULED (CAMPAIGN_NOT_SENDABLE), or its audience is empty (NO_RECIPIENTS)',
+          403: 'The sender domain is not registered to the project or not verified, or the audience would pass a billing cap (BILLING_LIMIT_REACHED)',
+        },
+      },
+      async (ctx, input) => {
+        const id = input.param('id');
+        const projectId = ctx.state.project!.id;
+        const { scheduledFor } = input.body();
+        const row = await ctx.state.em.transactional(async (tx) => {
+          const c = await getCampaign(tx, projectId, id, true);
+          if (c.status !== 'DRAFT' && c.status !== 'SCHEDULED') {
+            throw badRequest(`A ${c.status} campaign cannot be sent; only DRAFT or SCHEDULED campaigns can`, 'CAMPAIGN_NOT_SENDABLE');
+          }
+          const at = parseSchedule(scheduledFor);
+          await assertVerifiedSender(tx, projectId, c.from_email);
+          const recipients = await audienceSize(tx, c);
+          if (recipients === 0) throw badRequest('The campaign’s audience has no subscribed contacts', 'NO_RECIPIENTS');
+          await assertWithinBillingLimits(tx, projectId, recipients);
+          const [updated] = await sql<CampaignRow>(
+            tx,
+            `UPDATE campaigns SET status = ?, scheduled_for = ?, updated_at = now() WHERE id = ? RETURNING *`,
+            [at ? 'SCHEDULED' : 'SENDING', at ?? null, id],
+          );
+          if (c.status === 'DRAFT') await startCampaignWorkflow(deps.temporal, { id, projectId, scheduledFor: at ?? null });
+          else await rescheduleCampaignWorkflow(deps.temporal, id, at ?? null);
+          return updated;
+        });
+        ctx.body = {
+          success: true,
+          data: toCampaignDto(row),
+          message: row.status === 'SCHEDULED' ? `Campaign scheduled for ${new Date(row.scheduled_for!).toISOString()}` : 'Campaign is being sent',
+        };
+      },
+    ),
+  );
 
-  router.post('/campaigns/:id/cancel', g.secret, async (ctx) => {
-    const id = uuidParam(ctx);
-    const projectId = ctx.state.project!.id;
-    const row = await ctx.state.em.transactional(async (tx) => {
-      const c = await getCampaign(tx, projectId, id, true);
-      if (c.status !== 'SCHEDULED' && c.status !== 'SENDING') throw badRequest(`A ${c.status} campaign cannot be cancelled`, 'CAMPAIGN_NOT_CANCELLABLE');
-      const [updated] = await sql<CampaignRow>(tx, `UPDATE campaigns SET status = 'CANCELLED', updated_at = now() WHERE id = ? RETURNING *`, [id]);
-      await cancelCampaignWorkflow(deps.temporal, id);
-      return updated;
-    });
-    ctx.body = { success: true, data: toCampaignDto(row), message: 'Campaign cancelled' };
-  });
+  router.post(
+    '/campaigns/:id/cancel',
+    g.secret,
+    endpoint(
+      {
+        tag,
+        summary: 'Cancel a SCHEDULED or SENDING campaign',
+        params,
+        responses: { 200: campaignActionResponse.describe('The cancelled campaign') },
+        errors: { ...NOT_FOUND, 400: 'The campaign is not SCHEDULED or SENDING (CAMPAIGN_NOT_CANCELLABLE)' },
+      },
+      async (ctx, input) => {
+        const id = input.param('id');
+        const projectId = ctx.state.project!.id;
+        const row = await ctx.state.em.transactional(async (tx) => {
+          const c = await getCampaign(tx, projectId, id, true);
+          if (c.status !== 'SCHEDULED' && c.status !== 'SENDING') throw badRequest(`A ${c.status} campaign cannot be cancelled`, 'CAMPAIGN_NOT_CANCELLABLE');
+          const [updated] = await sql<CampaignRow>(tx, `UPDATE campaigns SET status = 'CANCELLED', updated_at = now() WHERE id = ? RETURNING *`, [id]);
+          await cancelCampaignWorkflow(deps.temporal, id);
+          return updated;
+        });
+        ctx.body = { success: true, data: toCampaignDto(row), message: 'Campaign cancelled' };
+      },
+    ),
+  );
 
-  router.post('/campaigns/:id/test', g.secret, async (ctx) => {
-    const projectId = ctx.state.project!.id;
-    const c = await getCampaign(ctx.state.em, projectId, uuidParam(ctx));
-    const { email } = body(ctx, testSendSchema);
-    const queued = await queueTestSend(ctx.state.em, c, email, deps.links);
-    deps.hub.publish({ projectId, contactIds: [queued.contactId], events: queued.events });
-    ctx.body = { success: true, data: { email: queued.emailId, to: email } };
-  });
+  router.post(
+    '/campaigns/:id/test',
+    g.secret,
+    endpoint(
+      {
+        tag,
+        summary: 'Send a test email of the campaign to one address',
+        params,
+        body: testSendSchema,
+        responses: { 200: testSendResponse.describe('The queued test email') },
+        errors: NOT_FOUND,
+      },
+      async (ctx, input) => {
+        const projectId = ctx.state.project!.id;
+        const c = await getCampaign(ctx.state.em, projectId, input.param('id'));
+        const { email } = input.body();
+        const queued = await queueTestSend(ctx.state.em, c, email, deps.links);
+        deps.hub.publish({ projectId, contactIds: [queued.contactId], events: queued.events });
+        ctx.body = { success: true, data: { email: queued.emailId, to: email } };
+      },
+    ),
+  );
 
-  router.get('/campaigns/:id/stats', g.secret, async (ctx) => {
-    ctx.body = await campaignStats(ctx.state.em, await getCampaign(ctx.state.em, ctx.state.project!.id, uuidParam(ctx)));
-  });
+  router.get(
+    '/campaigns/:id/stats',
+    g.secret,
+    endpoint(
+      { tag, summary: 'Current send, open, click and bounce counts', params, responses: { 200: campaignStatsResponse.describe('Counts and rates') }, errors: NOT_FOUND },
+      async (ctx, input) => {
+        ctx.body = await campaignStats(ctx.state.em, await getCampaign(ctx.state.em, ctx.state.project!.id, input.param('id')));
+      },
+    ),
+  );
 }

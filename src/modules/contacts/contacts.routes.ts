@@ -1,27 +1,37 @@
 import type Router from '@koa/router';
-import type { Context } from 'koa';
+import { z } from 'zod';
+import { endpoint, simpleError } from '../../http/endpoint';
 import { simpleBadRequest } from '../../http/errors';
 import { multipartFile, withUploadedFile } from '../../http/multipart';
 import type { Guards } from '../../http/guards';
-import { body, queryValue, uuidParam } from '../../http/validate';
-import { isUuid } from '../../db/ids';
+import { deletedResponse } from '../../http/responses';
+import { uuidPath } from '../../http/validate';
 import type { ActivityHub } from '../events/contact-activity';
 import { resolveDataMap } from './data-map';
 import type { TemporalClient } from '../../../temporal/client';
 import { type BulkKind, createBulkJob, getBulkJob, toBulkJobDto } from './bulk-jobs';
 import { createImport, getImport, toImportDto } from './contact-imports';
 import { deleteField, fieldUsage, fieldValues, listFields } from './contact-fields';
-import { bulkSchema, createContactSchema, lookupSchema, patchContactSchema, snoozeEnd } from './contacts.schemas';
 import {
-  deleteContact,
-  getContact,
-  listContacts,
-  type ListQuery,
-  lookupContacts,
-  toContactDto,
-  updateContact,
-  upsertContact,
-} from './contacts.service';
+  bulkJobResponse,
+  bulkSchema,
+  contactListQuery,
+  contactListResponse,
+  contactResponse,
+  createContactSchema,
+  fieldDeletedResponse,
+  fieldsResponse,
+  fieldUsageResponse,
+  fieldValuesQuery,
+  fieldValuesResponse,
+  importJobResponse,
+  lookupResponse,
+  lookupSchema,
+  patchContactSchema,
+  snoozeEnd,
+  upsertedContactResponse,
+} from './contacts.schemas';
+import { deleteContact, getContact, listContacts, lookupContacts, toContactDto, updateContact, upsertContact } from './contacts.service';
 
 export interface ContactHooks {
   /** A snooze is being set: arrange, durably, for the contact to be resubscribed at `until`. */
@@ -30,94 +40,168 @@ export interface ContactHooks {
   temporal: TemporalClient;
 }
 
-function listQuery(ctx: Context): ListQuery {
-  const limitRaw = Number.parseInt(queryValue(ctx, 'limit') ?? '', 10);
-  const limit = Number.isNaN(limitRaw) ? 20 : Math.min(100, Math.max(1, limitRaw));
-  const cursor = queryValue(ctx, 'cursor') || undefined;
-  if (cursor && !isUuid(cursor)) throw simpleBadRequest('Invalid cursor');
-  const subscribedRaw = queryValue(ctx, 'subscribed');
-  if (subscribedRaw !== undefined && subscribedRaw !== '' && subscribedRaw !== 'true' && subscribedRaw !== 'false') {
-    throw simpleBadRequest('subscribed must be true or false');
-  }
-  const status = queryValue(ctx, 'status') || undefined;
-  if (status !== undefined && !['subscribed', 'unsubscribed', 'snoozed'].includes(status)) {
-    throw simpleBadRequest('status must be one of subscribed, unsubscribed, snoozed');
-  }
-  return {
-    limit,
-    cursor,
-    search: queryValue(ctx, 'search') || undefined,
-    subscribed: subscribedRaw === 'true' ? true : subscribedRaw === 'false' ? false : undefined,
-    status: status as ListQuery['status'],
-    sort: queryValue(ctx, 'sort') === 'email' ? 'email' : 'createdAt',
-    dir: queryValue(ctx, 'dir') === 'asc' ? 'asc' : 'desc',
-  };
-}
-
 /** POST /contacts/import: the spec's limit on the CSV file. */
 const IMPORT_MAX_BYTES = 5 * 1024 * 1024;
 
+const tag = 'Contacts';
+const customField = z.string().meta({ description: 'A custom (data) field name' });
+
 export function contactRoutes(router: Router, g: Guards, hooks: ContactHooks): void {
-  router.post('/contacts', g.secret, async (ctx) => {
-    const raw = (ctx.request.body ?? {}) as Record<string, unknown>;
-    if (raw.email === undefined || raw.email === null || raw.email === '') throw simpleBadRequest('email is required');
-    const input = body(ctx, createContactSchema);
-    const projectId = ctx.state.project!.id;
-    const result = await ctx.state.em.transactional((tx) =>
-      upsertContact(tx, projectId, {
-        email: input.email,
-        subscribed: input.subscribed,
-        defaultSubscribed: true,
-        data: resolveDataMap(input.data),
-      }),
-    );
-    hooks.hub.publish({ projectId, contactIds: [result.contact.id], events: result.events });
-    ctx.status = result.isNew ? 201 : 200;
-    ctx.body = { ...toContactDto(result.contact), _meta: { isNew: result.isNew, isUpdate: !result.isNew } };
-  });
+  router.post(
+    '/contacts',
+    g.secret,
+    endpoint(
+      {
+        tag,
+        summary: 'Create a contact, or update the one with the same email',
+        body: createContactSchema,
+        responses: { 201: upsertedContactResponse.describe('Created'), 200: upsertedContactResponse.describe('Updated') },
+        errors: { 400: simpleError('email is missing') },
+      },
+      async (ctx, input) => {
+        // The spec answers a missing email with its simple 400, before any other validation.
+        const raw = (ctx.request.body ?? {}) as Record<string, unknown>;
+        if (raw.email === undefined || raw.email === null || raw.email === '') throw simpleBadRequest('email is required');
+        const { email, subscribed, data } = input.body();
+        const projectId = ctx.state.project!.id;
+        const result = await ctx.state.em.transactional((tx) =>
+          upsertContact(tx, projectId, { email, subscribed, defaultSubscribed: true, data: resolveDataMap(data) }),
+        );
+        hooks.hub.publish({ projectId, contactIds: [result.contact.id], events: result.events });
+        ctx.status = result.isNew ? 201 : 200;
+        ctx.body = { ...toContactDto(result.contact), _meta: { isNew: result.isNew, isUpdate: !result.isNew } };
+      },
+    ),
+  );
 
-  router.get('/contacts', g.secret, async (ctx) => {
-    ctx.body = await listContacts(ctx.state.em, ctx.state.project!.id, listQuery(ctx));
-  });
+  router.get(
+    '/contacts',
+    g.secret,
+    endpoint(
+      {
+        tag,
+        summary: 'List contacts (cursor pagination)',
+        query: contactListQuery,
+        responses: { 200: contactListResponse.describe('A cursor page of contacts') },
+        errors: { 400: simpleError('An invalid cursor, subscribed or status') },
+      },
+      async (ctx, input) => {
+        ctx.body = await listContacts(ctx.state.em, ctx.state.project!.id, input.query());
+      },
+    ),
+  );
 
-  router.post('/contacts/lookup', g.secret, async (ctx) => {
-    const { emails } = body(ctx, lookupSchema);
-    ctx.body = await lookupContacts(ctx.state.em, ctx.state.project!.id, emails);
-  });
+  router.post(
+    '/contacts/lookup',
+    g.secret,
+    endpoint(
+      { tag, summary: 'Which of up to 500 emails are contacts', body: lookupSchema, responses: { 200: lookupResponse.describe('Found contacts and missing emails') } },
+      async (ctx, input) => {
+        ctx.body = await lookupContacts(ctx.state.em, ctx.state.project!.id, input.body().emails);
+      },
+    ),
+  );
 
-  router.get('/contacts/fields', g.secret, async (ctx) => {
-    ctx.body = await listFields(ctx.state.em, ctx.state.project!.id);
-  });
+  router.get(
+    '/contacts/fields',
+    g.secret,
+    endpoint(
+      { tag, summary: 'Standard and custom fields, with inferred types and coverage', responses: { 200: fieldsResponse.describe('Standard fields first, then custom ones by count') } },
+      async (ctx) => {
+        ctx.body = await listFields(ctx.state.em, ctx.state.project!.id);
+      },
+    ),
+  );
 
-  router.get('/contacts/fields/:field/values', g.secret, async (ctx) => {
-    const limitRaw = Number.parseInt(queryValue(ctx, 'limit') ?? '', 10);
-    const limit = Number.isNaN(limitRaw) ? 50 : Math.min(100, Math.max(1, limitRaw));
-    ctx.body = await fieldValues(ctx.state.em, ctx.state.project!.id, ctx.params.field, limit);
-  });
+  router.get(
+    '/contacts/fields/:field/values',
+    g.secret,
+    endpoint(
+      {
+        tag,
+        summary: 'The most common values of a custom field',
+        params: { field: customField },
+        query: fieldValuesQuery,
+        responses: { 200: fieldValuesResponse.describe('Values with how many contacts have each') },
+        errors: { 400: 'A standard field (INVALID_FIELD)', 404: 'No contact has the field' },
+      },
+      async (ctx, input) => {
+        ctx.body = await fieldValues(ctx.state.em, ctx.state.project!.id, input.param('field'), input.query().limit);
+      },
+    ),
+  );
 
-  router.get('/contacts/fields/:field/usage', g.secret, async (ctx) => {
-    ctx.body = await fieldUsage(ctx.state.em, ctx.state.project!.id, ctx.params.field);
-  });
+  router.get(
+    '/contacts/fields/:field/usage',
+    g.secret,
+    endpoint(
+      {
+        tag,
+        summary: 'Where a custom field is referenced',
+        params: { field: customField },
+        responses: { 200: fieldUsageResponse.describe('The segments, campaigns and workflows that name it') },
+        errors: { 400: 'A standard field (INVALID_FIELD)' },
+      },
+      async (ctx, input) => {
+        ctx.body = await fieldUsage(ctx.state.em, ctx.state.project!.id, input.param('field'));
+      },
+    ),
+  );
 
-  router.delete('/contacts/fields/:field', g.secret, async (ctx) => {
-    const projectId = ctx.state.project!.id;
-    const { field, contacts } = await deleteField(ctx.state.em, projectId, ctx.params.field);
-    hooks.hub.publish({ projectId, contactIds: contacts, events: [] });
-    ctx.body = { field, deleted: true, contactsUpdated: contacts.length };
-  });
+  router.delete(
+    '/contacts/fields/:field',
+    g.secret,
+    endpoint(
+      {
+        tag,
+        summary: 'Delete a custom field from every contact',
+        params: { field: customField },
+        responses: { 200: fieldDeletedResponse.describe('How many contacts had it') },
+        errors: { 400: 'A standard field (INVALID_FIELD)' },
+      },
+      async (ctx, input) => {
+        const projectId = ctx.state.project!.id;
+        const { field, contacts } = await deleteField(ctx.state.em, projectId, input.param('field'));
+        hooks.hub.publish({ projectId, contactIds: contacts, events: [] });
+        ctx.body = { field, deleted: true, contactsUpdated: contacts.length };
+      },
+    ),
+  );
 
   const csvUpload = multipartFile(IMPORT_MAX_BYTES, 'The CSV file is larger than 5 MB');
-  router.post('/contacts/import', g.secret, csvUpload, async (ctx) => {
-    const job = await withUploadedFile(ctx, 'file', 'A CSV file', (file) =>
-      createImport(ctx.state.em, hooks.temporal, ctx.state.project!.id, { path: file.filepath, name: file.originalFilename, size: file.size }),
-    );
-    ctx.status = 202;
-    ctx.body = toImportDto(job);
-  });
+  router.post(
+    '/contacts/import',
+    g.secret,
+    csvUpload,
+    endpoint(
+      {
+        tag,
+        summary: 'Import contacts from a CSV file (queued)',
+        description: 'The file’s email column is found by its header (or is the first column); other columns become data fields. Poll GET /contacts/import/{jobId}.',
+        upload: { field: 'file', description: 'A CSV file, at most 5 MB' },
+        responses: { 202: importJobResponse.describe('The queued import job') },
+        errors: { 400: simpleError('Not a multipart body'), 413: 'The file is larger than 5 MB', 422: 'No file in the field `file`' },
+      },
+      async (ctx) => {
+        const job = await withUploadedFile(ctx, 'file', 'A CSV file', (file) =>
+          createImport(ctx.state.em, hooks.temporal, ctx.state.project!.id, { path: file.filepath, name: file.originalFilename, size: file.size }),
+        );
+        ctx.status = 202;
+        ctx.body = toImportDto(job);
+      },
+    ),
+  );
 
-  router.get('/contacts/import/:jobId', g.secret, async (ctx) => {
-    ctx.body = toImportDto(await getImport(ctx.state.em, ctx.state.project!.id, uuidParam(ctx, 'jobId')));
-  });
+  router.get(
+    '/contacts/import/:jobId',
+    g.secret,
+    endpoint(
+      { tag, summary: 'Poll an import job', params: { jobId: uuidPath }, responses: { 200: importJobResponse.describe('The import job') }, errors: { 404: 'No such job in the project' } },
+      async (ctx, input) => {
+        ctx.body = toImportDto(await getImport(ctx.state.em, ctx.state.project!.id, input.param('jobId')));
+      },
+    ),
+  );
 
   // Queued: each answers 202 with the job, which GET /contacts/bulk/:jobId polls.
   for (const [path, kind] of [
@@ -125,47 +209,89 @@ export function contactRoutes(router: Router, g: Guards, hooks: ContactHooks): v
     ['/contacts/bulk-unsubscribe', 'unsubscribe'],
     ['/contacts/bulk-delete', 'delete'],
   ] as Array<[string, BulkKind]>) {
-    router.post(path, g.secret, async (ctx) => {
-      const { contactIds } = body(ctx, bulkSchema);
-      const job = await createBulkJob(ctx.state.em, hooks.temporal, ctx.state.project!.id, kind, contactIds);
-      ctx.status = 202;
-      ctx.body = toBulkJobDto(job);
-    });
+    router.post(
+      path,
+      g.secret,
+      endpoint(
+        { tag, summary: `${kind[0].toUpperCase()}${kind.slice(1)} up to 1,000 contacts by id (queued)`, body: bulkSchema, responses: { 202: bulkJobResponse.describe('The queued job') } },
+        async (ctx, input) => {
+          const job = await createBulkJob(ctx.state.em, hooks.temporal, ctx.state.project!.id, kind, input.body().contactIds);
+          ctx.status = 202;
+          ctx.body = toBulkJobDto(job);
+        },
+      ),
+    );
   }
 
-  router.get('/contacts/bulk/:jobId', g.secret, async (ctx) => {
-    ctx.body = toBulkJobDto(await getBulkJob(ctx.state.em, ctx.state.project!.id, uuidParam(ctx, 'jobId')));
-  });
-
-  router.get('/contacts/:id', g.secret, async (ctx) => {
-    ctx.body = toContactDto(await getContact(ctx.state.em, ctx.state.project!.id, uuidParam(ctx)));
-  });
-
-  router.patch('/contacts/:id', g.secret, async (ctx) => {
-    const id = uuidParam(ctx);
-    const input = body(ctx, patchContactSchema);
-    const projectId = ctx.state.project!.id;
-    const until = input.snooze ? snoozeEnd(input.snooze) : input.snoozedUntil ? new Date(input.snoozedUntil) : undefined;
-    const result = await updateContact(
-      ctx.state.em,
-      projectId,
-      id,
-      {
-        email: input.email,
-        subscribed: input.subscribed,
-        data: input.data ? resolveDataMap(input.data) : undefined,
-        snoozedUntil: until,
-        endSnooze: input.snoozedUntil === null,
+  router.get(
+    '/contacts/bulk/:jobId',
+    g.secret,
+    endpoint(
+      { tag, summary: 'Poll a bulk job', params: { jobId: uuidPath }, responses: { 200: bulkJobResponse.describe('The bulk job') }, errors: { 404: 'No such job in the project' } },
+      async (ctx, input) => {
+        ctx.body = toBulkJobDto(await getBulkJob(ctx.state.em, ctx.state.project!.id, input.param('jobId')));
       },
-      until ? () => hooks.snoozed({ id, projectId, until }) : undefined,
-    );
-    hooks.hub.publish({ projectId, contactIds: [id], events: result.events });
-    ctx.body = toContactDto(result.contact);
-  });
+    ),
+  );
 
-  router.delete('/contacts/:id', g.secret, async (ctx) => {
-    const id = uuidParam(ctx);
-    await deleteContact(ctx.state.em, ctx.state.project!.id, id);
-    ctx.body = { id, deleted: true };
-  });
+  router.get(
+    '/contacts/:id',
+    g.secret,
+    endpoint(
+      { tag, summary: 'Get a contact', params: { id: uuidPath }, responses: { 200: contactResponse.describe('The contact') }, errors: { 404: 'No such contact in the project' } },
+      async (ctx, input) => {
+        ctx.body = toContactDto(await getContact(ctx.state.em, ctx.state.project!.id, input.param('id')));
+      },
+    ),
+  );
+
+  router.patch(
+    '/contacts/:id',
+    g.secret,
+    endpoint(
+      {
+        tag,
+        summary: 'Update a contact’s email, subscription, snooze or data',
+        description: 'Snooze with `snooze` (a duration) or `snoozedUntil` (a future time); `snoozedUntil: null` ends a snooze.',
+        params: { id: uuidPath },
+        body: patchContactSchema,
+        responses: { 200: contactResponse.describe('The updated contact') },
+        errors: { 404: 'No such contact in the project', 409: 'Another contact has that email' },
+      },
+      async (ctx, input) => {
+        const id = input.param('id');
+        const patch = input.body();
+        const projectId = ctx.state.project!.id;
+        const until = patch.snooze ? snoozeEnd(patch.snooze) : patch.snoozedUntil ? new Date(patch.snoozedUntil) : undefined;
+        const result = await updateContact(
+          ctx.state.em,
+          projectId,
+          id,
+          {
+            email: patch.email,
+            subscribed: patch.subscribed,
+            data: patch.data ? resolveDataMap(patch.data) : undefined,
+            snoozedUntil: until,
+            endSnooze: patch.snoozedUntil === null,
+          },
+          until ? () => hooks.snoozed({ id, projectId, until }) : undefined,
+        );
+        hooks.hub.publish({ projectId, contactIds: [id], events: result.events });
+        ctx.body = toContactDto(result.contact);
+      },
+    ),
+  );
+
+  router.delete(
+    '/contacts/:id',
+    g.secret,
+    endpoint(
+      { tag, summary: 'Delete a contact', params: { id: uuidPath }, responses: { 200: deletedResponse.describe('Deleted') }, errors: { 404: 'No such contact in the project' } },
+      async (ctx, input) => {
+        const id = input.param('id');
+        await deleteContact(ctx.state.em, ctx.state.project!.id, id);
+        ctx.body = { id, deleted: true };
+      },
+    ),
+  );
 }

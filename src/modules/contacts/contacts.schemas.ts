@@ -1,5 +1,12 @@
 import { z } from 'zod';
+import { simpleBadRequest } from '../../http/errors';
+import { queryBoolean, queryChoice, queryEnum, queryInt, queryText, queryUuid } from '../../http/query';
+import { cursorList, dateTime, sameShape } from '../../http/responses';
 import { emailSchema } from '../../http/validate';
+import type { toBulkJobDto } from './bulk-jobs';
+import type { fieldUsage, fieldValues, listFields } from './contact-fields';
+import type { toImportDto } from './contact-imports';
+import type { ContactDto, listContacts, lookupContacts } from './contacts.service';
 import { dataMapSchema } from './data-map';
 
 export const createContactSchema = z.object({
@@ -38,6 +45,97 @@ export const lookupSchema = z.object({
 export const bulkSchema = z.object({
   contactIds: z.array(z.uuid({ message: 'contactIds must hold contact ids (UUIDs)' })).min(1).max(1000),
 });
+
+/** GET /contacts: failures answer in the simple `{ error }` form, in this order. */
+export const contactListQuery = z.object({
+  limit: queryInt({ default: 20, min: 1, max: 100 }),
+  cursor: queryUuid(() => simpleBadRequest('Invalid cursor'), 'The `cursor` of the previous page'),
+  subscribed: queryBoolean(() => simpleBadRequest('subscribed must be true or false'), 'Omitted: both'),
+  status: queryEnum(['subscribed', 'unsubscribed', 'snoozed'], () => simpleBadRequest('status must be one of subscribed, unsubscribed, snoozed')),
+  search: queryText({ description: 'Case-insensitive substring of the email' }),
+  sort: queryChoice(['email', 'createdAt'], 'createdAt'),
+  dir: queryChoice(['asc', 'desc'], 'desc'),
+});
+
+export const fieldValuesQuery = z.object({ limit: queryInt({ default: 50, min: 1, max: 100 }) });
+
+export const contactResponse = z.object({
+  id: z.string(),
+  email: z.string(),
+  subscribed: z.boolean(),
+  snoozedUntil: dateTime.nullable().meta({ description: 'Set while snoozed; the contact is resubscribed when it passes' }),
+  data: z.record(z.string(), z.unknown()).meta({ description: 'Custom contact data fields' }),
+  createdAt: dateTime,
+  updatedAt: dateTime,
+});
+sameShape<z.output<typeof contactResponse>, ContactDto>(true);
+
+export const upsertedContactResponse = contactResponse.extend({ _meta: z.object({ isNew: z.boolean(), isUpdate: z.boolean() }) });
+export const contactListResponse = cursorList(contactResponse);
+sameShape<z.output<typeof contactListResponse>, Awaited<ReturnType<typeof listContacts>>>(true);
+
+export const lookupResponse = z.object({ found: z.array(z.object({ id: z.string(), email: z.string() })), missing: z.array(z.string()) });
+sameShape<z.output<typeof lookupResponse>, Awaited<ReturnType<typeof lookupContacts>>>(true);
+
+const field = z.object({
+  name: z.string(),
+  type: z.string().meta({ description: 'string, number, boolean, date, object or array: the type most values have' }),
+  standard: z.boolean(),
+  count: z.number().int().meta({ description: 'Contacts that have the field' }),
+  coverage: z.number().meta({ description: 'Percentage of the project’s contacts that have it' }),
+  types: z.record(z.string(), z.number().int()).optional().meta({ description: 'Count per type, when values differ in type' }),
+});
+export const fieldsResponse = z.object({ data: z.array(field), totalContacts: z.number().int() });
+sameShape<z.output<typeof fieldsResponse>['totalContacts'], Awaited<ReturnType<typeof listFields>>['totalContacts']>(true);
+
+export const fieldValuesResponse = z.object({ field: z.string(), data: z.array(z.object({ value: z.unknown(), count: z.number().int() })) });
+sameShape<z.output<typeof fieldValuesResponse>, Awaited<ReturnType<typeof fieldValues>>>(true);
+
+const usedBy = z.object({ id: z.string(), name: z.string() });
+export const fieldUsageResponse = z.object({
+  field: z.string(),
+  segments: z.array(usedBy),
+  campaigns: z.array(usedBy),
+  workflows: z.array(usedBy.extend({ usedAs: z.string() })),
+  total: z.number().int(),
+});
+sameShape<z.output<typeof fieldUsageResponse>, Awaited<ReturnType<typeof fieldUsage>>>(true);
+
+export const fieldDeletedResponse = z.object({ field: z.string(), deleted: z.literal(true), contactsUpdated: z.number().int() });
+
+export const importJobResponse = z.object({
+  jobId: z.string(),
+  status: z.enum(['QUEUED', 'RUNNING', 'COMPLETED', 'FAILED']),
+  filename: z.string().nullable(),
+  sizeBytes: z.number().int(),
+  processedBytes: z.number().int(),
+  rows: z.number().int(),
+  imported: z.number().int(),
+  created: z.number().int(),
+  updated: z.number().int(),
+  invalid: z.number().int(),
+  errors: z.array(z.object({ line: z.number().int(), error: z.string() })),
+  error: z.string().nullable(),
+  createdAt: dateTime,
+  updatedAt: dateTime,
+  completedAt: dateTime.nullable(),
+});
+sameShape<z.output<typeof importJobResponse>, ReturnType<typeof toImportDto>>(true);
+
+export const bulkJobResponse = z.object({
+  jobId: z.string(),
+  type: z.enum(['subscribe', 'unsubscribe', 'delete']),
+  status: z.enum(['QUEUED', 'RUNNING', 'COMPLETED']),
+  total: z.number().int(),
+  processed: z.number().int(),
+  changed: z.number().int(),
+  unchanged: z.number().int(),
+  notFound: z.array(z.string()),
+  createdAt: dateTime,
+  updatedAt: dateTime,
+  completedAt: dateTime.nullable(),
+});
+sameShape<z.output<typeof bulkJobResponse>, ReturnType<typeof toBulkJobDto>>(true);
 
 /** End of a snooze of the given length, from now, in calendar terms for months and years. */
 export function snoozeEnd(duration: (typeof SNOOZE_DURATIONS)[number], from = new Date()): Date {

@@ -1,8 +1,9 @@
 import type Router from '@koa/router';
 import type { Context, Middleware } from 'koa';
+import { z } from 'zod';
 import { isUuid } from '../../db/ids';
 import { sql } from '../../db/orm';
-import { queryValue } from '../../http/validate';
+import { content, endpoint } from '../../http/endpoint';
 import type { Links } from '../../mail/links';
 import { escapeHtml } from '../../mail/render';
 import type { ActivityHub } from '../events/contact-activity';
@@ -22,10 +23,15 @@ interface PageContact {
   subscribed: boolean;
 }
 
-async function contactOf(ctx: Context, links: Links): Promise<PageContact | undefined> {
-  const id = String(ctx.params.contactId);
-  if (!isUuid(id) || !links.verifyContact(id, queryValue(ctx, 'token'))) return undefined;
-  const [row] = await sql<PageContact>(ctx.state.em, `SELECT id, project_id, email, subscribed FROM contacts WHERE id = ?`, [id]);
+/** A page link: the contact's id in the path and its signature in `token`. */
+interface Link {
+  id: string;
+  token?: string;
+}
+
+async function contactOf(ctx: Context, links: Links, link: Link): Promise<PageContact | undefined> {
+  if (!isUuid(link.id) || !links.verifyContact(link.id, link.token)) return undefined;
+  const [row] = await sql<PageContact>(ctx.state.em, `SELECT id, project_id, email, subscribed FROM contacts WHERE id = ?`, [link.id]);
   return row;
 }
 
@@ -38,6 +44,23 @@ function invalid(ctx: Context): void {
 const form = (action: string, label: string) =>
   `<form method="post" action="${escapeHtml(action)}"><button type="submit">${escapeHtml(label)}</button></form>`;
 
+// A bad link or token is the "not valid" page (404), never a validation error: nothing here fails.
+const linkParams = { contactId: z.string().meta({ description: 'The contact’s id' }) };
+const linkQuery = z.object({ token: z.string().optional().meta({ description: 'The link’s signature' }) });
+const linkOf = (input: { param(name: 'contactId'): string; query(): { token?: string } }): Link => ({ id: input.param('contactId'), token: input.query().token });
+
+const pageSpec = (summary: string, shows: string) => ({
+  tag: 'Preference pages',
+  summary,
+  internal: true,
+  params: linkParams,
+  query: linkQuery,
+  responses: { 200: content('text/html', shows), 404: content('text/html', 'The link is not valid, or the address was removed') },
+});
+
+/** Documented only: the handler reads the one-click field itself, so any other form still unsubscribes. */
+const oneClickForm = z.object({ 'List-Unsubscribe': z.literal('One-Click').optional().meta({ description: 'RFC 8058 one-click unsubscribe' }) });
+
 /**
  * The pages behind `unsubscribeUrl`, `subscribeUrl` and `manageUrl`. GET shows the page (so link
  * scanners change nothing); POST acts. A POST to the unsubscribe URL is also the RFC 8058 one-click
@@ -48,52 +71,84 @@ export function preferencePageRoutes(router: Router, deps: { links: Links; formB
     const events = await ctx.state.em.transactional((tx) => updateContactSubscription(tx, contact.id, subscribed, { reason }));
     deps.hub.publish({ projectId: contact.project_id, contactIds: [contact.id], events });
   };
-  const self = (ctx: Context) => `${ctx.path}?token=${encodeURIComponent(queryValue(ctx, 'token') ?? '')}`;
+  const self = (ctx: Context, link: Link) => `${ctx.path}?token=${encodeURIComponent(link.token ?? '')}`;
 
-  router.get('/unsubscribe/:contactId', async (ctx) => {
-    const c = await contactOf(ctx, deps.links);
-    if (!c) return invalid(ctx);
-    ctx.type = 'text/html';
-    ctx.body = c.subscribed
-      ? page('Unsubscribe', `<p>Stop sending email to <b>${escapeHtml(c.email)}</b>?</p>${form(self(ctx), 'Unsubscribe')}`)
-      : page('Unsubscribed', `<p><b>${escapeHtml(c.email)}</b> is unsubscribed.</p>`);
-  });
+  router.get(
+    '/unsubscribe/:contactId',
+    endpoint(pageSpec('Unsubscribe page (unsubscribeUrl)', 'Asks to confirm; changes nothing'), async (ctx, input) => {
+      const link = linkOf(input);
+      const c = await contactOf(ctx, deps.links, link);
+      if (!c) return invalid(ctx);
+      ctx.type = 'text/html';
+      ctx.body = c.subscribed
+        ? page('Unsubscribe', `<p>Stop sending email to <b>${escapeHtml(c.email)}</b>?</p>${form(self(ctx, link), 'Unsubscribe')}`)
+        : page('Unsubscribed', `<p><b>${escapeHtml(c.email)}</b> is unsubscribed.</p>`);
+    }),
+  );
 
-  router.post('/unsubscribe/:contactId', deps.formBody, async (ctx) => {
-    const c = await contactOf(ctx, deps.links);
-    if (!c) return invalid(ctx);
-    const oneClick = (ctx.request.body as Record<string, unknown> | undefined)?.['List-Unsubscribe'] === 'One-Click';
-    await setSubscribed(ctx, c, false, oneClick ? 'one_click' : 'unsubscribe_link');
-    ctx.type = 'text/html';
-    ctx.body = page('Unsubscribed', `<p><b>${escapeHtml(c.email)}</b> will receive no more marketing email.</p>${form(self(ctx).replace('/unsubscribe/', '/subscribe/'), 'Subscribe again')}`);
-  });
+  router.post(
+    '/unsubscribe/:contactId',
+    deps.formBody,
+    endpoint(
+      {
+        ...pageSpec('Unsubscribe (also the RFC 8058 one-click POST)', 'Unsubscribed'),
+        body: oneClickForm,
+        bodyContentTypes: ['application/x-www-form-urlencoded'],
+        errors: { 422: null },
+      },
+      async (ctx, input) => {
+        const link = linkOf(input);
+        const c = await contactOf(ctx, deps.links, link);
+        if (!c) return invalid(ctx);
+        const oneClick = (ctx.request.body as Record<string, unknown> | undefined)?.['List-Unsubscribe'] === 'One-Click';
+        await setSubscribed(ctx, c, false, oneClick ? 'one_click' : 'unsubscribe_link');
+        ctx.type = 'text/html';
+        ctx.body = page(
+          'Unsubscribed',
+          `<p><b>${escapeHtml(c.email)}</b> will receive no more marketing email.</p>${form(self(ctx, link).replace('/unsubscribe/', '/subscribe/'), 'Subscribe again')}`,
+        );
+      },
+    ),
+  );
 
-  router.get('/subscribe/:contactId', async (ctx) => {
-    const c = await contactOf(ctx, deps.links);
-    if (!c) return invalid(ctx);
-    ctx.type = 'text/html';
-    ctx.body = c.subscribed
-      ? page('Subscribed', `<p><b>${escapeHtml(c.email)}</b> is subscribed.</p>`)
-      : page('Subscribe', `<p>Send email to <b>${escapeHtml(c.email)}</b> again?</p>${form(self(ctx), 'Subscribe')}`);
-  });
+  router.get(
+    '/subscribe/:contactId',
+    endpoint(pageSpec('Subscribe page (subscribeUrl)', 'Asks to confirm; changes nothing'), async (ctx, input) => {
+      const link = linkOf(input);
+      const c = await contactOf(ctx, deps.links, link);
+      if (!c) return invalid(ctx);
+      ctx.type = 'text/html';
+      ctx.body = c.subscribed
+        ? page('Subscribed', `<p><b>${escapeHtml(c.email)}</b> is subscribed.</p>`)
+        : page('Subscribe', `<p>Send email to <b>${escapeHtml(c.email)}</b> again?</p>${form(self(ctx, link), 'Subscribe')}`);
+    }),
+  );
 
-  router.post('/subscribe/:contactId', deps.formBody, async (ctx) => {
-    const c = await contactOf(ctx, deps.links);
-    if (!c) return invalid(ctx);
-    await setSubscribed(ctx, c, true, 'subscribe_link');
-    ctx.type = 'text/html';
-    ctx.body = page('Subscribed', `<p><b>${escapeHtml(c.email)}</b> is subscribed again.</p>`);
-  });
+  router.post(
+    '/subscribe/:contactId',
+    deps.formBody,
+    endpoint(pageSpec('Subscribe again', 'Subscribed'), async (ctx, input) => {
+      const c = await contactOf(ctx, deps.links, linkOf(input));
+      if (!c) return invalid(ctx);
+      await setSubscribed(ctx, c, true, 'subscribe_link');
+      ctx.type = 'text/html';
+      ctx.body = page('Subscribed', `<p><b>${escapeHtml(c.email)}</b> is subscribed again.</p>`);
+    }),
+  );
 
-  router.get('/manage/:contactId', async (ctx) => {
-    const c = await contactOf(ctx, deps.links);
-    if (!c) return invalid(ctx);
-    const token = encodeURIComponent(queryValue(ctx, 'token') ?? '');
-    ctx.type = 'text/html';
-    ctx.body = page(
-      'Email preferences',
-      `<p><b>${escapeHtml(c.email)}</b> is ${c.subscribed ? 'subscribed' : 'unsubscribed'}.</p>` +
-        (c.subscribed ? form(`/unsubscribe/${c.id}?token=${token}`, 'Unsubscribe') : form(`/subscribe/${c.id}?token=${token}`, 'Subscribe')),
-    );
-  });
+  router.get(
+    '/manage/:contactId',
+    endpoint(pageSpec('Email preferences page (manageUrl)', 'The contact’s state, with the button that changes it'), async (ctx, input) => {
+      const link = linkOf(input);
+      const c = await contactOf(ctx, deps.links, link);
+      if (!c) return invalid(ctx);
+      const token = encodeURIComponent(link.token ?? '');
+      ctx.type = 'text/html';
+      ctx.body = page(
+        'Email preferences',
+        `<p><b>${escapeHtml(c.email)}</b> is ${c.subscribed ? 'subscribed' : 'unsubscribed'}.</p>` +
+          (c.subscribed ? form(`/unsubscribe/${c.id}?token=${token}`, 'Unsubscribe') : form(`/subscribe/${c.id}?token=${token}`, 'Subscribe')),
+      );
+    }),
+  );
 }

@@ -1,22 +1,60 @@
 import type Router from '@koa/router';
-import { queryValue, uuidParam } from '../../http/validate';
+import { z } from 'zod';
+import { content, endpoint } from '../../http/endpoint';
+import { queryInt, queryText } from '../../http/query';
+import { uuidPath } from '../../http/validate';
 import { clearCaptured, getCaptured, listCaptured } from './dev-mailbox.service';
+
+const tag = 'Dev mailbox';
+const mailboxQuery = z.object({
+  limit: queryInt({ default: 50, min: 1, max: 200, zeroIsDefault: true }),
+  to: queryText({ trim: true, lowerCase: true, description: 'Only mail to this address' }),
+});
 
 /** Exists only when the built-in capture SMTP server runs (no SMTP_URL). No auth: it is a local dev tool. */
 export function devMailboxRoutes(router: Router): void {
-  router.get('/dev/mailbox', async (ctx) => {
-    const limit = Math.min(200, Math.max(1, Number.parseInt(queryValue(ctx, 'limit') ?? '', 10) || 50));
-    const to = queryValue(ctx, 'to')?.trim().toLowerCase() || undefined;
-    ctx.body = await listCaptured(ctx.state.em, { limit, to });
-  });
-  router.get('/dev/mailbox/:id', async (ctx) => {
-    ctx.body = await getCaptured(ctx.state.em, uuidParam(ctx));
-  });
-  router.get('/dev/mailbox/:id/raw', async (ctx) => {
-    ctx.type = 'message/rfc822';
-    ctx.body = await getCaptured(ctx.state.em, uuidParam(ctx), true);
-  });
-  router.delete('/dev/mailbox', async (ctx) => {
-    ctx.body = { deleted: await clearCaptured(ctx.state.em) };
-  });
+  router.get(
+    '/dev/mailbox',
+    endpoint(
+      { tag, summary: 'Mail captured by the built-in SMTP server, newest first', internal: true, query: mailboxQuery, responses: { 200: 'The messages and their total' } },
+      async (ctx, input) => {
+        ctx.body = await listCaptured(ctx.state.em, input.query());
+      },
+    ),
+  );
+  router.get(
+    '/dev/mailbox/:id',
+    endpoint(
+      { tag, summary: 'One captured message, parsed', internal: true, params: { id: uuidPath }, responses: { 200: 'The message' }, errors: { 404: 'No such message' } },
+      async (ctx, input) => {
+        ctx.body = await getCaptured(ctx.state.em, input.param('id'));
+      },
+    ),
+  );
+  router.get(
+    '/dev/mailbox/:id/raw',
+    endpoint(
+      {
+        tag,
+        summary: 'One captured message as sent',
+        internal: true,
+        params: { id: uuidPath },
+        responses: { 200: content('message/rfc822', 'The raw message') },
+        errors: { 404: 'No such message' },
+      },
+      async (ctx, input) => {
+        ctx.type = 'message/rfc822';
+        ctx.body = await getCaptured(ctx.state.em, input.param('id'), true);
+      },
+    ),
+  );
+  router.delete(
+    '/dev/mailbox',
+    endpoint(
+      { tag, summary: 'Delete every captured message', internal: true, responses: { 200: z.object({ deleted: z.number().int() }).describe('How many were deleted') } },
+      async (ctx) => {
+        ctx.body = { deleted: await clearCaptured(ctx.state.em) };
+      },
+    ),
+  );
 }

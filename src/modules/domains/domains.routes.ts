@@ -1,11 +1,14 @@
 import type Router from '@koa/router';
+import { z } from 'zod';
 import type { TemporalClient } from '../../../temporal/client';
 import type { Resolver } from '../../dns/resolver';
+import { endpoint } from '../../http/endpoint';
 import { notFound } from '../../http/errors';
 import type { Guards } from '../../http/guards';
-import { body, uuidParam } from '../../http/validate';
+import { deletedResponse } from '../../http/responses';
+import { uuidPath } from '../../http/validate';
 import { startDomainVerification, stopDomainVerification } from './domain-verification';
-import { createDomainSchema } from './domains.schemas';
+import { createDomainSchema, domainResponse } from './domains.schemas';
 import { checkDomain, createDomain, deleteDomain, getDomain, listDomains, toDomainDto } from './domains.service';
 
 export interface DomainDeps {
@@ -14,32 +17,82 @@ export interface DomainDeps {
   spfValue: string;
 }
 
+const tag = 'Domains';
+const NOT_FOUND = { 404: 'No such domain in the project' };
+
 export function domainRoutes(router: Router, g: Guards, deps: DomainDeps): void {
-  router.post('/domains', g.secret, async (ctx) => {
-    const { domain } = body(ctx, createDomainSchema);
-    const projectId = ctx.state.project!.id;
-    const row = await createDomain(ctx.state.em, projectId, domain, deps.spfValue, (r) =>
-      startDomainVerification(deps.temporal, { id: r.id, projectId }),
-    );
-    ctx.status = 201;
-    ctx.body = toDomainDto(row, { recordStatus: false });
-  });
+  router.post(
+    '/domains',
+    g.secret,
+    endpoint(
+      {
+        tag,
+        summary: 'Add a sending domain',
+        description: 'Answers the DNS records to publish; the domain is checked in the background until verified.',
+        body: createDomainSchema,
+        responses: { 201: domainResponse.describe('The domain and its DNS records') },
+        errors: { 409: 'The domain is already added to this project (DOMAIN_EXISTS)' },
+      },
+      async (ctx, input) => {
+        const { domain } = input.body();
+        const projectId = ctx.state.project!.id;
+        const row = await createDomain(ctx.state.em, projectId, domain, deps.spfValue, (r) =>
+          startDomainVerification(deps.temporal, { id: r.id, projectId }),
+        );
+        ctx.status = 201;
+        ctx.body = toDomainDto(row, { recordStatus: false });
+      },
+    ),
+  );
 
-  router.get('/domains/project/:projectId', g.secret, async (ctx) => {
-    const projectId = uuidParam(ctx, 'projectId');
-    // Only the key's own project: another project's domains are as invisible as the project itself.
-    if (projectId !== ctx.state.project!.id) throw notFound('Project');
-    ctx.body = (await listDomains(ctx.state.em, projectId)).map((row) => toDomainDto(row));
-  });
+  router.get(
+    '/domains/project/:projectId',
+    g.secret,
+    endpoint(
+      {
+        tag,
+        summary: 'List a project’s domains, verified and pending',
+        params: { projectId: uuidPath },
+        responses: { 200: z.array(domainResponse).describe('The domains') },
+        errors: { 404: 'Not the key’s own project' },
+      },
+      async (ctx, input) => {
+        const projectId = input.param('projectId');
+        // Only the key's own project: another project's domains are as invisible as the project itself.
+        if (projectId !== ctx.state.project!.id) throw notFound('Project');
+        ctx.body = (await listDomains(ctx.state.em, projectId)).map((row) => toDomainDto(row));
+      },
+    ),
+  );
 
-  router.get('/domains/:id/verify', g.secret, async (ctx) => {
-    const row = await getDomain(ctx.state.em, ctx.state.project!.id, uuidParam(ctx));
-    ctx.body = toDomainDto((await checkDomain(ctx.state.em, deps.resolver, row.id)) ?? row);
-  });
+  router.get(
+    '/domains/:id/verify',
+    g.secret,
+    endpoint(
+      { tag, summary: 'Check the domain’s DNS records now', params: { id: uuidPath }, responses: { 200: domainResponse.describe('The domain with each record’s finding') }, errors: NOT_FOUND },
+      async (ctx, input) => {
+        const row = await getDomain(ctx.state.em, ctx.state.project!.id, input.param('id'));
+        ctx.body = toDomainDto((await checkDomain(ctx.state.em, deps.resolver, row.id)) ?? row);
+      },
+    ),
+  );
 
-  router.delete('/domains/:id', g.secret, async (ctx) => {
-    const row = await deleteDomain(ctx.state.em, ctx.state.project!.id, uuidParam(ctx));
-    await stopDomainVerification(deps.temporal, row.id);
-    ctx.body = { id: row.id, deleted: true };
-  });
+  router.delete(
+    '/domains/:id',
+    g.secret,
+    endpoint(
+      {
+        tag,
+        summary: 'Remove a domain',
+        params: { id: uuidPath },
+        responses: { 200: deletedResponse.describe('Removed') },
+        errors: { ...NOT_FOUND, 409: 'The domain is used as a sender (DOMAIN_IN_USE)' },
+      },
+      async (ctx, input) => {
+        const row = await deleteDomain(ctx.state.em, ctx.state.project!.id, input.param('id'));
+        await stopDomainVerification(deps.temporal, row.id);
+        ctx.body = { id: row.id, deleted: true };
+      },
+    ),
+  );
 }

@@ -1,5 +1,7 @@
 import { domainToASCII } from 'node:url';
 import { z } from 'zod';
+import { dateTime, sameShape } from '../../http/responses';
+import type { toDomainDto } from './domains.service';
 
 const LABEL = /^(?!-)[a-z0-9-]{1,63}(?<!-)$/;
 
@@ -15,3 +17,29 @@ export const domainNameSchema = z
   });
 
 export const createDomainSchema = z.object({ domain: domainNameSchema });
+
+const dnsRecord = z.object({
+  type: z.literal('TXT'),
+  name: z.string(),
+  value: z.string(),
+  required: z.boolean(),
+  purpose: z.enum(['ownership', 'dkim', 'spf', 'dmarc']),
+  status: z.enum(['verified', 'pending', 'error']).optional().meta({ description: 'The last check’s finding (absent on creation)' }),
+  found: z.array(z.string()).optional().meta({ description: 'What DNS answered at that name' }),
+  error: z.string().optional(),
+});
+
+export const domainResponse = z.object({
+  id: z.string(),
+  projectId: z.string(),
+  domain: z.string(),
+  status: z.enum(['pending', 'verified']),
+  verified: z.boolean(),
+  dkimSelector: z.string(),
+  records: z.array(dnsRecord).meta({ description: 'The DNS records to publish' }),
+  verifiedAt: dateTime.nullable(),
+  lastCheckedAt: dateTime.nullable(),
+  createdAt: dateTime,
+  updatedAt: dateTime,
+});
+sameShape<Omit<z.output<typeof domainResponse>, 'records'>, Omit<ReturnType<typeof toDomainDto>, 'records'>>(true);

@@ -2,6 +2,8 @@ import { z } from 'zod';
 import { emailSchema } from '../../http/validate';
 import { dataMapSchema } from '../contacts/data-map';
 import { subjectSchema } from '../templates/templates.schemas';
+import { dateTime, sameShape, successEnvelope } from '../../http/responses';
+import type { SendResult } from './emails.service';
 
 
 const noBreaks = z.string().refine((s) => !/[\r\n]/.test(s), { message: 'Cannot contain line breaks', params: { code: 'invalid_string' } });
@@ -87,3 +89,11 @@ export const sendSchema = z
 
 export type SendInput = z.output<typeof sendSchema>;
 export type AttachmentInput = NonNullable<SendInput['attachments']>[number];
+
+export const sendResponse = successEnvelope(
+  z.object({
+    emails: z.array(z.object({ contact: z.object({ id: z.string(), email: z.string() }), email: z.string().meta({ description: 'The email record id (webhook events carry it as emailId)' }) })),
+    timestamp: dateTime,
+  }),
+);
+sameShape<z.output<typeof sendResponse>['data'], Omit<SendResult, 'events'>>(true);

@@ -1,7 +1,8 @@
 import type Router from '@koa/router';
 import type { Context } from 'koa';
+import { z } from 'zod';
 import { isUuid } from '../../db/ids';
-import { queryValue } from '../../http/validate';
+import { content, endpoint } from '../../http/endpoint';
 import type { Links } from '../../mail/links';
 import type { ActivityHub } from '../events/contact-activity';
 import { type EmailActivity, recordEmailActivity } from './email-activity';
@@ -24,28 +25,58 @@ export function trackingRoutes(router: Router, deps: { links: Links; hub: Activi
     }
   };
 
-  router.get('/t/o/:emailId/:file', async (ctx: Context) => {
-    const emailId = String(ctx.params.emailId);
-    const token = String(ctx.params.file).replace(/\.gif$/, '');
-    if (isUuid(emailId) && deps.links.verifyOpen(emailId, token)) {
-      await record(ctx, emailId, { kind: 'open' });
-    }
-    ctx.set('Cache-Control', 'no-store, max-age=0');
-    ctx.type = 'image/gif';
-    ctx.body = PIXEL;
-  });
+  // Their inputs never fail validation: a bad link still gets the pixel, or a page saying it is not valid.
+  const emailId = z.string().meta({ description: 'The email record id' });
 
-  router.get('/t/c/:emailId/:token', async (ctx: Context) => {
-    const emailId = String(ctx.params.emailId);
-    const url = queryValue(ctx, 'u') ?? '';
-    if (!isUuid(emailId) || !/^https?:\/\//i.test(url) || !deps.links.verifyClick(emailId, url, String(ctx.params.token))) {
-      ctx.status = 400;
-      ctx.type = 'text/html';
-      ctx.body = '<!doctype html><title>Invalid link</title><p>This link is not valid.</p>';
-      return;
-    }
-    await record(ctx, emailId, { kind: 'click', link: url });
-    ctx.set('Cache-Control', 'no-store, max-age=0');
-    ctx.redirect(url);
-  });
+  router.get(
+    '/t/o/:emailId/:file',
+    endpoint(
+      {
+        tag: 'Tracking',
+        summary: 'Open-tracking pixel (in sent mail)',
+        internal: true,
+        description: 'Always answers the pixel; counts an open only when the signature is valid.',
+        params: { emailId, file: z.string().meta({ description: '<signature>.gif' }) },
+        responses: { 200: content('image/gif', 'A transparent 1×1 GIF') },
+      },
+      async (ctx, input) => {
+        const id = input.param('emailId');
+        const token = input.param('file').replace(/\.gif$/, '');
+        if (isUuid(id) && deps.links.verifyOpen(id, token)) {
+          await record(ctx, id, { kind: 'open' });
+        }
+        ctx.set('Cache-Control', 'no-store, max-age=0');
+        ctx.type = 'image/gif';
+        ctx.body = PIXEL;
+      },
+    ),
+  );
+
+  router.get(
+    '/t/c/:emailId/:token',
+    endpoint(
+      {
+        tag: 'Tracking',
+        summary: 'Click-tracking redirect (in sent mail)',
+        internal: true,
+        description: 'Redirects only to the destination its signature covers, so it is never an open redirect.',
+        params: { emailId, token: z.string().meta({ description: 'The signature of the email id and destination' }) },
+        query: z.object({ u: z.string().optional().meta({ description: 'The destination, an http(s) URL' }) }),
+        responses: { 302: content('', 'To the destination'), 400: content('text/html', 'The link is not valid') },
+      },
+      async (ctx, input) => {
+        const id = input.param('emailId');
+        const url = input.query().u ?? '';
+        if (!isUuid(id) || !/^https?:\/\//i.test(url) || !deps.links.verifyClick(id, url, input.param('token'))) {
+          ctx.status = 400;
+          ctx.type = 'text/html';
+          ctx.body = '<!doctype html><title>Invalid link</title><p>This link is not valid.</p>';
+          return;
+        }
+        await record(ctx, id, { kind: 'click', link: url });
+        ctx.set('Cache-Control', 'no-store, max-age=0');
+        ctx.redirect(url);
+      },
+    ),
+  );
 }

@@ -1,14 +1,27 @@
 import type Router from '@koa/router';
+import { z } from 'zod';
 import type { TemporalClient } from '../../../temporal/client';
 import { holdUntilCommit } from '../../db/orm';
+import { endpoint, simpleError } from '../../http/endpoint';
 import { simpleBadRequest } from '../../http/errors';
 import type { Guards } from '../../http/guards';
-import { pageParams } from '../../http/pagination';
-import { body, uuidParam } from '../../http/validate';
+import { pageQuery } from '../../http/pagination';
+import { deletedResponse } from '../../http/responses';
+import { uuidPath } from '../../http/validate';
+import { contactResponse } from '../contacts/contacts.schemas';
 import { toContactDto } from '../contacts/contacts.service';
 import type { ActivityHub } from '../events/contact-activity';
 import { startSegmentRefresh } from './segment-refresh';
-import { addMembersSchema, createSegmentSchema, removeMembersSchema, updateSegmentSchema } from './segments.schemas';
+import {
+  addMembersSchema,
+  computedSegmentResponse,
+  createSegmentSchema,
+  membersAddedResponse,
+  membersRemovedResponse,
+  removeMembersSchema,
+  segmentResponse,
+  updateSegmentSchema,
+} from './segments.schemas';
 import {
   addStaticMembers,
   checkCondition,
@@ -32,107 +45,219 @@ export interface SegmentDeps {
 
 const isObject = (v: unknown) => typeof v === 'object' && v !== null && !Array.isArray(v);
 
+const tag = 'Segments';
+const params = { id: uuidPath };
+const NOT_FOUND = { 404: 'No such segment in the project' };
+const memberPage = z.object({ ...pageQuery });
+const memberPageResponse = z.object({ data: z.array(contactResponse), total: z.number().int(), page: z.number().int(), pageSize: z.number().int() });
+
 export function segmentRoutes(router: Router, g: Guards, deps: SegmentDeps): void {
-  router.post('/segments', g.secret, async (ctx) => {
-    const raw = (ctx.request.body ?? {}) as Record<string, unknown>;
-    if (typeof raw.name !== 'string' || !raw.name.trim()) throw simpleBadRequest('name is required');
-    const input = body(ctx, createSegmentSchema);
-    const projectId = ctx.state.project!.id;
-    if (input.type === 'DYNAMIC' && !isObject(input.condition)) {
-      throw simpleBadRequest('condition is required for a DYNAMIC segment and must be an object');
-    }
-    const condition = input.type === 'DYNAMIC' ? await checkCondition(ctx.state.em, projectId, input.condition) : null;
-    const segment = await ctx.state.em.transactional(async (tx) => {
-      const row = await createSegment(tx, projectId, { ...input, condition });
-      // Started before the commit: if it fails nothing is written. Its first activity takes the segment's
-      // lock, held here until the commit, so it sees the segment (or, after a rollback, none and ends).
-      await holdUntilCommit(tx, segmentLockKey(row.id));
-      await startSegmentRefresh(deps.temporal, { id: row.id, projectId });
-      return row;
-    });
-    const counted = (await refreshCount(ctx.state.em, segment.id)) ?? segment;
-    if (counted.track_membership && counted.type === 'DYNAMIC') {
-      const computed = await computeMembership(ctx.state.em, segment.id);
-      if (computed?.events.length) deps.hub.publish({ projectId, contactIds: [], events: computed.events });
-    }
-    ctx.status = 201;
-    ctx.body = toSegmentDto((await getSegment(ctx.state.em, projectId, segment.id)) ?? counted);
-  });
+  router.post(
+    '/segments',
+    g.secret,
+    endpoint(
+      {
+        tag,
+        summary: 'Create a segment',
+        description: 'A DYNAMIC segment’s members are the contacts its condition matches; a STATIC one’s are managed with /members.',
+        body: createSegmentSchema,
+        responses: { 201: segmentResponse.describe('The new segment, counted') },
+        errors: { 400: simpleError('name is missing, or a DYNAMIC segment’s condition is missing or invalid') },
+      },
+      async (ctx, input) => {
+        // The spec answers a missing name with its simple 400, before any other validation.
+        const raw = (ctx.request.body ?? {}) as Record<string, unknown>;
+        if (typeof raw.name !== 'string' || !raw.name.trim()) throw simpleBadRequest('name is required');
+        const fields = input.body();
+        const projectId = ctx.state.project!.id;
+        if (fields.type === 'DYNAMIC' && !isObject(fields.condition)) {
+          throw simpleBadRequest('condition is required for a DYNAMIC segment and must be an object');
+        }
+        const condition = fields.type === 'DYNAMIC' ? await checkCondition(ctx.state.em, projectId, fields.condition) : null;
+        const segment = await ctx.state.em.transactional(async (tx) => {
+          const row = await createSegment(tx, projectId, { ...fields, condition });
+          // Started before the commit: if it fails nothing is written. Its first activity takes the segment's
+          // lock, held here until the commit, so it sees the segment (or, after a rollback, none and ends).
+          await holdUntilCommit(tx, segmentLockKey(row.id));
+          await startSegmentRefresh(deps.temporal, { id: row.id, projectId });
+          return row;
+        });
+        const counted = (await refreshCount(ctx.state.em, segment.id)) ?? segment;
+        if (counted.track_membership && counted.type === 'DYNAMIC') {
+          const computed = await computeMembership(ctx.state.em, segment.id);
+          if (computed?.events.length) deps.hub.publish({ projectId, contactIds: [], events: computed.events });
+        }
+        ctx.status = 201;
+        ctx.body = toSegmentDto((await getSegment(ctx.state.em, projectId, segment.id)) ?? counted);
+      },
+    ),
+  );
 
-  router.get('/segments', g.secret, async (ctx) => {
-    ctx.body = (await listSegments(ctx.state.em, ctx.state.project!.id)).map(toSegmentDto);
-  });
+  router.get(
+    '/segments',
+    g.secret,
+    endpoint({ tag, summary: 'List all segments (unpaginated)', responses: { 200: z.array(segmentResponse).describe('Every segment of the project') } }, async (ctx) => {
+      ctx.body = (await listSegments(ctx.state.em, ctx.state.project!.id)).map(toSegmentDto);
+    }),
+  );
 
-  router.get('/segments/:id', g.secret, async (ctx) => {
-    ctx.body = toSegmentDto(await getSegment(ctx.state.em, ctx.state.project!.id, uuidParam(ctx)));
-  });
+  router.get(
+    '/segments/:id',
+    g.secret,
+    endpoint({ tag, summary: 'Get a segment with its cached member count', params, responses: { 200: segmentResponse.describe('The segment') }, errors: NOT_FOUND }, async (ctx, input) => {
+      ctx.body = toSegmentDto(await getSegment(ctx.state.em, ctx.state.project!.id, input.param('id')));
+    }),
+  );
 
-  router.patch('/segments/:id', g.secret, async (ctx) => {
-    const id = uuidParam(ctx);
-    const projectId = ctx.state.project!.id;
-    const segment = await getSegment(ctx.state.em, projectId, id);
-    const input = body(ctx, updateSegmentSchema);
-    let condition;
-    if (input.condition !== undefined) {
-      if (segment.type === 'STATIC') throw simpleBadRequest('A STATIC segment has no condition; its members are managed with /members');
-      if (!isObject(input.condition)) throw simpleBadRequest('condition must be an object');
-      condition = await checkCondition(ctx.state.em, projectId, input.condition, id);
-    }
-    await updateSegment(ctx.state.em, projectId, id, { ...input, condition });
-    // A changed definition takes effect at once: the count, and for tracked segments the membership.
-    const computed = await computeMembership(ctx.state.em, id);
-    if (computed?.events.length) deps.hub.publish({ projectId, contactIds: [], events: computed.events });
-    const refreshed = await refreshCount(ctx.state.em, id);
-    ctx.body = toSegmentDto(refreshed ?? (await getSegment(ctx.state.em, projectId, id)));
-  });
+  router.patch(
+    '/segments/:id',
+    g.secret,
+    endpoint(
+      {
+        tag,
+        summary: 'Update a segment’s name, description, condition (DYNAMIC only) or trackMembership',
+        description: 'A changed definition takes effect at once: the count, and for tracked segments the membership (with entry and exit events).',
+        params,
+        body: updateSegmentSchema,
+        responses: { 200: segmentResponse.describe('The updated segment') },
+        errors: { ...NOT_FOUND, 400: simpleError('A condition on a STATIC segment, or an invalid condition') },
+      },
+      async (ctx, input) => {
+        const id = input.param('id');
+        const projectId = ctx.state.project!.id;
+        const segment = await getSegment(ctx.state.em, projectId, id);
+        const fields = input.body();
+        let condition;
+        if (fields.condition !== undefined) {
+          if (segment.type === 'STATIC') throw simpleBadRequest('A STATIC segment has no condition; its members are managed with /members');
+          if (!isObject(fields.condition)) throw simpleBadRequest('condition must be an object');
+          condition = await checkCondition(ctx.state.em, projectId, fields.condition, id);
+        }
+        await updateSegment(ctx.state.em, projectId, id, { ...fields, condition });
+        // A changed definition takes effect at once: the count, and for tracked segments the membership.
+        const computed = await computeMembership(ctx.state.em, id);
+        if (computed?.events.length) deps.hub.publish({ projectId, contactIds: [], events: computed.events });
+        const refreshed = await refreshCount(ctx.state.em, id);
+        ctx.body = toSegmentDto(refreshed ?? (await getSegment(ctx.state.em, projectId, id)));
+      },
+    ),
+  );
 
-  router.delete('/segments/:id', g.secret, async (ctx) => {
-    const id = uuidParam(ctx);
-    await deleteSegment(ctx.state.em, ctx.state.project!.id, id);
-    ctx.body = { id, deleted: true };
-  });
+  router.delete(
+    '/segments/:id',
+    g.secret,
+    endpoint(
+      { tag, summary: 'Delete a segment', params, responses: { 200: deletedResponse.describe('Deleted') }, errors: { ...NOT_FOUND, 409: 'An active campaign uses the segment' } },
+      async (ctx, input) => {
+        const id = input.param('id');
+        await deleteSegment(ctx.state.em, ctx.state.project!.id, id);
+        ctx.body = { id, deleted: true };
+      },
+    ),
+  );
 
-  router.get('/segments/:id/contacts', g.secret, async (ctx) => {
-    const segment = await getSegment(ctx.state.em, ctx.state.project!.id, uuidParam(ctx));
-    const { page, pageSize } = pageParams(ctx);
-    const { rows, total } = await segmentContacts(ctx.state.em, segment, page, pageSize);
-    ctx.body = { data: rows.map(toContactDto), total, page, pageSize };
-  });
+  router.get(
+    '/segments/:id/contacts',
+    g.secret,
+    endpoint(
+      {
+        tag,
+        summary: 'The segment’s members, a page at a time (live for DYNAMIC segments)',
+        params,
+        query: memberPage,
+        responses: { 200: memberPageResponse.describe('A page of contacts') },
+        errors: NOT_FOUND,
+      },
+      async (ctx, input) => {
+        const segment = await getSegment(ctx.state.em, ctx.state.project!.id, input.param('id'));
+        const { page, pageSize } = input.query();
+        const { rows, total } = await segmentContacts(ctx.state.em, segment, page, pageSize);
+        ctx.body = { data: rows.map(toContactDto), total, page, pageSize };
+      },
+    ),
+  );
 
-  router.post('/segments/:id/members', g.secret, async (ctx) => {
-    const projectId = ctx.state.project!.id;
-    const segment = await getSegment(ctx.state.em, projectId, uuidParam(ctx));
-    if (segment.type !== 'STATIC') throw simpleBadRequest('Members can only be added to a STATIC segment');
-    const input = body(ctx, addMembersSchema);
-    const out = await addStaticMembers(ctx.state.em, segment, input.emails, input);
-    deps.hub.publish({ projectId, contactIds: out.contactIds, events: out.events });
-    ctx.body = out.result;
-  });
+  router.post(
+    '/segments/:id/members',
+    g.secret,
+    endpoint(
+      {
+        tag,
+        summary: 'Add emails to a STATIC segment',
+        params,
+        body: addMembersSchema,
+        responses: { 200: membersAddedResponse.describe('What was added') },
+        errors: { ...NOT_FOUND, 400: simpleError('The segment is not STATIC') },
+      },
+      async (ctx, input) => {
+        const projectId = ctx.state.project!.id;
+        const segment = await getSegment(ctx.state.em, projectId, input.param('id'));
+        if (segment.type !== 'STATIC') throw simpleBadRequest('Members can only be added to a STATIC segment');
+        const members = input.body();
+        const out = await addStaticMembers(ctx.state.em, segment, members.emails, members);
+        deps.hub.publish({ projectId, contactIds: out.contactIds, events: out.events });
+        ctx.body = out.result;
+      },
+    ),
+  );
 
-  router.delete('/segments/:id/members', g.secret, async (ctx) => {
-    const projectId = ctx.state.project!.id;
-    const segment = await getSegment(ctx.state.em, projectId, uuidParam(ctx));
-    if (segment.type !== 'STATIC') throw simpleBadRequest('Members can only be removed from a STATIC segment');
-    const { emails } = body(ctx, removeMembersSchema);
-    const out = await removeStaticMembers(ctx.state.em, segment, emails);
-    deps.hub.publish({ projectId, contactIds: out.contactIds, events: out.events });
-    ctx.body = out.result;
-  });
+  router.delete(
+    '/segments/:id/members',
+    g.secret,
+    endpoint(
+      {
+        tag,
+        summary: 'Remove emails from a STATIC segment',
+        params,
+        body: removeMembersSchema,
+        responses: { 200: membersRemovedResponse.describe('What was removed') },
+        errors: { ...NOT_FOUND, 400: simpleError('The segment is not STATIC') },
+      },
+      async (ctx, input) => {
+        const projectId = ctx.state.project!.id;
+        const segment = await getSegment(ctx.state.em, projectId, input.param('id'));
+        if (segment.type !== 'STATIC') throw simpleBadRequest('Members can only be removed from a STATIC segment');
+        const out = await removeStaticMembers(ctx.state.em, segment, input.body().emails);
+        deps.hub.publish({ projectId, contactIds: out.contactIds, events: out.events });
+        ctx.body = out.result;
+      },
+    ),
+  );
 
-  router.post('/segments/:id/compute', g.secret, async (ctx) => {
-    const projectId = ctx.state.project!.id;
-    const segment = await getSegment(ctx.state.em, projectId, uuidParam(ctx));
-    const computed = await computeMembership(ctx.state.em, segment.id);
-    if (computed?.events.length) deps.hub.publish({ projectId, contactIds: [], events: computed.events });
-    const refreshed = segment.track_membership && segment.type === 'DYNAMIC' ? await getSegment(ctx.state.em, projectId, segment.id) : await refreshCount(ctx.state.em, segment.id);
-    ctx.body = {
-      ...toSegmentDto(refreshed ?? segment),
-      computed: { tracked: segment.track_membership, entered: computed?.entered ?? 0, exited: computed?.exited ?? 0 },
-    };
-  });
+  router.post(
+    '/segments/:id/compute',
+    g.secret,
+    endpoint(
+      {
+        tag,
+        summary: 'Recompute membership now (entry and exit events for tracked segments)',
+        params,
+        responses: { 200: computedSegmentResponse.describe('The segment, and how many entered and exited') },
+        errors: NOT_FOUND,
+      },
+      async (ctx, input) => {
+        const projectId = ctx.state.project!.id;
+        const segment = await getSegment(ctx.state.em, projectId, input.param('id'));
+        const computed = await computeMembership(ctx.state.em, segment.id);
+        if (computed?.events.length) deps.hub.publish({ projectId, contactIds: [], events: computed.events });
+        const refreshed = segment.track_membership && segment.type === 'DYNAMIC' ? await getSegment(ctx.state.em, projectId, segment.id) : await refreshCount(ctx.state.em, segment.id);
+        ctx.body = {
+          ...toSegmentDto(refreshed ?? segment),
+          computed: { tracked: segment.track_membership, entered: computed?.entered ?? 0, exited: computed?.exited ?? 0 },
+        };
+      },
+    ),
+  );
 
-  router.post('/segments/:id/refresh', g.secret, async (ctx) => {
-    const segment = await getSegment(ctx.state.em, ctx.state.project!.id, uuidParam(ctx));
-    ctx.body = toSegmentDto((await refreshCount(ctx.state.em, segment.id)) ?? segment);
-  });
+  router.post(
+    '/segments/:id/refresh',
+    g.secret,
+    endpoint(
+      { tag, summary: 'Refresh the member count only (no events, no membership writes)', params, responses: { 200: segmentResponse.describe('The recounted segment') }, errors: NOT_FOUND },
+      async (ctx, input) => {
+        const segment = await getSegment(ctx.state.em, ctx.state.project!.id, input.param('id'));
+        ctx.body = toSegmentDto((await refreshCount(ctx.state.em, segment.id)) ?? segment);
+      },
+    ),
+  );
 }

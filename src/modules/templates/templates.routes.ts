@@ -1,70 +1,124 @@
 import type Router from '@koa/router';
+import { endpoint, simpleError } from '../../http/endpoint';
 import { simpleBadRequest } from '../../http/errors';
 import type { Guards } from '../../http/guards';
-import { pageParams, sortParams } from '../../http/pagination';
-import { body, queryValue, uuidParam } from '../../http/validate';
-import { createTemplateSchema, REQUIRED_TEMPLATE_FIELDS, TEMPLATE_TYPES, updateTemplateSchema } from './templates.schemas';
+import { deletedResponse } from '../../http/responses';
+import { uuidPath } from '../../http/validate';
 import {
-  createTemplate,
-  deleteTemplate,
-  duplicateTemplate,
-  getTemplate,
-  listTemplates,
-  templateUsage,
-  type TemplateListQuery,
-  toTemplateDto,
-  updateTemplate,
-} from './templates.service';
+  createTemplateSchema,
+  REQUIRED_TEMPLATE_FIELDS,
+  templateListQuery,
+  templateListResponse,
+  templateResponse,
+  templateUsageResponse,
+  updateTemplateSchema,
+} from './templates.schemas';
+import { createTemplate, deleteTemplate, duplicateTemplate, getTemplate, listTemplates, templateUsage, toTemplateDto, updateTemplate } from './templates.service';
 
-const SORTS = { name: 'name', createdAt: 'created_at', updatedAt: 'updated_at' } as const;
+const tag = 'Templates';
+const NOT_FOUND = { 404: 'No such template in the project' };
+const UNVERIFIED = 'The sender domain is not registered to the project or not verified';
 
 export function templateRoutes(router: Router, g: Guards): void {
-  router.post('/templates', g.secret, async (ctx) => {
-    const raw = (ctx.request.body ?? {}) as Record<string, unknown>;
-    const missing = REQUIRED_TEMPLATE_FIELDS.filter((f) => raw[f] === undefined || raw[f] === null || raw[f] === '');
-    if (missing.length) throw simpleBadRequest(`Missing required field${missing.length > 1 ? 's' : ''}: ${missing.join(', ')}`);
-    const input = body(ctx, createTemplateSchema);
-    ctx.status = 201;
-    ctx.body = toTemplateDto(await createTemplate(ctx.state.em, ctx.state.project!.id, input));
-  });
+  router.post(
+    '/templates',
+    g.secret,
+    endpoint(
+      {
+        tag,
+        summary: 'Create a template',
+        body: createTemplateSchema,
+        responses: { 201: templateResponse.describe('The new template') },
+        errors: { 400: simpleError('A required field is missing'), 403: UNVERIFIED },
+      },
+      async (ctx, input) => {
+        // The spec answers missing required fields with its simple 400, before any other validation.
+        const raw = (ctx.request.body ?? {}) as Record<string, unknown>;
+        const missing = REQUIRED_TEMPLATE_FIELDS.filter((f) => raw[f] === undefined || raw[f] === null || raw[f] === '');
+        if (missing.length) throw simpleBadRequest(`Missing required field${missing.length > 1 ? 's' : ''}: ${missing.join(', ')}`);
+        const template = input.body();
+        ctx.status = 201;
+        ctx.body = toTemplateDto(await createTemplate(ctx.state.em, ctx.state.project!.id, template));
+      },
+    ),
+  );
 
-  router.get('/templates', g.secret, async (ctx) => {
-    const type = queryValue(ctx, 'type') || undefined;
-    if (type && !(TEMPLATE_TYPES as readonly string[]).includes(type)) {
-      throw simpleBadRequest(`type must be one of ${TEMPLATE_TYPES.join(', ')}`);
-    }
-    const q: TemplateListQuery = {
-      ...pageParams(ctx),
-      ...sortParams(ctx, SORTS, 'createdAt'),
-      type: type as TemplateListQuery['type'],
-      search: queryValue(ctx, 'search')?.trim() || undefined,
-    };
-    ctx.body = await listTemplates(ctx.state.em, ctx.state.project!.id, q);
-  });
+  router.get(
+    '/templates',
+    g.secret,
+    endpoint(
+      {
+        tag,
+        summary: 'List templates (offset pagination)',
+        query: templateListQuery,
+        responses: { 200: templateListResponse.describe('A page of templates') },
+        errors: { 400: simpleError('type is not a template type') },
+      },
+      async (ctx, input) => {
+        ctx.body = await listTemplates(ctx.state.em, ctx.state.project!.id, input.query());
+      },
+    ),
+  );
 
-  router.get('/templates/:id', g.secret, async (ctx) => {
-    ctx.body = toTemplateDto(await getTemplate(ctx.state.em, ctx.state.project!.id, uuidParam(ctx)));
-  });
+  router.get(
+    '/templates/:id',
+    g.secret,
+    endpoint({ tag, summary: 'Get a template', params: { id: uuidPath }, responses: { 200: templateResponse.describe('The template') }, errors: NOT_FOUND }, async (ctx, input) => {
+      ctx.body = toTemplateDto(await getTemplate(ctx.state.em, ctx.state.project!.id, input.param('id')));
+    }),
+  );
 
-  router.patch('/templates/:id', g.secret, async (ctx) => {
-    const id = uuidParam(ctx);
-    ctx.body = toTemplateDto(await updateTemplate(ctx.state.em, ctx.state.project!.id, id, body(ctx, updateTemplateSchema)));
-  });
+  router.patch(
+    '/templates/:id',
+    g.secret,
+    endpoint(
+      {
+        tag,
+        summary: 'Update a template',
+        params: { id: uuidPath },
+        body: updateTemplateSchema,
+        responses: { 200: templateResponse.describe('The updated template') },
+        errors: { ...NOT_FOUND, 403: UNVERIFIED },
+      },
+      async (ctx, input) => {
+        const id = input.param('id');
+        ctx.body = toTemplateDto(await updateTemplate(ctx.state.em, ctx.state.project!.id, id, input.body()));
+      },
+    ),
+  );
 
-  router.delete('/templates/:id', g.secret, async (ctx) => {
-    const id = uuidParam(ctx);
-    await deleteTemplate(ctx.state.em, ctx.state.project!.id, id);
-    ctx.body = { id, deleted: true };
-  });
+  router.delete(
+    '/templates/:id',
+    g.secret,
+    endpoint({ tag, summary: 'Delete a template', params: { id: uuidPath }, responses: { 200: deletedResponse.describe('Deleted') }, errors: NOT_FOUND }, async (ctx, input) => {
+      const id = input.param('id');
+      await deleteTemplate(ctx.state.em, ctx.state.project!.id, id);
+      ctx.body = { id, deleted: true };
+    }),
+  );
 
-  router.post('/templates/:id/duplicate', g.secret, async (ctx) => {
-    ctx.status = 201;
-    ctx.body = toTemplateDto(await duplicateTemplate(ctx.state.em, ctx.state.project!.id, uuidParam(ctx)));
-  });
+  router.post(
+    '/templates/:id/duplicate',
+    g.secret,
+    endpoint(
+      { tag, summary: 'Duplicate a template', params: { id: uuidPath }, responses: { 201: templateResponse.describe('The copy') }, errors: NOT_FOUND },
+      async (ctx, input) => {
+        ctx.status = 201;
+        ctx.body = toTemplateDto(await duplicateTemplate(ctx.state.em, ctx.state.project!.id, input.param('id')));
+      },
+    ),
+  );
 
-  router.get('/templates/:id/usage', g.secret, async (ctx) => {
-    const id = uuidParam(ctx);
-    await getTemplate(ctx.state.em, ctx.state.project!.id, id);
-    ctx.body = await templateUsage(ctx.state.em, ctx.state.project!.id, id);
-  });
+  router.get(
+    '/templates/:id/usage',
+    g.secret,
+    endpoint(
+      { tag, summary: 'Workflow steps that send the template', params: { id: uuidPath }, responses: { 200: templateUsageResponse.describe('Where it is used') }, errors: NOT_FOUND },
+      async (ctx, input) => {
+        const id = input.param('id');
+        await getTemplate(ctx.state.em, ctx.state.project!.id, id);
+        ctx.body = await templateUsage(ctx.state.em, ctx.state.project!.id, id);
+      },
+    ),
+  );
 }

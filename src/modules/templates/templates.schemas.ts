@@ -1,5 +1,10 @@
 import { z } from 'zod';
+import { simpleBadRequest } from '../../http/errors';
+import { pageQuery, sortQuery } from '../../http/pagination';
+import { queryEnum, queryText } from '../../http/query';
+import { dateTime, offsetList, sameShape } from '../../http/responses';
 import { emailSchema } from '../../http/validate';
+import type { listTemplates, templateUsage, toTemplateDto } from './templates.service';
 
 export const TEMPLATE_TYPES = ['TRANSACTIONAL', 'MARKETING', 'HEADLESS'] as const;
 
@@ -39,3 +44,37 @@ export const updateTemplateSchema = z.object({
 
 export type CreateTemplate = z.output<typeof createTemplateSchema>;
 export type UpdateTemplate = z.output<typeof updateTemplateSchema>;
+
+export const templateListQuery = z.object({
+  ...pageQuery,
+  ...sortQuery({ name: 'name', createdAt: 'created_at', updatedAt: 'updated_at' }, 'createdAt'),
+  type: queryEnum(TEMPLATE_TYPES, () => simpleBadRequest(`type must be one of ${TEMPLATE_TYPES.join(', ')}`)),
+  search: queryText({ trim: true, description: 'Case-insensitive match on name, description or subject' }),
+});
+
+export const templateResponse = z.object({
+  id: z.string(),
+  name: z.string(),
+  description: z.string().nullable(),
+  subject: z.string(),
+  body: z.string().meta({ description: 'HTML with {{variable}} placeholders' }),
+  from: z.string(),
+  fromName: z.string().nullable(),
+  replyTo: z.string().nullable(),
+  type: z.enum(TEMPLATE_TYPES),
+  projectId: z.string(),
+  createdAt: dateTime,
+  updatedAt: dateTime,
+});
+sameShape<z.output<typeof templateResponse>, ReturnType<typeof toTemplateDto>>(true);
+
+export const templateListResponse = offsetList(templateResponse);
+sameShape<z.output<typeof templateListResponse>, Awaited<ReturnType<typeof listTemplates>>>(true);
+
+export const templateUsageResponse = z.object({
+  templateId: z.string(),
+  campaigns: z.array(z.object({ id: z.string(), name: z.string(), status: z.string() })).meta({ description: 'Always empty: campaigns carry their own content' }),
+  workflowSteps: z.array(z.object({ id: z.string(), workflowId: z.string(), workflowName: z.string() })),
+  total: z.number().int(),
+});
+sameShape<z.output<typeof templateUsageResponse>, Awaited<ReturnType<typeof templateUsage>>>(true);

@@ -1,5 +1,7 @@
 import { z } from 'zod';
+import { sameShape, successEnvelope } from '../../http/responses';
 import { emailSchema } from '../../http/validate';
+import type { VerificationResult } from './verify.service';
 
 /**
  * The address must be syntactically valid (422 otherwise): the same rules as every email the
@@ -19,3 +21,21 @@ const verifiableEmail = emailSchema.superRefine((email, ctx) => {
 export const verifySchema = z.object({ email: verifiableEmail });
 
 export type VerifyInput = z.output<typeof verifySchema>;
+
+export const verificationResponse = successEnvelope(
+  z.object({
+    email: z.string(),
+    valid: z.boolean().meta({ description: 'Overall validity' }),
+    isDisposable: z.boolean(),
+    isAlias: z.boolean().meta({ description: 'A forwarding or alias service' }),
+    isTypo: z.boolean(),
+    isPlusAddressed: z.boolean(),
+    isPersonalEmail: z.boolean().meta({ description: 'A free or personal mailbox provider' }),
+    domainExists: z.boolean().meta({ description: 'The domain has NS records' }),
+    hasWebsite: z.boolean().meta({ description: 'The domain has A or AAAA records; informational only' }),
+    hasMxRecords: z.boolean(),
+    suggestedEmail: z.string().optional().meta({ description: 'The likely intended address, when a typo was detected' }),
+    reasons: z.array(z.string()).meta({ description: 'Human-readable reasons, DNS failures included' }),
+  }),
+);
+sameShape<z.output<typeof verificationResponse>['data'], VerificationResult>(true);

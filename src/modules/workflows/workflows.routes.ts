@@ -1,20 +1,30 @@
 import type Router from '@koa/router';
 import type { Context } from 'koa';
+import { z } from 'zod';
 import type { TemporalClient } from '../../../temporal/client';
 import { sql } from '../../db/orm';
+import { endpoint } from '../../http/endpoint';
 import { badRequest, notFound } from '../../http/errors';
 import type { Guards } from '../../http/guards';
-import { body, queryValue, uuidParam } from '../../http/validate';
+import { deletedResponse } from '../../http/responses';
+import { uuidPath } from '../../http/validate';
 import { cancelExecutions, executionSteps, getExecution, listExecutions, startExecution, toExecutionDto } from './executions.service';
 import {
+  conditionFieldsResponse,
   createStepSchema,
   createTransitionSchema,
   createWorkflowSchema,
-  EXECUTION_STATUSES,
-  type ExecutionStatus,
+  deleteStepQuery,
+  executionDetailResponse,
+  executionListQuery,
+  executionResponse,
   startExecutionSchema,
+  stepResponse,
+  transitionResponse,
   updateStepSchema,
   updateWorkflowSchema,
+  workflowListResponse,
+  workflowResponse,
 } from './workflows.schemas';
 import {
   addStep,
@@ -35,111 +45,297 @@ import {
   workflowDto,
 } from './workflows.service';
 
+const tag = 'Workflows';
+const NOT_FOUND = { 404: 'No such workflow in the project' };
+const STEP_ERRORS = { 400: 'The config does not fit the step type, or the change would break the graph', 404: 'No such workflow or step' };
+
 export function workflowRoutes(router: Router, g: Guards, deps: { temporal: TemporalClient }): void {
-  const workflowOf = (ctx: Context) => getWorkflow(ctx.state.em, ctx.state.project!.id, uuidParam(ctx));
+  const workflowOf = (ctx: Context, id: string) => getWorkflow(ctx.state.em, ctx.state.project!.id, id);
 
-  router.get('/workflows', g.secret, async (ctx) => {
-    ctx.body = { data: await listWorkflows(ctx.state.em, ctx.state.project!.id) };
-  });
+  router.get(
+    '/workflows',
+    g.secret,
+    endpoint({ tag, summary: 'List workflows with their execution counts', responses: { 200: workflowListResponse.describe('Every workflow of the project') } }, async (ctx) => {
+      ctx.body = { data: await listWorkflows(ctx.state.em, ctx.state.project!.id) };
+    }),
+  );
 
-  router.get('/workflows/fields', g.secret, async (ctx) => {
-    ctx.body = await conditionFields(ctx.state.em, ctx.state.project!.id);
-  });
+  router.get(
+    '/workflows/fields',
+    g.secret,
+    endpoint(
+      { tag, summary: 'Fields usable in CONDITION steps, with their operators', responses: { 200: conditionFieldsResponse.describe('Contact, data, event and workflow fields') } },
+      async (ctx) => {
+        ctx.body = await conditionFields(ctx.state.em, ctx.state.project!.id);
+      },
+    ),
+  );
 
-  router.post('/workflows', g.secret, async (ctx) => {
-    const w = await createWorkflow(ctx.state.em, ctx.state.project!.id, body(ctx, createWorkflowSchema));
-    ctx.status = 201;
-    ctx.body = await workflowDto(ctx.state.em, w);
-  });
+  router.post(
+    '/workflows',
+    g.secret,
+    endpoint(
+      {
+        tag,
+        summary: 'Create a workflow (EVENT-triggered, disabled)',
+        description: 'Give the trigger event as `triggerConfig.eventName` (or `eventName`). The workflow starts with its TRIGGER step.',
+        body: createWorkflowSchema,
+        responses: { 201: workflowResponse.describe('The new workflow') },
+      },
+      async (ctx, input) => {
+        const w = await createWorkflow(ctx.state.em, ctx.state.project!.id, input.body());
+        ctx.status = 201;
+        ctx.body = await workflowDto(ctx.state.em, w);
+      },
+    ),
+  );
 
-  router.get('/workflows/:id', g.secret, async (ctx) => {
-    ctx.body = await workflowDto(ctx.state.em, await workflowOf(ctx));
-  });
+  router.get(
+    '/workflows/:id',
+    g.secret,
+    endpoint(
+      { tag, summary: 'Get a workflow with its steps and transitions', params: { id: uuidPath }, responses: { 200: workflowResponse.describe('The workflow') }, errors: NOT_FOUND },
+      async (ctx, input) => {
+        ctx.body = await workflowDto(ctx.state.em, await workflowOf(ctx, input.param('id')));
+      },
+    ),
+  );
 
-  router.patch('/workflows/:id', g.secret, async (ctx) => {
-    const w = await updateWorkflow(ctx.state.em, ctx.state.project!.id, uuidParam(ctx), body(ctx, updateWorkflowSchema));
-    ctx.body = await workflowDto(ctx.state.em, w);
-  });
+  router.patch(
+    '/workflows/:id',
+    g.secret,
+    endpoint(
+      {
+        tag,
+        summary: 'Update a workflow’s name, trigger, enabled or allowReentry',
+        params: { id: uuidPath },
+        body: updateWorkflowSchema,
+        responses: { 200: workflowResponse.describe('The updated workflow') },
+        errors: { ...NOT_FOUND, 400: 'Enabling a workflow whose graph cannot run (WORKFLOW_INVALID)' },
+      },
+      async (ctx, input) => {
+        const w = await updateWorkflow(ctx.state.em, ctx.state.project!.id, input.param('id'), input.body());
+        ctx.body = await workflowDto(ctx.state.em, w);
+      },
+    ),
+  );
 
-  router.delete('/workflows/:id', g.secret, async (ctx) => {
-    const id = uuidParam(ctx);
-    await deleteWorkflow(ctx.state.em, ctx.state.project!.id, id);
-    ctx.body = { id, deleted: true };
-  });
+  router.delete(
+    '/workflows/:id',
+    g.secret,
+    endpoint(
+      {
+        tag,
+        summary: 'Delete a workflow',
+        params: { id: uuidPath },
+        responses: { 200: deletedResponse.describe('Deleted') },
+        errors: { ...NOT_FOUND, 409: 'It has active executions: cancel them first (WORKFLOW_ACTIVE)' },
+      },
+      async (ctx, input) => {
+        const id = input.param('id');
+        await deleteWorkflow(ctx.state.em, ctx.state.project!.id, id);
+        ctx.body = { id, deleted: true };
+      },
+    ),
+  );
 
-  router.post('/workflows/:id/steps', g.secret, async (ctx) => {
-    const w = await workflowOf(ctx);
-    ctx.status = 201;
-    ctx.body = toStepDto(await addStep(ctx.state.em, w, body(ctx, createStepSchema)));
-  });
+  router.post(
+    '/workflows/:id/steps',
+    g.secret,
+    endpoint(
+      { tag, summary: 'Add a step', params: { id: uuidPath }, body: createStepSchema, responses: { 201: stepResponse.describe('The new step') }, errors: STEP_ERRORS },
+      async (ctx, input) => {
+        const w = await workflowOf(ctx, input.param('id'));
+        ctx.status = 201;
+        ctx.body = toStepDto(await addStep(ctx.state.em, w, input.body()));
+      },
+    ),
+  );
 
-  router.patch('/workflows/:id/steps/:stepId', g.secret, async (ctx) => {
-    const w = await workflowOf(ctx);
-    ctx.body = toStepDto(await updateStep(ctx.state.em, w, uuidParam(ctx, 'stepId'), body(ctx, updateStepSchema)));
-  });
+  router.patch(
+    '/workflows/:id/steps/:stepId',
+    g.secret,
+    endpoint(
+      {
+        tag,
+        summary: 'Update a step’s name, config or position',
+        params: { id: uuidPath, stepId: uuidPath },
+        body: updateStepSchema,
+        responses: { 200: stepResponse.describe('The updated step') },
+        errors: STEP_ERRORS,
+      },
+      async (ctx, input) => {
+        const w = await workflowOf(ctx, input.param('id'));
+        ctx.body = toStepDto(await updateStep(ctx.state.em, w, input.param('stepId'), input.body()));
+      },
+    ),
+  );
 
-  router.delete('/workflows/:id/steps/:stepId', g.secret, async (ctx) => {
-    const w = await workflowOf(ctx);
-    const stepId = uuidParam(ctx, 'stepId');
-    await deleteStep(ctx.state.em, w, stepId, queryValue(ctx, 'splice') === 'true');
-    ctx.body = { id: stepId, deleted: true };
-  });
+  router.delete(
+    '/workflows/:id/steps/:stepId',
+    g.secret,
+    endpoint(
+      {
+        tag,
+        summary: 'Delete a step',
+        params: { id: uuidPath, stepId: uuidPath },
+        query: deleteStepQuery,
+        responses: { 200: deletedResponse.describe('Deleted') },
+        errors: STEP_ERRORS,
+      },
+      async (ctx, input) => {
+        const w = await workflowOf(ctx, input.param('id'));
+        const stepId = input.param('stepId');
+        await deleteStep(ctx.state.em, w, stepId, input.query().splice);
+        ctx.body = { id: stepId, deleted: true };
+      },
+    ),
+  );
 
-  router.post('/workflows/:id/transitions', g.secret, async (ctx) => {
-    const w = await workflowOf(ctx);
-    ctx.status = 201;
-    ctx.body = toTransitionDto(await addTransition(ctx.state.em, w, body(ctx, createTransitionSchema)));
-  });
+  router.post(
+    '/workflows/:id/transitions',
+    g.secret,
+    endpoint(
+      {
+        tag,
+        summary: 'Connect two steps (branch yes or no from a CONDITION step)',
+        params: { id: uuidPath },
+        body: createTransitionSchema,
+        responses: { 201: transitionResponse.describe('The new transition') },
+        errors: { ...STEP_ERRORS, 409: 'The step already has a transition for this branch or outcome (TRANSITION_EXISTS)' },
+      },
+      async (ctx, input) => {
+        const w = await workflowOf(ctx, input.param('id'));
+        ctx.status = 201;
+        ctx.body = toTransitionDto(await addTransition(ctx.state.em, w, input.body()));
+      },
+    ),
+  );
 
-  router.delete('/workflows/:id/transitions/:transitionId', g.secret, async (ctx) => {
-    const w = await workflowOf(ctx);
-    const id = uuidParam(ctx, 'transitionId');
-    await deleteTransition(ctx.state.em, w, id);
-    ctx.body = { id, deleted: true };
-  });
+  router.delete(
+    '/workflows/:id/transitions/:transitionId',
+    g.secret,
+    endpoint(
+      {
+        tag,
+        summary: 'Delete a transition',
+        params: { id: uuidPath, transitionId: uuidPath },
+        responses: { 200: deletedResponse.describe('Deleted') },
+        errors: { 404: 'No such workflow or transition' },
+      },
+      async (ctx, input) => {
+        const w = await workflowOf(ctx, input.param('id'));
+        const id = input.param('transitionId');
+        await deleteTransition(ctx.state.em, w, id);
+        ctx.body = { id, deleted: true };
+      },
+    ),
+  );
 
-  /** A manual start runs even a disabled workflow (for trying it out), but only a graph that can run. */
-  router.post('/workflows/:id/executions', g.secret, async (ctx) => {
-    const w = await workflowOf(ctx);
-    const input = body(ctx, startExecutionSchema);
-    const [contact] = await sql(ctx.state.em, `SELECT 1 FROM contacts WHERE project_id = ? AND id = ?`, [w.project_id, input.contactId]);
-    if (!contact) throw notFound('Contact');
-    const { steps, transitions } = await graphOf(ctx.state.em, w.id);
-    const problems = graphProblems(steps, transitions);
-    if (problems.length) throw badRequest(`This workflow cannot run: ${problems.join('; ')}`, 'WORKFLOW_INVALID', { details: { problems } });
-    const x = await startExecution(ctx.state.em, deps.temporal, w, { contactId: input.contactId, context: input.context ?? {} });
-    ctx.status = 201;
-    ctx.body = toExecutionDto(x!);
-  });
+  router.post(
+    '/workflows/:id/executions',
+    g.secret,
+    endpoint(
+      {
+        tag,
+        summary: 'Start an execution for a contact',
+        description: 'Runs even a disabled workflow (for trying it out), but only a graph that can run. `context` holds per-execution variables.',
+        params: { id: uuidPath },
+        body: startExecutionSchema,
+        responses: { 201: executionResponse.describe('The new execution') },
+        errors: { 400: 'The workflow’s graph cannot run (WORKFLOW_INVALID)', 404: 'No such workflow or contact' },
+      },
+      async (ctx, input) => {
+        const w = await workflowOf(ctx, input.param('id'));
+        const { contactId, context } = input.body();
+        const [contact] = await sql(ctx.state.em, `SELECT 1 FROM contacts WHERE project_id = ? AND id = ?`, [w.project_id, contactId]);
+        if (!contact) throw notFound('Contact');
+        const { steps, transitions } = await graphOf(ctx.state.em, w.id);
+        const problems = graphProblems(steps, transitions);
+        if (problems.length) throw badRequest(`This workflow cannot run: ${problems.join('; ')}`, 'WORKFLOW_INVALID', { details: { problems } });
+        const x = await startExecution(ctx.state.em, deps.temporal, w, { contactId, context: context ?? {} });
+        ctx.status = 201;
+        ctx.body = toExecutionDto(x!);
+      },
+    ),
+  );
 
-  router.get('/workflows/:id/executions', g.secret, async (ctx) => {
-    const w = await workflowOf(ctx);
-    const status = queryValue(ctx, 'status') || undefined;
-    if (status && !(EXECUTION_STATUSES as readonly string[]).includes(status)) {
-      throw badRequest(`status must be one of ${EXECUTION_STATUSES.join(', ')}`, 'INVALID_STATUS');
-    }
-    const limit = Math.min(100, Math.max(1, Number.parseInt(queryValue(ctx, 'limit') ?? '', 10) || 100));
-    const offset = Math.max(0, Number.parseInt(queryValue(ctx, 'offset') ?? '', 10) || 0);
-    ctx.body = { data: await listExecutions(ctx.state.em, w.id, status as ExecutionStatus | undefined, limit, offset) };
-  });
+  router.get(
+    '/workflows/:id/executions',
+    g.secret,
+    endpoint(
+      {
+        tag,
+        summary: 'List executions, newest first',
+        params: { id: uuidPath },
+        query: executionListQuery,
+        responses: { 200: z.object({ data: z.array(executionResponse) }).describe('A page of executions') },
+        errors: { ...NOT_FOUND, 400: 'status is not an execution status (INVALID_STATUS)' },
+      },
+      async (ctx, input) => {
+        const w = await workflowOf(ctx, input.param('id'));
+        const { status, limit, offset } = input.query();
+        ctx.body = { data: await listExecutions(ctx.state.em, w.id, status, limit, offset) };
+      },
+    ),
+  );
 
-  router.post('/workflows/:id/executions/cancel-all', g.secret, async (ctx) => {
-    const w = await workflowOf(ctx);
-    const cancelled = await cancelExecutions(ctx.state.em, deps.temporal, w.id);
-    ctx.body = { cancelled: cancelled.length };
-  });
+  router.post(
+    '/workflows/:id/executions/cancel-all',
+    g.secret,
+    endpoint(
+      {
+        tag,
+        summary: 'Cancel every running or waiting execution',
+        params: { id: uuidPath },
+        responses: { 200: z.object({ cancelled: z.number().int() }).describe('How many were cancelled') },
+        errors: NOT_FOUND,
+      },
+      async (ctx, input) => {
+        const w = await workflowOf(ctx, input.param('id'));
+        const cancelled = await cancelExecutions(ctx.state.em, deps.temporal, w.id);
+        ctx.body = { cancelled: cancelled.length };
+      },
+    ),
+  );
 
-  router.get('/workflows/:id/executions/:executionId', g.secret, async (ctx) => {
-    const w = await workflowOf(ctx);
-    const x = await getExecution(ctx.state.em, w.id, uuidParam(ctx, 'executionId'));
-    ctx.body = { ...toExecutionDto(x), steps: await executionSteps(ctx.state.em, x.id) };
-  });
+  router.get(
+    '/workflows/:id/executions/:executionId',
+    g.secret,
+    endpoint(
+      {
+        tag,
+        summary: 'Get an execution with the steps it ran',
+        params: { id: uuidPath, executionId: uuidPath },
+        responses: { 200: executionDetailResponse.describe('The execution') },
+        errors: { 404: 'No such workflow or execution' },
+      },
+      async (ctx, input) => {
+        const w = await workflowOf(ctx, input.param('id'));
+        const x = await getExecution(ctx.state.em, w.id, input.param('executionId'));
+        ctx.body = { ...toExecutionDto(x), steps: await executionSteps(ctx.state.em, x.id) };
+      },
+    ),
+  );
 
-  router.delete('/workflows/:id/executions/:executionId', g.secret, async (ctx) => {
-    const w = await workflowOf(ctx);
-    const x = await getExecution(ctx.state.em, w.id, uuidParam(ctx, 'executionId'));
-    if (x.status !== 'RUNNING' && x.status !== 'WAITING') throw badRequest(`A ${x.status} execution cannot be cancelled`, 'EXECUTION_FINISHED');
-    await cancelExecutions(ctx.state.em, deps.temporal, w.id, x.id);
-    ctx.body = toExecutionDto(await getExecution(ctx.state.em, w.id, x.id));
-  });
+  router.delete(
+    '/workflows/:id/executions/:executionId',
+    g.secret,
+    endpoint(
+      {
+        tag,
+        summary: 'Cancel a running or waiting execution',
+        params: { id: uuidPath, executionId: uuidPath },
+        responses: { 200: executionResponse.describe('The cancelled execution') },
+        errors: { 400: 'The execution has finished (EXECUTION_FINISHED)', 404: 'No such workflow or execution' },
+      },
+      async (ctx, input) => {
+        const w = await workflowOf(ctx, input.param('id'));
+        const x = await getExecution(ctx.state.em, w.id, input.param('executionId'));
+        if (x.status !== 'RUNNING' && x.status !== 'WAITING') throw badRequest(`A ${x.status} execution cannot be cancelled`, 'EXECUTION_FINISHED');
+        await cancelExecutions(ctx.state.em, deps.temporal, w.id, x.id);
+        ctx.body = toExecutionDto(await getExecution(ctx.state.em, w.id, x.id));
+      },
+    ),
+  );
 }

@@ -1,5 +1,11 @@
 import { z } from 'zod';
+import { badRequest } from '../../http/errors';
+import { jsonSchemaOf } from '../../http/openapi';
+import { queryEnum, queryFlag, queryInt } from '../../http/query';
+import { dateTime, sameShape } from '../../http/responses';
 import { emailSchema } from '../../http/validate';
+import type { executionSteps, toExecutionDto } from './executions.service';
+import type { conditionFields, toStepDto, toTransitionDto, toWorkflowDto } from './workflows.service';
 import { dataMapSchema } from '../contacts/data-map';
 import { eventNameSchema } from '../events/events.schemas';
 
@@ -78,18 +84,27 @@ export const stepConfigSchemas = {
   EXIT: z.object({ reason: z.string().max(500).optional() }).strict(),
 } as const;
 
-const position = z.record(z.string(), z.unknown()).nullable().optional();
+const position = z.record(z.string(), z.unknown()).nullable().optional().meta({ description: 'Where an editor draws the step' });
+
+// Steps take `config` as any JSON here; the service checks it against the step's type, with these schemas.
+const stepConfig = z
+  .unknown()
+  .optional()
+  .meta({
+    description: 'The settings of the step’s type, checked against that type',
+    anyOf: Object.entries(stepConfigSchemas).map(([type, schema]) => ({ title: type, ...jsonSchemaOf(schema) })),
+  });
 
 export const createStepSchema = z.object({
   type: z.enum(STEP_TYPES),
   name: z.string().trim().min(1).max(200),
-  config: z.unknown().optional(),
+  config: stepConfig,
   position,
 });
 
 export const updateStepSchema = z.object({
   name: z.string().trim().min(1).max(200).optional(),
-  config: z.unknown().optional(),
+  config: stepConfig,
   position,
 });
 
@@ -104,3 +119,80 @@ export const startExecutionSchema = z.object({
   contactId: z.uuid(),
   context: z.record(z.string(), z.unknown()).optional(),
 });
+
+export const executionListQuery = z.object({
+  status: queryEnum(EXECUTION_STATUSES, () => badRequest(`status must be one of ${EXECUTION_STATUSES.join(', ')}`, 'INVALID_STATUS')),
+  limit: queryInt({ default: 100, min: 1, max: 100, zeroIsDefault: true }),
+  offset: queryInt({ default: 0, min: 0 }),
+});
+
+export const deleteStepQuery = z.object({ splice: queryFlag('Reconnect the step’s incoming transitions to its successor') });
+
+export const stepResponse = z.object({ id: z.string(), type: z.enum(STEP_TYPES), name: z.string(), config: z.record(z.string(), z.unknown()), position: z.record(z.string(), z.unknown()).nullable() });
+sameShape<z.output<typeof stepResponse>, ReturnType<typeof toStepDto>>(true);
+
+export const transitionResponse = z.object({
+  id: z.string(),
+  fromStepId: z.string(),
+  toStepId: z.string(),
+  branch: z.enum(['yes', 'no']).nullable().meta({ description: 'From a CONDITION step' }),
+  outcome: z.enum(['event', 'timeout']).nullable().meta({ description: 'From a WAIT_FOR_EVENT step' }),
+});
+sameShape<z.output<typeof transitionResponse>, ReturnType<typeof toTransitionDto>>(true);
+
+export const workflowResponse = z.object({
+  id: z.string(),
+  name: z.string(),
+  description: z.string().nullable(),
+  triggerType: z.literal('EVENT'),
+  triggerConfig: z.object({ eventName: z.string() }),
+  enabled: z.boolean(),
+  allowReentry: z.boolean(),
+  steps: z.array(stepResponse),
+  transitions: z.array(transitionResponse),
+  projectId: z.string(),
+  createdAt: dateTime,
+  updatedAt: dateTime,
+});
+sameShape<z.output<typeof workflowResponse>, ReturnType<typeof toWorkflowDto>>(true);
+
+export const workflowListResponse = z.object({
+  data: z.array(workflowResponse.extend({ executions: z.object({ active: z.number().int(), total: z.number().int() }) })),
+});
+
+const fieldDoc = z.object({ field: z.string(), operators: z.array(z.string()) });
+export const conditionFieldsResponse = z.object({
+  contact: z.array(fieldDoc.extend({ type: z.string() })),
+  data: z.array(fieldDoc),
+  events: z.array(fieldDoc),
+  workflow: fieldDoc.extend({ description: z.string() }),
+});
+sameShape<z.output<typeof conditionFieldsResponse>, Awaited<ReturnType<typeof conditionFields>>>(true);
+
+export const executionResponse = z.object({
+  id: z.string(),
+  workflowId: z.string(),
+  contactId: z.string(),
+  status: z.enum(EXECUTION_STATUSES),
+  context: z.record(z.string(), z.unknown()),
+  currentStepId: z.string().nullable(),
+  triggerEventId: z.string().nullable(),
+  error: z.string().nullable(),
+  createdAt: dateTime,
+  updatedAt: dateTime,
+  completedAt: dateTime.nullable(),
+});
+sameShape<z.output<typeof executionResponse>, ReturnType<typeof toExecutionDto>>(true);
+
+const executionStep = z.object({
+  id: z.string(),
+  stepId: z.string(),
+  type: z.string(),
+  status: z.string(),
+  output: z.unknown(),
+  error: z.string().nullable(),
+  startedAt: dateTime,
+  completedAt: dateTime.nullable(),
+});
+sameShape<z.output<typeof executionStep>[], Awaited<ReturnType<typeof executionSteps>>>(true);
+export const executionDetailResponse = executionResponse.extend({ steps: z.array(executionStep) });
