@@ -1,3 +1,4 @@
+import { content, endpoint } from './endpoint';
 import type Router from '@koa/router';
 import type { Context, Next } from 'koa';
 import type { Metrics } from '../metrics';
@@ -27,10 +28,13 @@ export function httpMetrics(metrics: Metrics) {
 
 /** GET /metrics, without authentication: Prometheus scrapes it. */
 export function metricsRoutes(router: Router, metrics: Metrics): void {
-  router.get('/metrics', async (ctx) => {
-    ctx.type = metrics.contentType;
-    ctx.body = await metrics.text();
-  });
+  router.get(
+    '/metrics',
+    endpoint({ tag: 'Operations', summary: 'Prometheus metrics', responses: { 200: content('text/plain', 'The Prometheus text exposition format') } }, async (ctx) => {
+      ctx.type = metrics.contentType;
+      ctx.body = await metrics.text();
+    }),
+  );
 }
 
 /** METRICS_PORT: GET /metrics on a listener of its own, for roles without the HTTP API (workers). */

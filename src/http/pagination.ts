@@ -1,6 +1,4 @@
-import type { Context } from 'koa';
-import { z } from 'zod';
-import { firstValues, queryChoice, queryInt } from './query';
+import { queryChoice, queryInt } from './query';
 
 const MAX_PAGE_SIZE = 100;
 
@@ -19,12 +17,3 @@ export function sortQuery<const C extends Record<string, string>>(columns: C, fa
   };
 }
 
-/** `pageQuery` read from a context, for routes not yet declared with `endpoint()`. */
-export function pageParams(ctx: Context): { page: number; pageSize: number } {
-  return z.object(pageQuery).parse(firstValues(ctx.query));
-}
-
-/** `sortQuery` read from a context, for routes not yet declared with `endpoint()`. */
-export function sortParams<C extends Record<string, string>>(ctx: Context, columns: C, fallback: keyof C & string) {
-  return z.object(sortQuery(columns, fallback)).parse(firstValues(ctx.query));
-}

@@ -29,9 +29,6 @@ export function parse<S extends z.ZodType>(schema: S, input: unknown): z.output<
   return result.data;
 }
 
-export function body<S extends z.ZodType>(ctx: Context, schema: S): z.output<S> {
-  return parse(schema, ctx.request.body ?? {});
-}
 
 /** A path id (declare it in `endpoint({ params: { id: uuidPath } })`): 422 naming the parameter when not a UUID, else lower-cased. */
 export const uuidPath = z
@@ -39,19 +36,6 @@ export const uuidPath = z
   .refine(isUuid, { error: (issue) => `${String(issue.path?.at(-1) ?? 'id')} must be a valid UUID`, params: { code: 'invalid_string' } })
   .transform((v) => v.toLowerCase())
   .meta({ format: 'uuid' });
-
-/** A path id that is not a UUID is 422, as the spec says, before any lookup. Prefer `endpoint()`'s `input.param`. */
-export function uuidParam(ctx: Context, name = 'id'): string {
-  const result = z.object({ [name]: uuidPath }).safeParse({ [name]: String(ctx.params?.[name] ?? '') });
-  if (!result.success) throw validationError(result.error.issues);
-  return result.data[name];
-}
-
-/** The first value of a query parameter, or undefined. */
-export function queryValue(ctx: Context, name: string): string | undefined {
-  const v = ctx.query[name];
-  return Array.isArray(v) ? v[0] : v;
-}
 
 /** Trimmed, lower-cased email, the only form ever stored or looked up. */
 export const emailSchema = z
@@ -74,13 +58,13 @@ export function query<S extends z.ZodType>(ctx: Context, schema: S): z.output<S>
 }
 
 /** A query parameter holding an ISO 8601 date-time (or date). */
-export const queryDate = z
+export const isoDateParam = z
   .string()
   .refine((v) => !Number.isNaN(Date.parse(v)), 'must be an ISO 8601 date-time')
   .transform((v) => new Date(v));
 
 /** `a,b,c` or a repeated parameter, as a list. */
-export const queryList = <T extends z.ZodType>(item: T, max: number) =>
+export const listParam = <T extends z.ZodType>(item: T, max: number) =>
   z.preprocess(
     (v) => (v === undefined ? undefined : (Array.isArray(v) ? v : [v]).flatMap((s) => String(s).split(',')).map((s) => s.trim()).filter(Boolean)),
     z.array(item).max(max),

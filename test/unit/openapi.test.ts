@@ -5,6 +5,8 @@ import { loadConfig } from '../../src/config';
 import { type AppDeps, createApp } from '../../src/http/app';
 import { type OpenApiDocument, routeEntries, routeProblems } from '../../src/http/openapi';
 import { createLogger } from '../../src/log';
+import type { Orm } from '../../src/db/orm';
+import { Metrics } from '../../src/metrics';
 
 /**
  * The real app's router, built with inert dependencies: registering routes touches none of them,
@@ -12,7 +14,7 @@ import { createLogger } from '../../src/log';
  */
 const config = loadConfig({ PUBLIC_URL: 'https://mail.example.com' });
 const log = createLogger('silent');
-const app = createApp({ config, log, jwtSecret: 'x'.repeat(32), health: [] } as unknown as AppDeps);
+const app = createApp({ config, log, jwtSecret: 'x'.repeat(32), health: [], metrics: new Metrics({} as Orm) } as unknown as AppDeps);
 const router = (app.middleware.find((mw) => 'router' in mw) as unknown as { router: Router }).router;
 
 let server: http.Server;

@@ -1,8 +1,10 @@
 import type Router from '@koa/router';
+import type { RouterContext } from '@koa/router';
 import type { Context } from 'koa';
+import { endpoint } from '../../http/endpoint';
 import { AppError, badRequest, conflict } from '../../http/errors';
 import type { Guards } from '../../http/guards';
-import { body, uuidParam } from '../../http/validate';
+import { uuidPath } from '../../http/validate';
 import { membership, requireRole } from '../accounts/accounts.service';
 import { billingLimitsSchema, billingPortalSchema, checkoutSchema } from './billing.schemas';
 import { billingConsumption, billingLimits, billingPeriod, setBillingLimits } from './billing.service';
@@ -36,101 +38,165 @@ async function rawBody(ctx: Context): Promise<string> {
  */
 export function billingRoutes(router: Router, g: Guards, settings: BillingSettings): void {
   const stripe = settings.stripe ? new StripeClient(settings.stripe.secretKey, settings.stripe.apiBase) : undefined;
-  const project = async (ctx: Context, manage: boolean) => {
-    const id = uuidParam(ctx);
+  const project = async (ctx: RouterContext, id: string, manage: boolean) => {
     const role = await membership(ctx.state.em, ctx.state.user!.id, id);
     if (manage) requireRole(role, ['OWNER', 'ADMIN'], 'manage billing');
     return id;
   };
   const base = '/users/@me/projects/:id';
+  const tag = 'Billing';
+  const params = { id: uuidPath };
+  const MEMBER = { 404: 'No such project among the caller’s' };
+  const MANAGER = { ...MEMBER, 403: 'The caller is not OWNER or ADMIN (INSUFFICIENT_ROLE)' };
+  const STRIPE = { 400: 'Billing is not enabled (BILLING_NOT_ENABLED)', 502: 'Stripe refused or could not be reached' };
+  const period = () => {
+    const p = billingPeriod();
+    return { start: p.start.toISOString(), end: p.end.toISOString() };
+  };
 
-  router.get(`${base}/billing-limits`, g.session, async (ctx) => {
-    const id = await project(ctx, false);
-    const period = billingPeriod();
-    ctx.body = { ...(await billingLimits(ctx.state.em, id)), period: { start: period.start.toISOString(), end: period.end.toISOString() } };
-  });
-  router.put(`${base}/billing-limits`, g.session, async (ctx) => {
-    const id = await project(ctx, true);
-    const limits = body(ctx, billingLimitsSchema);
-    const period = billingPeriod();
-    ctx.body = { ...(await setBillingLimits(ctx.state.em, id, limits)), period: { start: period.start.toISOString(), end: period.end.toISOString() } };
-  });
-  router.get(`${base}/billing-consumption`, g.session, async (ctx) => {
-    ctx.body = await billingConsumption(ctx.state.em, await project(ctx, false));
-  });
+  router.get(
+    `${base}/billing-limits`,
+    g.session,
+    endpoint({ tag, summary: 'Per-category caps', params, responses: { 200: '`{ emails, contacts, period }` (null: no cap)' }, errors: MEMBER }, async (ctx, input) => {
+      const id = await project(ctx, input.param('id'), false);
+      ctx.body = { ...(await billingLimits(ctx.state.em, id)), period: period() };
+    }),
+  );
+  router.put(
+    `${base}/billing-limits`,
+    g.session,
+    endpoint(
+      { tag, summary: 'Replace the caps', params, body: billingLimitsSchema, responses: { 200: '`{ emails, contacts, period }`' }, errors: MANAGER },
+      async (ctx, input) => {
+        const id = await project(ctx, input.param('id'), true);
+        ctx.body = { ...(await setBillingLimits(ctx.state.em, id, input.body())), period: period() };
+      },
+    ),
+  );
+  router.get(
+    `${base}/billing-consumption`,
+    g.session,
+    endpoint(
+      { tag, summary: 'This period’s consumption against the caps', params, responses: { 200: '`{ period, emails: { used, limit, remaining, byType }, contacts: { used, limit, remaining } }`' }, errors: MEMBER },
+      async (ctx, input) => {
+        ctx.body = await billingConsumption(ctx.state.em, await project(ctx, input.param('id'), false));
+      },
+    ),
+  );
 
-  router.post(`${base}/checkout`, g.session, async (ctx) => {
-    const id = await project(ctx, true);
-    if (!stripe) throw notEnabled();
-    const input = body(ctx, checkoutSchema);
-    const price = input.priceId ?? settings.stripe!.priceId;
-    if (!price) throw badRequest('No price to subscribe to: pass priceId or set STRIPE_PRICE_ID', 'NO_PRICE');
-    const { customer } = await stripeCustomerOf(ctx.state.em, id);
-    const session = await stripe.createCheckoutSession({
-      price,
-      projectId: id,
-      customer: customer ?? undefined,
-      customerEmail: ctx.state.user!.email,
-      successUrl: input.successUrl ?? `${settings.publicUrl}/?checkout=success`,
-      cancelUrl: input.cancelUrl ?? `${settings.publicUrl}/?checkout=cancelled`,
-    });
-    ctx.status = 201;
-    ctx.body = { id: session.id, url: session.url };
-  });
-  router.post(`${base}/billing-portal`, g.session, async (ctx) => {
-    const id = await project(ctx, true);
-    if (!stripe) throw notEnabled();
-    const input = body(ctx, billingPortalSchema);
-    const { customer } = await stripeCustomerOf(ctx.state.em, id);
-    if (!customer) throw conflict('The project has no billing account yet; complete a checkout first', 'NO_BILLING_ACCOUNT');
-    const session = await stripe.createPortalSession(customer, input.returnUrl ?? settings.publicUrl);
-    ctx.status = 201;
-    ctx.body = { url: session.url };
-  });
-  router.get(`${base}/billing-invoices`, g.session, async (ctx) => {
-    const id = await project(ctx, false);
-    if (!stripe) throw notEnabled();
-    const { customer, subscriptionStatus } = await stripeCustomerOf(ctx.state.em, id);
-    if (!customer) {
-      ctx.body = { data: [], subscriptionStatus };
-      return;
-    }
-    const invoices = await stripe.listInvoices(customer, 24);
-    const iso = (s?: number) => (s ? new Date(s * 1000).toISOString() : null);
-    ctx.body = {
-      subscriptionStatus,
-      data: invoices.data.map((i) => ({
-        id: i.id,
-        number: i.number,
-        status: i.status,
-        currency: i.currency,
-        total: i.total,
-        amountDue: i.amount_due,
-        amountPaid: i.amount_paid,
-        createdAt: iso(i.created),
-        periodStart: iso(i.period_start),
-        periodEnd: iso(i.period_end),
-        url: i.hosted_invoice_url ?? null,
-        pdf: i.invoice_pdf ?? null,
-      })),
-    };
-  });
+  router.post(
+    `${base}/checkout`,
+    g.session,
+    endpoint(
+      { tag, summary: 'Create a Stripe Checkout subscription session', params, body: checkoutSchema, responses: { 201: '`{ id, url }`' }, errors: { ...MANAGER, ...STRIPE } },
+      async (ctx, input) => {
+        const id = await project(ctx, input.param('id'), true);
+        if (!stripe) throw notEnabled();
+        const body = input.body();
+        const price = body.priceId ?? settings.stripe!.priceId;
+        if (!price) throw badRequest('No price to subscribe to: pass priceId or set STRIPE_PRICE_ID', 'NO_PRICE');
+        const { customer } = await stripeCustomerOf(ctx.state.em, id);
+        const session = await stripe.createCheckoutSession({
+          price,
+          projectId: id,
+          customer: customer ?? undefined,
+          customerEmail: ctx.state.user!.email,
+          successUrl: body.successUrl ?? `${settings.publicUrl}/?checkout=success`,
+          cancelUrl: body.cancelUrl ?? `${settings.publicUrl}/?checkout=cancelled`,
+        });
+        ctx.status = 201;
+        ctx.body = { id: session.id, url: session.url };
+      },
+    ),
+  );
+  router.post(
+    `${base}/billing-portal`,
+    g.session,
+    endpoint(
+      {
+        tag,
+        summary: 'Open the Stripe customer portal',
+        params,
+        body: billingPortalSchema,
+        responses: { 201: '`{ url }`' },
+        errors: { ...MANAGER, ...STRIPE, 409: 'No checkout has completed yet (NO_BILLING_ACCOUNT)' },
+      },
+      async (ctx, input) => {
+        const id = await project(ctx, input.param('id'), true);
+        if (!stripe) throw notEnabled();
+        const body = input.body();
+        const { customer } = await stripeCustomerOf(ctx.state.em, id);
+        if (!customer) throw conflict('The project has no billing account yet; complete a checkout first', 'NO_BILLING_ACCOUNT');
+        const session = await stripe.createPortalSession(customer, body.returnUrl ?? settings.publicUrl);
+        ctx.status = 201;
+        ctx.body = { url: session.url };
+      },
+    ),
+  );
+  router.get(
+    `${base}/billing-invoices`,
+    g.session,
+    endpoint(
+      { tag, summary: 'Invoices of the project', params, responses: { 200: '`{ subscriptionStatus, data: [{ id, number, status, currency, total, amountDue, amountPaid, createdAt, periodStart, periodEnd, url, pdf }] }`' }, errors: { ...MEMBER, ...STRIPE } },
+      async (ctx, input) => {
+        const id = await project(ctx, input.param('id'), false);
+        if (!stripe) throw notEnabled();
+        const { customer, subscriptionStatus } = await stripeCustomerOf(ctx.state.em, id);
+        if (!customer) {
+          ctx.body = { data: [], subscriptionStatus };
+          return;
+        }
+        const invoices = await stripe.listInvoices(customer, 24);
+        const iso = (s?: number) => (s ? new Date(s * 1000).toISOString() : null);
+        ctx.body = {
+          subscriptionStatus,
+          data: invoices.data.map((i) => ({
+            id: i.id,
+            number: i.number,
+            status: i.status,
+            currency: i.currency,
+            total: i.total,
+            amountDue: i.amount_due,
+            amountPaid: i.amount_paid,
+            createdAt: iso(i.created),
+            periodStart: iso(i.period_start),
+            periodEnd: iso(i.period_end),
+            url: i.hosted_invoice_url ?? null,
+            pdf: i.invoice_pdf ?? null,
+          })),
+        };
+      },
+    ),
+  );
 
   // Stripe's calls: the signature over the exact raw body is the only authentication.
-  router.post('/webhooks/incoming/stripe', async (ctx) => {
-    const secret = settings.stripe?.webhookSecret;
-    if (!secret) throw badRequest('Billing webhooks are not enabled on this deployment', 'BILLING_NOT_ENABLED', { suggestion: 'Set STRIPE_WEBHOOK_SECRET' });
-    const raw = await rawBody(ctx);
-    if (!verifyStripeSignature(ctx.get('stripe-signature') || undefined, raw, secret)) {
-      throw badRequest('Stripe signature verification failed', 'INVALID_SIGNATURE');
-    }
-    let event: StripeEvent;
-    try {
-      event = JSON.parse(raw) as StripeEvent;
-    } catch {
-      throw badRequest('Body is not JSON', 'INVALID_JSON');
-    }
-    if (typeof event?.id !== 'string' || typeof event.type !== 'string') throw badRequest('Body is not a Stripe event', 'INVALID_EVENT');
-    ctx.body = { received: true, result: await applyStripeEvent(ctx.state.em, event) };
-  });
+  router.post(
+    '/webhooks/incoming/stripe',
+    endpoint(
+      {
+        tag: 'Webhooks',
+        summary: 'Receiver for Stripe billing events (not for client use)',
+        description: 'Needs a valid `Stripe-Signature` over the exact raw body (read by the handler itself); each event id is applied once.',
+        internal: true,
+        responses: { 200: '`{ received: true, result: applied | ignored | duplicate }`' },
+        errors: { 400: 'Billing webhooks are not enabled, the signature does not hold, or the body is not a Stripe event', 413: 'Body larger than 1 MB' },
+      },
+      async (ctx) => {
+        const secret = settings.stripe?.webhookSecret;
+        if (!secret) throw badRequest('Billing webhooks are not enabled on this deployment', 'BILLING_NOT_ENABLED', { suggestion: 'Set STRIPE_WEBHOOK_SECRET' });
+        const raw = await rawBody(ctx);
+        if (!verifyStripeSignature(ctx.get('stripe-signature') || undefined, raw, secret)) {
+          throw badRequest('Stripe signature verification failed', 'INVALID_SIGNATURE');
+        }
+        let event: StripeEvent;
+        try {
+          event = JSON.parse(raw) as StripeEvent;
+        } catch {
+          throw badRequest('Body is not JSON', 'INVALID_JSON');
+        }
+        if (typeof event?.id !== 'string' || typeof event.type !== 'string') throw badRequest('Body is not a Stripe event', 'INVALID_EVENT');
+        ctx.body = { received: true, result: await applyStripeEvent(ctx.state.em, event) };
+      },
+    ),
+  );
 }
