@@ -30,6 +30,8 @@ export class Migration20261121000900_security_and_billing extends Migration {
       stripe_customer_id text UNIQUE,
       stripe_subscription_id text,
       subscription_status text,
+      -- When the last applied Stripe event was created: Stripe does not deliver in order.
+      stripe_event_at timestamptz,
       updated_at timestamptz NOT NULL DEFAULT now()
     )`);
     // Stripe retries a webhook until answered; its event id makes processing exactly-once.

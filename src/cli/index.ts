@@ -103,7 +103,7 @@ async function reinstate(args: string[]): Promise<void> {
   const orm = await createOrm(config.DATABASE_URL ?? embeddedDatabaseUrl(config.dataDir), { poolMax: 1, log });
   try {
     const { lifted } = await reinstateProject(orm.em.fork(), values.project, values.by ?? `cli:${os.userInfo().username}`);
-    process.stdout.write(`Project ${values.project} enabled; ${lifted} suspension(s) lifted\n`);
+    process.stdout.write(lifted ? `Project ${values.project} enabled; ${lifted} suspension(s) lifted\n` : `Project ${values.project}: 0 suspension(s) lifted, nothing changed\n`);
   } finally {
     await orm.close();
   }

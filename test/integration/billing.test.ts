@@ -213,10 +213,15 @@ describe('payments through Stripe', () => {
   });
 
   test('the webhook: only a valid, fresh signature over the exact body is accepted; each event applies once', async () => {
+    const now = Math.floor(Date.now() / 1000);
+    // Stripe does not deliver in order: the subscription's creation may come before the checkout.
+    const early = { id: 'evt_0', type: 'customer.subscription.created', created: now - 5, data: { object: { id: 'sub_1', customer: 'cus_1', status: 'trialing' } } };
+    expect((await webhook(early)).body.error.code).toBe('UNKNOWN_CUSTOMER');
     const completed = {
       id: 'evt_1',
       type: 'checkout.session.completed',
-      data: { object: { id: 'cs_test_1', client_reference_id: acct.project.id, customer: 'cus_1', subscription: 'sub_1' } },
+      created: now - 10,
+      data: { object: { id: 'cs_test_1', client_reference_id: acct.project.id, customer: 'cus_1', subscription: 'sub_1', payment_status: 'paid' } },
     };
     const raw = JSON.stringify(completed);
     expect((await webhook(completed, stripeSignature(raw, 'whsec_wrong'))).body.error.code).toBe('INVALID_SIGNATURE');
@@ -226,6 +231,9 @@ describe('payments through Stripe', () => {
 
     expect((await webhook(completed)).body).toEqual({ received: true, result: 'applied' });
     expect((await webhook(completed)).body).toEqual({ received: true, result: 'duplicate' });
+    // Stripe's retry of the early event now applies; it is newer than the checkout.
+    expect((await webhook(early)).body).toEqual({ received: true, result: 'applied' });
+    await webhook({ id: 'evt_0b', type: 'customer.subscription.updated', created: now - 2, data: { object: { id: 'sub_1', customer: 'cus_1', status: 'active' } } });
     expect((await webhook({ id: 'evt_2', type: 'invoice.created', data: { object: {} } })).body.result).toBe('ignored');
     const [row] = await dbQuery(paying.databaseUrl, `SELECT stripe_customer_id, stripe_subscription_id, subscription_status FROM project_billing WHERE project_id = $1`, [acct.project.id]);
     expect(row).toEqual({ stripe_customer_id: 'cus_1', stripe_subscription_id: 'sub_1', subscription_status: 'active' });
@@ -259,7 +267,12 @@ describe('payments through Stripe', () => {
     expect(fake.calls.at(-1)!.path).toBe('/v1/invoices');
     expect(fake.calls.at(-1)!.form.get('customer')).toBe('cus_1');
 
-    await webhook({ id: 'evt_3', type: 'customer.subscription.deleted', data: { object: { id: 'sub_1', customer: 'cus_1', status: 'canceled' } } });
+    const now = Math.floor(Date.now() / 1000);
+    await webhook({ id: 'evt_3', type: 'customer.subscription.deleted', created: now, data: { object: { id: 'sub_1', customer: 'cus_1', status: 'canceled' } } });
+    expect((await paying.api.get(billing(acct, 'billing-invoices'), { cookie: acct.cookie })).body.subscriptionStatus).toBe('canceled');
+    // An older update arriving late changes nothing.
+    const late = await webhook({ id: 'evt_4', type: 'customer.subscription.updated', created: now - 60, data: { object: { id: 'sub_1', customer: 'cus_1', status: 'active' } } });
+    expect(late.body).toEqual({ received: true, result: 'stale' });
     expect((await paying.api.get(billing(acct, 'billing-invoices'), { cookie: acct.cookie })).body.subscriptionStatus).toBe('canceled');
   });
 });

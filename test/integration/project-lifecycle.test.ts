@@ -1,3 +1,4 @@
+import { foldActivityCounts } from '../../src/modules/activity/activity-counts';
 import { dbQuery } from '../setup/db';
 import { mailedToken } from '../setup/mailbox';
 import { type Account, createAccount, startTestService, type TestService } from '../setup/service';
@@ -9,12 +10,13 @@ beforeAll(async () => {
 });
 afterAll(() => svc.stop());
 
-/** Rows of the project in every table that has a project_id column, except what a reset keeps. */
+/** Rows of the project in every table that has a project_id column, except what a reset keeps (and the counts, checked by what they answer). */
 async function projectRows(projectId: string): Promise<Record<string, number>> {
   const tables = await dbQuery(
     svc.databaseUrl,
     `SELECT table_name FROM information_schema.columns WHERE table_schema = 'public' AND column_name = 'project_id'
-       AND table_name NOT IN ('project_members', 'project_invites', 'rate_limit_windows') ORDER BY 1`,
+       AND table_name NOT IN ('project_members', 'project_invites', 'rate_limit_windows', 'activity_counts', 'activity_counts_daily', 'activity_count_deltas')
+     ORDER BY 1`,
   );
   const out: Record<string, number> = {};
   for (const { table_name: t } of tables) {
@@ -50,11 +52,18 @@ test('reset wipes the data and cancels the running workflows; the project, its k
   await eventually(async () => (await statusOf(`automation:${executionId}`)) === 'RUNNING');
   expect(Object.keys(await projectRows(acct.project.id))).toEqual(expect.arrayContaining(['contacts', 'events', 'segments', 'workflows', 'workflow_executions']));
 
+  await foldActivityCounts(svc.orm.em.fork()); // counts already folded into the hourly and daily tables must go too
   const res = await svc.api.post(`/users/@me/projects/${acct.project.id}/reset`, {}, { cookie: acct.cookie });
   expect(res.status).toBe(200);
   expect(res.body).toMatchObject({ id: acct.project.id, reset: true, cancelledWorkflows: expect.any(Number) });
   expect(res.body.cancelledWorkflows).toBeGreaterThanOrEqual(2);
   expect(await projectRows(acct.project.id)).toEqual({});
+  // The event counts fall to zero with the events, folded or not; accepted-email usage would stay.
+  const key = { key: acct.project.secretKey };
+  expect((await svc.api.get('/activity/types', key)).body.data).toEqual([]);
+  await foldActivityCounts(svc.orm.em.fork());
+  expect((await svc.api.get('/activity/types', key)).body.data).toEqual([]);
+  expect((await svc.api.get('/events/stats', key)).body).toMatchObject({ totalEvents: 0, uniqueEventNames: 0 });
   await eventually(async () => (await statusOf(`segment:${segmentId}`)) !== 'RUNNING' && (await statusOf(`automation:${executionId}`)) !== 'RUNNING');
 
   expect((await svc.api.post('/v1/track', { email: 'again@life.test', event: 'back' }, { key: acct.project.publicKey })).status).toBe(200);

@@ -117,6 +117,16 @@ test('a bounce rate above the threshold suspends the project: its keys get 403 a
   // Judged afresh from the reinstatement: the old bounces no longer count.
   expect(after).toMatchObject({ status: 'ok', disabled: false, disabledReason: null, sent: 0, bounced: 0 });
   expect(after.suspensions[0]).toMatchObject({ liftedBy: 'ops', liftedAt: expect.any(String) });
+  // A late bounce of mail sent before the reinstatement is not held against the new slate.
+  await s.notify('Bounce', sent[3].ses, { bounce: { bounceType: 'Permanent' } });
+  const fresh = await s.send('fresh@example.org');
+  await s.notify('Bounce', (fresh as any).ses, { bounce: { bounceType: 'Permanent' } });
+  expect(await s.security()).toMatchObject({ status: 'ok', sent: 1, bounced: 1, disabled: false }); // one email is below the minimum
+  // Reinstating a project with no open suspension changes nothing.
+  expect(execFileSync(process.execPath, [path.resolve('dist/src/cli/index.js'), 'reinstate-project', '--project', s.acct.project.id], {
+    env: { ...process.env, DATABASE_URL: svc.databaseUrl },
+    encoding: 'utf8',
+  })).toContain('0 suspension(s) lifted');
 });
 
 test('complaints: above 10% of mail sent suspends, and the complaining contact is unsubscribed', async () => {

@@ -40,9 +40,9 @@ export async function cancelProjectWorkflows(temporal: TemporalClient, projectId
 export async function resetProject(em: EntityManager, temporal: TemporalClient, projectId: string): Promise<{ cancelledWorkflows: number }> {
   const cancelledWorkflows = await cancelProjectWorkflows(temporal, projectId);
   await em.transactional(async (tx) => {
+    // Deleting the events writes their negative count deltas in this transaction, so event counts fall
+    // to zero without racing the fold; accepted-email counts are billing usage and stay.
     for (const table of PROJECT_DATA) await sql(tx, `DELETE FROM ${table} WHERE project_id = ?`, [projectId]);
-    // Event counts go with the events; accepted-email counts are billing usage and stay with the project.
-    for (const table of ['activity_counts', 'activity_count_deltas']) await sql(tx, `DELETE FROM ${table} WHERE project_id = ? AND source = 'event'`, [projectId]);
   });
   return { cancelledWorkflows };
 }

@@ -178,8 +178,8 @@ export function billingRoutes(router: Router, g: Guards, settings: BillingSettin
         summary: 'Receiver for Stripe billing events (not for client use)',
         description: 'Needs a valid `Stripe-Signature` over the exact raw body (read by the handler itself); each event id is applied once.',
         internal: true,
-        responses: { 200: '`{ received: true, result: applied | ignored | duplicate }`' },
-        errors: { 400: 'Billing webhooks are not enabled, the signature does not hold, or the body is not a Stripe event', 413: 'Body larger than 1 MB' },
+        responses: { 200: '`{ received: true, result: applied | ignored | duplicate | stale }`' },
+        errors: { 409: 'A subscription event for a customer no checkout has tied to a project yet (UNKNOWN_CUSTOMER): Stripe retries it', 400: 'Billing webhooks are not enabled, the signature does not hold, or the body is not a Stripe event', 413: 'Body larger than 1 MB' },
       },
       async (ctx) => {
         const secret = settings.stripe?.webhookSecret;

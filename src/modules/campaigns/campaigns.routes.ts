@@ -1,4 +1,4 @@
-import { assertWithinBillingLimits } from '../billing/billing.service';
+import { assertWithinBillingLimits, billingPeriod } from '../billing/billing.service';
 import type Router from '@koa/router';
 import type { TemporalClient } from '../../../temporal/client';
 import { sql } from '../../db/orm';
@@ -171,7 +171,8 @@ export function campaignRoutes(router: Router, g: Guards, deps: CampaignDeps): v
           await assertVerifiedSender(tx, projectId, c.from_email);
           const recipients = await audienceSize(tx, c);
           if (recipients === 0) throw badRequest('The campaign’s audience has no subscribed contacts', 'NO_RECIPIENTS');
-          await assertWithinBillingLimits(tx, projectId, recipients);
+          // A send in a later billing period is checked when its time comes (startCampaignSend).
+          if (!at || billingPeriod(at).start.getTime() === billingPeriod().start.getTime()) await assertWithinBillingLimits(tx, projectId, recipients);
           const [updated] = await sql<CampaignRow>(
             tx,
             `UPDATE campaigns SET status = ?, scheduled_for = ?, updated_at = now() WHERE id = ? RETURNING *`,

@@ -16,20 +16,34 @@ const percent = (r: number) => `${(r * 100).toFixed(2).replace(/\.?0+$/, '')}%`;
 
 /**
  * Mail sent, permanent bounces and complaints in the window: the last `windowDays` days, or since the
- * last review when that is later (a lifted suspension starts a clean slate). Transient bounces are
- * not held against the sender.
+ * last review when that is later (a lifted suspension starts a clean slate: then only bounces and
+ * complaints of mail sent since count, not late ones of the mail that caused the suspension).
+ * Transient bounces are not held against the sender.
  */
 export async function sendingHealth(em: EntityManager, projectId: string, t: SecurityThresholds, now = new Date()) {
   const [project] = await sql<{ security_reviewed_at: Date | null }>(em, `SELECT security_reviewed_at FROM projects WHERE id = ?`, [projectId]);
   if (!project) throw notFound('Project');
   const windowStart = new Date(now.getTime() - t.windowDays * DAY_MS);
-  const reviewed = project.security_reviewed_at ? new Date(project.security_reviewed_at) : undefined;
-  const since = reviewed && reviewed > windowStart ? reviewed : windowStart;
+  const reviewedAt = project.security_reviewed_at ? new Date(project.security_reviewed_at) : null;
+  const sinceReview = reviewedAt !== null && reviewedAt > windowStart;
+  const since = sinceReview ? reviewedAt : windowStart;
   const counts = sumByName(await countsBetween(em, projectId, 'event', since, now, ['email.sent', 'email.bounce', 'email.complaint']), true);
   const sent = counts.get('email.sent') ?? 0;
-  const bounced = counts.get('email.bounce:permanent') ?? 0;
-  const complained = counts.get('email.complaint') ?? 0;
-  return { since, sent, bounced, complained, bounceRate: ratio(bounced, sent), complaintRate: ratio(complained, sent) };
+  let bounced = counts.get('email.bounce:permanent') ?? 0;
+  let complained = counts.get('email.complaint') ?? 0;
+  if (sinceReview) {
+    // At most one window of events since the review, each matched to its email.
+    const [late] = await sql<{ bounced: string; complained: string }>(
+      em,
+      `SELECT count(*) FILTER (WHERE e.name = 'email.bounce' AND e.data->>'bounceType' = 'Permanent') AS bounced,
+              count(*) FILTER (WHERE e.name = 'email.complaint') AS complained
+       FROM events e JOIN emails m ON m.id = (e.data->>'emailId')::uuid
+       WHERE e.project_id = ? AND e.name IN ('email.bounce', 'email.complaint') AND e.created_at >= ? AND m.sent_at >= ?`,
+      [projectId, since, since],
+    );
+    [bounced, complained] = [Number(late.bounced), Number(late.complained)];
+  }
+  return { since, reviewedAt, sent, bounced, complained, bounceRate: ratio(bounced, sent), complaintRate: ratio(complained, sent) };
 }
 
 /**
@@ -49,10 +63,13 @@ export async function enforceSendingHealth(em: EntityManager, projectId: string,
   if (!breach) return false;
   const reason = `Suspended: ${breach.metric} rate ${percent(breach.rate)} of ${h.sent} emails sent since ${h.since.toISOString()} is above ${percent(breach.threshold)}`;
   return em.transactional(async (tx) => {
-    const [disabled] = await sql(tx, `UPDATE projects SET disabled = true, disabled_reason = ?, updated_at = now() WHERE id = ? AND NOT disabled RETURNING id`, [
-      reason,
-      projectId,
-    ]);
+    // Not if an operator reinstated the project since these figures were read.
+    const [disabled] = await sql(
+      tx,
+      `UPDATE projects SET disabled = true, disabled_reason = ?, updated_at = now()
+       WHERE id = ? AND NOT disabled AND security_reviewed_at IS NOT DISTINCT FROM ?::timestamptz RETURNING id`,
+      [reason, projectId, h.reviewedAt],
+    );
     if (!disabled) return false;
     await sql(
       tx,
@@ -114,17 +131,21 @@ export async function securityState(em: EntityManager, projectId: string, t: Sec
   };
 }
 
-/** Lifts the project's suspensions (an operator's decision): enabled again, rates judged afresh from now. */
+/**
+ * Lifts the project's suspensions (an operator's decision): enabled again, rates judged afresh from
+ * now. A project disabled for another reason, with no suspension open, stays as it is.
+ */
 export async function reinstateProject(em: EntityManager, projectId: string, by: string): Promise<{ lifted: number }> {
   return em.transactional(async (tx) => {
-    const [project] = await sql(tx, `UPDATE projects SET disabled = false, disabled_reason = null, security_reviewed_at = now(), updated_at = now() WHERE id = ? RETURNING id`, [
-      projectId,
-    ]);
+    const [project] = await sql(tx, `SELECT id FROM projects WHERE id = ? FOR UPDATE`, [projectId]);
     if (!project) throw notFound('Project');
     const lifted = await sql(tx, `UPDATE project_suspensions SET lifted_at = now(), lifted_by = ? WHERE project_id = ? AND lifted_at IS NULL RETURNING id`, [
       by,
       projectId,
     ]);
+    if (lifted.length) {
+      await sql(tx, `UPDATE projects SET disabled = false, disabled_reason = null, security_reviewed_at = now(), updated_at = now() WHERE id = ?`, [projectId]);
+    }
     return { lifted: lifted.length };
   });
 }

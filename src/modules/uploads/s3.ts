@@ -80,7 +80,10 @@ export class S3Bucket {
     const url = this.url(key);
     const headers = signS3Request({ method: 'GET', url, headers: {}, payloadHash: sha256('') }, this.s);
     delete headers.host;
-    const res = await fetch(url, { headers, signal: AbortSignal.timeout(30_000) });
+    // The timeout covers the bucket's answer, not the time a slow mail client takes to download it.
+    const abort = new AbortController();
+    const timer = setTimeout(() => abort.abort(new Error('S3 did not answer within 30 s')), 30_000);
+    const res = await fetch(url, { headers, signal: abort.signal }).finally(() => clearTimeout(timer));
     if (res.status === 404) return undefined;
     if (!res.ok) throw new Error(`S3 GET ${key} answered ${res.status}`);
     return res;

@@ -212,13 +212,8 @@ export class AutomationRuntime {
     const settings = await projectSettings(em, x.project_id);
     const emailId = derivedId(x.id, seq, 'email');
     const out = await em.transactional(async (tx) => {
-      let contact = await this.contact(x);
-      if (!contact) return { sent: false, reason: 'the contact no longer exists' };
-      if (recipient?.type === 'CUSTOM' && recipient.customEmail) {
-        contact = (await upsertContact(tx, x.project_id, { email: recipient.customEmail, defaultSubscribed: false, data: { set: {}, unset: [] } })).contact;
-      }
-      if (template.type === 'MARKETING' && !contact.subscribed) return { sent: false, reason: 'the contact is not subscribed to marketing email' };
-      // A retried step whose email is already queued is not counted twice.
+      // The billing lock first, as /v1/send takes it, before any contact row; a retried step whose
+      // email is already queued is not counted twice.
       const queued = await sql(tx, `SELECT 1 FROM emails WHERE id = ?`, [emailId]);
       if (!queued.length) {
         const refusal = await assertWithinBillingLimits(tx, x.project_id, 1).then(
@@ -227,6 +222,12 @@ export class AutomationRuntime {
         );
         if (refusal) return { sent: false, reason: refusal };
       }
+      let contact = await this.contact(x);
+      if (!contact) return { sent: false, reason: 'the contact no longer exists' };
+      if (recipient?.type === 'CUSTOM' && recipient.customEmail) {
+        contact = (await upsertContact(tx, x.project_id, { email: recipient.customEmail, defaultSubscribed: false, data: { set: {}, unset: [] } })).contact;
+      }
+      if (template.type === 'MARKETING' && !contact.subscribed) return { sent: false, reason: 'the contact is not subscribed to marketing email' };
       const message = composeMessage({
         emailId,
         type: template.type,
