@@ -7,7 +7,7 @@
  */
 import http from 'node:http';
 import pg from 'pg';
-import { createBenchProject, machine, median, request, startServiceProcess } from './service-process';
+import { createBenchProject, machine, median, request, startServiceProcess, timed } from './service-process';
 import { embeddedDatabaseUrl } from '../src/db/embedded-postgres';
 
 const CONTACTS = Number(process.env.BENCH_CONTACTS ?? 1_000_000);
@@ -41,12 +41,6 @@ const CONDITIONS: Array<[string, unknown]> = [
     },
   ],
 ];
-
-async function timed(fn: () => Promise<unknown>): Promise<number> {
-  const t0 = process.hrtime.bigint();
-  await fn();
-  return Number(process.hrtime.bigint() - t0) / 1e6;
-}
 
 async function main(): Promise<void> {
   const service = await startServiceProcess({ RATE_LIMIT_PER_MINUTE: '100000000', SEGMENT_REFRESH_SECONDS: '86400' });

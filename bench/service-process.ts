@@ -104,6 +104,13 @@ export async function createBenchProject(port: number): Promise<{ publicKey: str
   return { ...project, cookie };
 }
 
+/** How long `fn` takes, in milliseconds. */
+export async function timed(fn: () => Promise<unknown>): Promise<number> {
+  const t0 = process.hrtime.bigint();
+  await fn();
+  return Number(process.hrtime.bigint() - t0) / 1e6;
+}
+
 export const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 export const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 

@@ -2,6 +2,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { sql } from '../../db/orm';
 import { badRequest } from '../../http/errors';
 import { SEGMENT_MEMBERSHIP, SYSTEM_EVENTS } from '../events/event-names';
+import { eventPageFilter } from '../events/events.service';
 import { bucketCounts, ceilHour, countsBetween, DAY_MS, floorHour, type Interval, sumByName } from './activity-counts';
 import type { ActivityFeedQuery, WindowQuery } from './activity.schemas';
 
@@ -87,22 +88,7 @@ interface FeedRow {
  * ranges merged, so a rare type is as fast to page through as a common one.
  */
 export async function activityFeed(em: EntityManager, projectId: string, q: ActivityFeedQuery) {
-  const where = ['project_id = ?'];
-  const params: unknown[] = [projectId];
-  if (q.since) {
-    where.push('created_at >= ?');
-    params.push(q.since);
-  }
-  if (q.until) {
-    where.push('created_at < ?');
-    params.push(q.until);
-  }
-  if (q.cursor) {
-    const [anchor] = await sql<{ created_at: Date }>(em, `SELECT created_at FROM events WHERE project_id = ? AND id = ?`, [projectId, q.cursor]);
-    if (!anchor) throw badRequest('Invalid cursor', 'INVALID_CURSOR');
-    where.push('(created_at, id) < (?, ?)');
-    params.push(anchor.created_at, q.cursor);
-  }
+  const { where, params } = await eventPageFilter(em, projectId, q);
   const types = q.types ? [...new Set(q.types)] : undefined;
   const branch = (typed: boolean) =>
     `(SELECT id, name, contact_id, data, created_at FROM events WHERE ${where.join(' AND ')}${typed ? ' AND name = ?' : ''}

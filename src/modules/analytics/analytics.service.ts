@@ -4,6 +4,7 @@ import { notFound } from '../../http/errors';
 import { countsBetween, DAY_MS, sumByName } from '../activity/activity-counts';
 import { type ChartWindow, eventSeries } from '../activity/activity.service';
 import type { TOP_CAMPAIGN_METRICS } from '../activity/activity.schemas';
+import type { CampaignRow } from '../campaigns/campaigns.service';
 import { isReservedEventName } from '../events/event-names';
 
 /** The mail metrics of the time series, and the event each counts (every event, not distinct emails). */
@@ -31,23 +32,11 @@ export async function mailTimeseries(em: EntityManager, projectId: string, w: Ch
   };
 }
 
-interface CampaignStatsRow {
-  id: string;
-  name: string;
-  subject: string;
-  status: string;
-  type: string;
-  total_recipients: number;
-  sent_count: number;
-  delivered_count: number;
-  opened_count: number;
-  clicked_count: number;
-  bounced_count: number;
-  complained_count: number;
-  failed_count: number;
-  sent_at: Date | null;
-  created_at: Date;
-}
+type CampaignStatsRow = Pick<
+  CampaignRow,
+  | 'id' | 'name' | 'subject' | 'status' | 'type' | 'total_recipients' | 'sent_count' | 'delivered_count' | 'opened_count'
+  | 'clicked_count' | 'bounced_count' | 'complained_count' | 'failed_count' | 'sent_at' | 'created_at'
+>;
 
 const CAMPAIGN_STATS_COLUMNS = `id, name, subject, status, type, total_recipients, sent_count, delivered_count, opened_count,
   clicked_count, bounced_count, complained_count, failed_count, sent_at, created_at`;

@@ -53,37 +53,39 @@ export interface EventListQuery {
   until?: Date;
 }
 
-/** Newest first, cursor = id of the last event of the page; `total` only on the first page. */
-export async function listEvents(em: EntityManager, projectId: string, q: EventListQuery) {
+/**
+ * The WHERE clause of a newest-first page of a project's events: its filters, and (separately) the
+ * same with the keyset condition after the cursor event (400 INVALID_CURSOR when the project has none).
+ */
+export async function eventPageFilter(
+  em: EntityManager,
+  projectId: string,
+  q: { name?: string; contactId?: string; since?: Date; until?: Date; cursor?: string },
+): Promise<{ filters: string; filterParams: unknown[]; where: string[]; params: unknown[] }> {
   const where = ['project_id = ?'];
   const params: unknown[] = [projectId];
-  if (q.name) {
-    where.push('name = ?');
-    params.push(q.name);
-  }
-  if (q.contactId) {
-    where.push('contact_id = ?');
-    params.push(q.contactId);
-  }
-  if (q.since) {
-    where.push('created_at >= ?');
-    params.push(q.since);
-  }
-  if (q.until) {
-    where.push('created_at < ?');
-    params.push(q.until);
-  }
+  const add = (clause: string, value: unknown) => {
+    where.push(clause);
+    params.push(value);
+  };
+  if (q.name) add('name = ?', q.name);
+  if (q.contactId) add('contact_id = ?', q.contactId);
+  if (q.since) add('created_at >= ?', q.since);
+  if (q.until) add('created_at < ?', q.until);
   const filters = where.join(' AND ');
   const filterParams = [...params];
   if (q.cursor) {
-    const [anchor] = await sql<{ created_at: Date }>(em, `SELECT created_at FROM events WHERE project_id = ? AND id = ?`, [
-      projectId,
-      q.cursor,
-    ]);
+    const [anchor] = await sql<{ created_at: Date }>(em, `SELECT created_at FROM events WHERE project_id = ? AND id = ?`, [projectId, q.cursor]);
     if (!anchor) throw badRequest('Invalid cursor', 'INVALID_CURSOR');
     where.push('(created_at, id) < (?, ?)');
     params.push(anchor.created_at, q.cursor);
   }
+  return { filters, filterParams, where, params };
+}
+
+/** Newest first, cursor = id of the last event of the page; `total` only on the first page. */
+export async function listEvents(em: EntityManager, projectId: string, q: EventListQuery) {
+  const { filters, filterParams, where, params } = await eventPageFilter(em, projectId, q);
   const rows = await sql<EventRow>(
     em,
     `SELECT ${EVENT_COLUMNS} FROM events WHERE ${where.join(' AND ')} ORDER BY created_at DESC, id DESC LIMIT ?`,
