@@ -2,7 +2,7 @@ import type { RouterContext } from '@koa/router';
 import compose from 'koa-compose';
 import type { Middleware } from 'koa';
 import { z } from 'zod';
-import { AppError, validationError } from './errors';
+import { AppError, issuesToFieldErrors, validationError } from './errors';
 import { firstValues } from './query';
 import { parse } from './validate';
 
@@ -57,11 +57,14 @@ export function endpoint<
       query: () =>
         once('query', () => {
           if (!spec.query) throw new Error('the query is read but no endpoint() query schema is declared');
-          const result = spec.query.safeParse(firstValues(ctx.query));
+          const result = spec.query.safeParse(firstValues(ctx.query, spec.query.shape as Record<string, z.ZodType>), { reportInput: true });
           if (result.success) return result.data;
-          // Query builders carry the exact error their parameter answers with (usually a 400).
+          // Query builders carry the exact error their parameter answers with; any other failure is the
+          // spec's 400 for invalid parameters, naming them as a body's 422 does.
           const carried = result.error.issues[0]?.code === 'custom' ? result.error.issues[0].params?.error : undefined;
-          throw carried instanceof AppError ? carried : validationError(result.error.issues);
+          if (carried instanceof AppError) throw carried;
+          const errors = issuesToFieldErrors(result.error.issues);
+          throw new AppError(400, 'INVALID_PARAMETER', `Invalid query parameter ${errors[0].field}: ${errors[0].message}`, { errors });
         }),
       body: () =>
         once('body', () => {

@@ -6,7 +6,7 @@ import type { AppError } from './errors';
  * Query parameter schemas for `endpoint({ query: z.object({...}) })`. Query strings are read
  * leniently, as the API always has: an empty value is no value, and a number that cannot be used
  * falls back to its default; only the parameters given an `invalid` error ever fail, with that error.
- * Each input is the first value of the parameter (or undefined).
+ * Each input is the first value of the parameter (or undefined); a `queryList` parameter reads them all.
  */
 
 /** How a builder's parameter reads in the OpenAPI document, in place of its transform's "string". */
@@ -14,9 +14,33 @@ export const queryDocs = z.registry<Record<string, unknown>>();
 
 const raw = z.string().optional();
 
-/** Each parameter's first value, as the schemas here read them (`?a=1&a=2` is `a: '1'`). */
-export const firstValues = (query: Record<string, string | string[] | undefined>) =>
-  Object.fromEntries(Object.entries(query).map(([k, v]) => [k, Array.isArray(v) ? v[0] : v]));
+/** The list parameters (`queryList`), which read every value of a repeated parameter. */
+const listSchemas = new WeakSet<z.ZodType>();
+
+/**
+ * Each parameter's first value, as the schemas here read them (`?a=1&a=2` is `a: '1'`), except that a
+ * `queryList` parameter of `shape` keeps all of them.
+ */
+export function firstValues(query: Record<string, string | string[] | undefined>, shape: Record<string, z.ZodType> = {}) {
+  const isList = (s: z.ZodType | undefined) => !!s && listSchemas.has(s instanceof z.ZodOptional ? (s.unwrap() as z.ZodType) : s);
+  return Object.fromEntries(Object.entries(query).map(([k, v]) => [k, Array.isArray(v) && !isList(shape[k]) ? v[0] : v]));
+}
+
+/** `a,b,c` or a repeated parameter (`?t=a&t=b`), as a list of at most `max` items; more fail the parameter. */
+export function queryList<T extends z.ZodType>(item: T, max: number) {
+  const schema = z.preprocess(
+    (v) => (v === undefined ? undefined : (Array.isArray(v) ? v : [v]).flatMap((s) => String(s).split(',')).map((s) => s.trim()).filter(Boolean)),
+    z.array(item).max(max),
+  );
+  listSchemas.add(schema);
+  return schema;
+}
+
+/** An ISO 8601 date-time (or date); strict, unlike `queryDate`: an empty or unreadable value fails the parameter. */
+export const queryIsoDate = z
+  .string()
+  .refine((v) => !Number.isNaN(Date.parse(v)), 'must be an ISO 8601 date-time')
+  .transform((v) => new Date(v));
 
 function documentedAs<S extends z.ZodType>(schema: S, doc: Record<string, unknown>): S {
   queryDocs.add(schema, Object.fromEntries(Object.entries(doc).filter(([, v]) => v !== undefined)));

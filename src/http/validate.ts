@@ -1,7 +1,6 @@
-import type { Context } from 'koa';
 import { z } from 'zod';
 import { isUuid } from '../db/ids';
-import { AppError, issuesToFieldErrors, validationError } from './errors';
+import { AppError, validationError } from './errors';
 
 /** The dot path of the first string (or key) holding U+0000, which PostgreSQL cannot store in text or jsonb. */
 function nulPath(value: unknown, path: string): string | undefined {
@@ -43,29 +42,3 @@ export const emailSchema = z
   .trim()
   .toLowerCase()
   .pipe(z.email({ message: 'Invalid email address' }).max(320));
-
-/**
- * Parses the query string with `schema`; a bad parameter is 400 INVALID_PARAMETER (the spec's "invalid
- * parameters"), with the same field list as a body's 422.
- */
-export function query<S extends z.ZodType>(ctx: Context, schema: S): z.output<S> {
-  const result = schema.safeParse({ ...ctx.query }, { reportInput: true });
-  if (!result.success) {
-    const errors = issuesToFieldErrors(result.error.issues);
-    throw new AppError(400, 'INVALID_PARAMETER', `Invalid query parameter ${errors[0].field}: ${errors[0].message}`, { errors });
-  }
-  return result.data;
-}
-
-/** A query parameter holding an ISO 8601 date-time (or date). */
-export const isoDateParam = z
-  .string()
-  .refine((v) => !Number.isNaN(Date.parse(v)), 'must be an ISO 8601 date-time')
-  .transform((v) => new Date(v));
-
-/** `a,b,c` or a repeated parameter, as a list. */
-export const listParam = <T extends z.ZodType>(item: T, max: number) =>
-  z.preprocess(
-    (v) => (v === undefined ? undefined : (Array.isArray(v) ? v : [v]).flatMap((s) => String(s).split(',')).map((s) => s.trim()).filter(Boolean)),
-    z.array(item).max(max),
-  );

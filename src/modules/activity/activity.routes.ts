@@ -1,14 +1,13 @@
 import type Router from '@koa/router';
 import { endpoint } from '../../http/endpoint';
 import type { Guards } from '../../http/guards';
-import { query } from '../../http/validate';
 import { activityFeedQuery, activityStatsQuery, recentCountQuery, upcomingQuery } from './activity.schemas';
 import { activityFeed, activityStats, activityTypes, chartWindow, recentCount, upcoming } from './activity.service';
 
 const tag = 'Activity';
 const BAD_PARAMETER = { 400: 'A query parameter is not valid (INVALID_PARAMETER, naming it)' };
 
-/** The project's activity feed and its counts (secret key). Query parameters are read with `query()`, which keeps repeated ones. */
+/** The project's activity feed and its counts (secret key). */
 export function activityRoutes(router: Router, g: Guards): void {
   router.get(
     '/activity',
@@ -22,8 +21,8 @@ export function activityRoutes(router: Router, g: Guards): void {
         responses: { 200: '`{ data: [{ id, type, category, contact, emailId, campaignId, data, createdAt }], cursor, hasMore, total }`' },
         errors: { 400: 'A query parameter is not valid (INVALID_PARAMETER), or the cursor is unknown (INVALID_CURSOR)' },
       },
-      async (ctx) => {
-        ctx.body = await activityFeed(ctx.state.em, ctx.state.project!.id, query(ctx, activityFeedQuery));
+      async (ctx, input) => {
+        ctx.body = await activityFeed(ctx.state.em, ctx.state.project!.id, input.query());
       },
     ),
   );
@@ -38,8 +37,8 @@ export function activityRoutes(router: Router, g: Guards): void {
         responses: { 200: '`{ from, to, interval, total, totals, series: [{ date, total, counts }] }`' },
         errors: BAD_PARAMETER,
       },
-      async (ctx) => {
-        const q = query(ctx, activityStatsQuery);
+      async (ctx, input) => {
+        const q = input.query();
         ctx.body = await activityStats(ctx.state.em, ctx.state.project!.id, chartWindow(q), q.types);
       },
     ),
@@ -49,8 +48,8 @@ export function activityRoutes(router: Router, g: Guards): void {
     g.secret,
     endpoint(
       { tag, summary: 'How many events were recorded recently', query: recentCountQuery, responses: { 200: '`{ count, since, until }`' }, errors: BAD_PARAMETER },
-      async (ctx) => {
-        const q = query(ctx, recentCountQuery);
+      async (ctx, input) => {
+        const q = input.query();
         const now = new Date();
         ctx.body = await recentCount(ctx.state.em, ctx.state.project!.id, q.since ?? new Date(now.getTime() - q.minutes * 60_000), now);
       },
@@ -74,8 +73,8 @@ export function activityRoutes(router: Router, g: Guards): void {
         responses: { 200: '`{ campaigns: [...], executions: [{ ..., waitingFor, eventName, resumeAt }], totals }`' },
         errors: BAD_PARAMETER,
       },
-      async (ctx) => {
-        ctx.body = await upcoming(ctx.state.em, ctx.state.project!.id, query(ctx, upcomingQuery).limit);
+      async (ctx, input) => {
+        ctx.body = await upcoming(ctx.state.em, ctx.state.project!.id, input.query().limit);
       },
     ),
   );

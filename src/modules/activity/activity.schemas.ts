@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { isoDateParam, listParam } from '../../http/validate';
+import { queryIsoDate, queryList } from '../../http/query';
 
 const limit = (fallback: number, max: number) =>
   z.coerce.number().int().min(1).default(fallback).transform((n) => Math.min(n, max));
@@ -10,9 +10,9 @@ const typeName = z.string().min(1).max(200);
 export const activityFeedQuery = z.object({
   limit: limit(20, 100),
   cursor: z.uuid().optional(),
-  types: listParam(typeName, 50).optional(),
-  since: isoDateParam.optional(),
-  until: isoDateParam.optional(),
+  types: queryList(typeName, 50).optional(),
+  since: queryIsoDate.optional(),
+  until: queryIsoDate.optional(),
 });
 export type ActivityFeedQuery = z.output<typeof activityFeedQuery>;
 
@@ -20,17 +20,17 @@ export const INTERVALS = ['hour', 'day', 'week', 'month'] as const;
 
 /** A charted window: [from, to) in whole buckets of `interval` (UTC); default the last 30 days by day. */
 export const windowQuery = z.object({
-  from: isoDateParam.optional(),
-  to: isoDateParam.optional(),
+  from: queryIsoDate.optional(),
+  to: queryIsoDate.optional(),
   interval: z.enum(INTERVALS).default('day'),
 });
 export type WindowQuery = z.output<typeof windowQuery>;
 
-export const activityStatsQuery = windowQuery.extend({ types: listParam(typeName, 50).optional() });
+export const activityStatsQuery = windowQuery.extend({ types: queryList(typeName, 50).optional() });
 
 /** GET /activity/recent-count: events since `since`, or in the last `minutes` (default 5, at most a day). */
 export const recentCountQuery = z.object({
-  since: isoDateParam.optional(),
+  since: queryIsoDate.optional(),
   minutes: z.coerce.number().int().min(1).max(1440).default(5),
 });
 
@@ -41,8 +41,8 @@ export const TOP_CAMPAIGN_METRICS = ['sent', 'delivered', 'opened', 'clicked', '
 export const topCampaignsQuery = z.object({
   metric: z.enum(TOP_CAMPAIGN_METRICS).default('opened'),
   limit: limit(5, 50),
-  from: isoDateParam.optional(),
-  to: isoDateParam.optional(),
+  from: queryIsoDate.optional(),
+  to: queryIsoDate.optional(),
 });
 
 export const campaignStatsQuery = z.object({
@@ -53,6 +53,6 @@ export const campaignStatsQuery = z.object({
 
 export const topEventsQuery = z.object({
   limit: limit(10, 50),
-  from: isoDateParam.optional(),
-  to: isoDateParam.optional(),
+  from: queryIsoDate.optional(),
+  to: queryIsoDate.optional(),
 });

@@ -1,7 +1,6 @@
 import type Router from '@koa/router';
 import { endpoint } from '../../http/endpoint';
 import type { Guards } from '../../http/guards';
-import { query } from '../../http/validate';
 import { campaignStatsQuery, topCampaignsQuery, topEventsQuery, windowQuery } from '../activity/activity.schemas';
 import { chartWindow } from '../activity/activity.service';
 import { campaignStats, mailTimeseries, topCampaigns, topEvents } from './analytics.service';
@@ -22,8 +21,8 @@ export function analyticsRoutes(router: Router, g: Guards): void {
         responses: { 200: '`{ from, to, interval, totals, data: [{ date, sent, delivered, opened, clicked, bounced, complained }] }`' },
         errors: BAD_PARAMETER,
       },
-      async (ctx) => {
-        ctx.body = await mailTimeseries(ctx.state.em, ctx.state.project!.id, chartWindow(query(ctx, windowQuery)));
+      async (ctx, input) => {
+        ctx.body = await mailTimeseries(ctx.state.em, ctx.state.project!.id, chartWindow(input.query()));
       },
     ),
   );
@@ -32,8 +31,8 @@ export function analyticsRoutes(router: Router, g: Guards): void {
     g.secret,
     endpoint(
       { tag, summary: 'Campaigns that have sent, best first by a metric', query: topCampaignsQuery, responses: { 200: '`{ metric, data: [campaign breakdown] }`' }, errors: BAD_PARAMETER },
-      async (ctx) => {
-        ctx.body = await topCampaigns(ctx.state.em, ctx.state.project!.id, query(ctx, topCampaignsQuery));
+      async (ctx, input) => {
+        ctx.body = await topCampaigns(ctx.state.em, ctx.state.project!.id, input.query());
       },
     ),
   );
@@ -48,8 +47,8 @@ export function analyticsRoutes(router: Router, g: Guards): void {
         responses: { 200: '`{ data: [{ id, name, status, recipients, sent, delivered, opened, clicked, bounced, complained, failed, openRate, clickRate, ... }], total, page, pageSize, summary }`' },
         errors: { ...BAD_PARAMETER, 404: 'No such campaign in the project' },
       },
-      async (ctx) => {
-        ctx.body = await campaignStats(ctx.state.em, ctx.state.project!.id, query(ctx, campaignStatsQuery));
+      async (ctx, input) => {
+        ctx.body = await campaignStats(ctx.state.em, ctx.state.project!.id, input.query());
       },
     ),
   );
@@ -58,8 +57,8 @@ export function analyticsRoutes(router: Router, g: Guards): void {
     g.secret,
     endpoint(
       { tag, summary: 'The client’s own event names by frequency', query: topEventsQuery, responses: { 200: '`{ from, to, distinct, data: [{ name, count }] }`' }, errors: BAD_PARAMETER },
-      async (ctx) => {
-        ctx.body = await topEvents(ctx.state.em, ctx.state.project!.id, query(ctx, topEventsQuery));
+      async (ctx, input) => {
+        ctx.body = await topEvents(ctx.state.em, ctx.state.project!.id, input.query());
       },
     ),
   );
