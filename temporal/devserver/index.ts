@@ -13,6 +13,8 @@ import { TimerQueue } from './engine/timer-queue';
 import { VisibilityService } from './engine/visibility-service';
 import { WorkflowOperations } from './engine/workflow-operations';
 import { WorkflowTasks } from './engine/workflow-tasks';
+import { startUiServer, type UiServer } from './http/ui-server';
+import { ensureWebUi, webUiVersion } from './http/webui-build';
 import { PostgresStore } from './persistence/postgres-store';
 import type { Store } from './persistence/store';
 import { addService } from './rpc/grpc-server';
@@ -41,12 +43,19 @@ export interface DevServerOptions {
    * sooner); in durable mode they stay in PostgreSQL. Default 5000 (memory) / 500 (durable).
    */
   maxClosedInMemory?: number;
+  /**
+   * The Temporal Web UI with its `/api/v1` HTTP API on its own port (http/ui-server.ts). `app: false`
+   * serves the API alone; otherwise the app is built on first use (http/webui-build.ts).
+   */
+  ui?: { port: number; host?: string; app?: boolean };
 }
 
 export interface DevServer {
   /** host:port to give to `Connection.connect({ address })` / `NativeConnection.connect`. */
   address: string;
   port: number;
+  /** The Web UI, when `ui` was asked for. */
+  ui?: UiServer;
   stop(): Promise<void>;
 }
 
@@ -95,10 +104,9 @@ export async function startDevServer(opts: DevServerOptions = {}): Promise<DevSe
       // Channelz bookkeeping costs on every call and nobody reads it here.
       'grpc.enable_channelz': 0,
     });
-    addService(
-      server,
-      'temporal.api.workflowservice.v1.WorkflowService',
-      workflowServiceHandlers({
+    const workflowService = {
+      name: 'temporal.api.workflowservice.v1.WorkflowService',
+      handlers: workflowServiceHandlers({
         engine,
         ops: new WorkflowOperations(engine),
         workflowTasks,
@@ -107,9 +115,9 @@ export async function startDevServer(opts: DevServerOptions = {}): Promise<DevSe
         visibility: new VisibilityService(engine),
         saveNamespace,
       }),
-      log,
-    );
-    addService(server, 'temporal.api.operatorservice.v1.OperatorService', operatorServiceHandlers(engine, saveNamespace), log);
+    };
+    const operatorService = { name: 'temporal.api.operatorservice.v1.OperatorService', handlers: operatorServiceHandlers(engine, saveNamespace) };
+    for (const svc of [workflowService, operatorService]) addService(server, svc.name, svc.handlers, log);
     addService(server, 'grpc.health.v1.Health', healthHandlers(), log);
     if (opts.timeSkipping) addService(server, 'temporal.api.testservice.v1.TestService', testServiceHandlers(timers), log);
 
@@ -122,15 +130,32 @@ export async function startDevServer(opts: DevServerOptions = {}): Promise<DevSe
     }, RETENTION_SWEEP_MS);
     sweep.unref();
 
+    const ui = opts.ui
+      ? await startUiServer({
+          host: opts.ui.host,
+          port: opts.ui.port,
+          services: [workflowService, operatorService],
+          log,
+          uiVersion: webUiVersion(),
+          app: opts.ui.app === false ? undefined : ensureWebUi(log),
+        }).catch((err: unknown) => {
+          server.forceShutdown();
+          throw err;
+        })
+      : undefined;
+    ui?.ready.catch((err: unknown) => log.error({ err }, 'the Temporal Web UI is unavailable'));
+
     const address = `${host.includes(':') ? `[${host}]` : host}:${port}`;
     log.info({ address, durable: !!store, timeSkipping: !!opts.timeSkipping }, 'Temporal dev server listening');
     let stopped: Promise<void> | undefined;
     return {
       address,
       port,
+      ui,
       stop: () =>
         (stopped ??= (async () => {
           clearInterval(sweep);
+          await ui?.stop();
           engine!.stop();
           timers.stop();
           await new Promise<void>((resolve) => {

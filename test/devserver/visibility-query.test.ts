@@ -70,3 +70,12 @@ test('SQL never embeds names or values: everything is a parameter', () => {
   expect(p.values).toEqual(['ProjectId', "x' OR 1=1 --", 'Attempts', 2]);
   expect(orderBy).toBe('start_time DESC NULLS LAST, run_id');
 });
+
+test('GROUP BY ExecutionStatus parses; other groupings and ORDER BY with it are rejected', () => {
+  const q = parseVisibilityQuery(`ProjectId = 'p1' GROUP BY ExecutionStatus`, resolve);
+  expect(q.groupBy?.name).toBe('ExecutionStatus');
+  expect(evaluate(q.where!, row())).toBe(true);
+  expect(parseVisibilityQuery('GROUP BY ExecutionStatus', resolve)).toMatchObject({ where: undefined, groupBy: { name: 'ExecutionStatus' } });
+  expect(() => parseVisibilityQuery('GROUP BY WorkflowType', resolve)).toThrow(/only ExecutionStatus/);
+  expect(() => parseVisibilityQuery('GROUP BY ExecutionStatus ORDER BY StartTime', resolve)).toThrow(/ORDER BY/);
+});

@@ -5,7 +5,7 @@
  */
 import { temporal } from '../proto';
 import { invalidArgument } from '../rpc/errors';
-import { parseVisibilityQuery, type VisibilityQuery } from '../visibility/query';
+import { parseVisibilityQuery, STATUS_BY_NAME, type VisibilityQuery } from '../visibility/query';
 import { evaluate, rowComparator } from '../visibility/row';
 import { executionInfo, visibilityRow } from './describe';
 import type { Engine } from './engine';
@@ -42,6 +42,7 @@ export class VisibilityService {
 
   async list(req: temporal.api.workflowservice.v1.IListWorkflowExecutionsRequest): Promise<object> {
     const query = this.parse(req.namespace ?? '', req.query);
+    if (query.groupBy) throw invalidArgument(`invalid query "${req.query}": GROUP BY is only allowed in a count`);
     const pageSize = Math.min(MAX_PAGE, req.pageSize && req.pageSize > 0 ? req.pageSize : 100);
     let offset = 0;
     if (req.nextPageToken?.length) {
@@ -67,7 +68,29 @@ export class VisibilityService {
 
   async count(req: temporal.api.workflowservice.v1.ICountWorkflowExecutionsRequest): Promise<object> {
     const query = this.parse(req.namespace ?? '', req.query);
+    if (query.groupBy) return this.countByStatus(req.namespace!, query);
     const count = this.engine.store ? await this.engine.store.count(req.namespace!, query) : this.inMemory(req.namespace!, query).length;
     return { count, groups: [] };
   }
+
+  /** `… GROUP BY ExecutionStatus`: one group per status present, its value a JSON payload of the status name ("Running"). */
+  private async countByStatus(namespace: string, query: VisibilityQuery): Promise<object> {
+    let byStatus: Map<number, number>;
+    if (this.engine.store) {
+      byStatus = await this.engine.store.countByStatus(namespace, query);
+    } else {
+      byStatus = new Map();
+      for (const record of this.inMemory(namespace, query)) byStatus.set(record.status, (byStatus.get(record.status) ?? 0) + 1);
+    }
+    const groups = [...byStatus]
+      .sort(([a], [b]) => a - b)
+      .map(([status, count]) => ({ groupValues: [jsonPayload(STATUS_NAMES[status] ?? String(status))], count }));
+    return { count: groups.reduce((sum, g) => sum + g.count, 0), groups };
+  }
+}
+
+const STATUS_NAMES: Record<number, string> = Object.fromEntries(Object.entries(STATUS_BY_NAME).map(([name, value]) => [value, name]));
+
+function jsonPayload(value: string) {
+  return { metadata: { encoding: Buffer.from('json/plain') }, data: Buffer.from(JSON.stringify(value)) };
 }

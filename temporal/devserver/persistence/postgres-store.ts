@@ -346,6 +346,17 @@ export class PostgresStore implements Store {
     return Number(rows[0].n);
   }
 
+  async countByStatus(namespace: string, query: VisibilityQuery): Promise<Map<number, number>> {
+    const p = new SqlParams();
+    const ns = p.add(namespace);
+    const { where } = compileVisibilityQuery(query, p);
+    const { rows } = await this.pool.query<{ status: number; n: string }>(
+      `SELECT status, count(*) AS n FROM executions WHERE namespace = ${ns} AND ${where} GROUP BY status`,
+      p.values,
+    );
+    return new Map(rows.map((r) => [r.status, Number(r.n)]));
+  }
+
   async deleteClosedBefore(namespace: string, cutoff: number): Promise<number> {
     const { rowCount } = await this.pool.query(
       `WITH gone AS (

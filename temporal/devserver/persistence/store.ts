@@ -53,6 +53,8 @@ export interface Store {
   currentRun(namespace: string, workflowId: string): Promise<CurrentRunInfo | undefined>;
   list(namespace: string, query: VisibilityQuery, offset: number, limit: number): Promise<ListPage>;
   count(namespace: string, query: VisibilityQuery): Promise<number>;
+  /** Matching runs per ExecutionStatus (enum value -> count); statuses with none are absent. */
+  countByStatus(namespace: string, query: VisibilityQuery): Promise<Map<number, number>>;
   /** Deletes runs of `namespace` closed before `cutoff` (retention); returns how many. */
   deleteClosedBefore(namespace: string, cutoff: number): Promise<number>;
   close(): Promise<void>;

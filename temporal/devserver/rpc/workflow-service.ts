@@ -65,7 +65,7 @@ const systemInfo = () => ({
     eagerWorkflowStart: false,
     // Without it the worker stops sending SDK flags, which changes replay behaviour.
     sdkMetadata: true,
-    countGroupByExecutionStatus: false,
+    countGroupByExecutionStatus: true,
     nexus: false,
   },
 });

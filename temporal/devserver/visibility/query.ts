@@ -33,6 +33,8 @@ export type Expr =
 export interface VisibilityQuery {
   where?: Expr;
   orderBy: { field: Field; desc: boolean }[];
+  /** `GROUP BY ExecutionStatus`: only counts accept it, and only that attribute (as Temporal's server). */
+  groupBy?: Field;
 }
 
 /** Status names as they appear in queries ("Running") to enum values. */
@@ -161,7 +163,15 @@ class Parser {
 
   parse(): VisibilityQuery {
     let where: Expr | undefined;
-    if (this.peek().t !== 'end' && !this.isKeyword('ORDER')) where = this.parseOr();
+    if (this.peek().t !== 'end' && !this.isKeyword('ORDER') && !this.isKeyword('GROUP')) where = this.parseOr();
+    let groupBy: Field | undefined;
+    if (this.isKeyword('GROUP')) {
+      this.pos++;
+      this.expectKeyword('BY');
+      groupBy = this.parseField();
+      if (groupBy.name !== 'ExecutionStatus') this.fail(`GROUP BY ${groupBy.name} is not supported: only ExecutionStatus`);
+      if (this.peek().t === 'punct') this.fail('GROUP BY takes a single attribute');
+    }
     const orderBy: VisibilityQuery['orderBy'] = [];
     if (this.isKeyword('ORDER')) {
       this.pos++;
@@ -182,7 +192,8 @@ class Parser {
       }
     }
     if (this.peek().t !== 'end') this.fail('unexpected trailing input');
-    return { where, orderBy };
+    if (groupBy && orderBy.length) this.fail('ORDER BY cannot be combined with GROUP BY');
+    return { where, orderBy, groupBy };
   }
 
   private parseOr(): Expr {

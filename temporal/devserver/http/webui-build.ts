@@ -1,0 +1,141 @@
+/**
+ * Builds the Temporal Web UI app in `webui/` (its own package and lock, so the service's install,
+ * build and tests never pay for it) once, and reuses the build while its sources and lock are
+ * unchanged. `npm ci --ignore-scripts` installs it from the npm registry; nothing else is fetched.
+ * Concurrent starts share one build through a lock directory.
+ */
+import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Logger } from 'pino';
+
+const STAMP = '.postbox-build';
+const DEPS_STAMP = '.postbox-lock';
+const LOCK = '.build.lock';
+const STALE_LOCK_MS = 15 * 60_000;
+const INPUTS = ['package.json', 'package-lock.json', 'svelte.config.js', 'vite.config.js', 'tailwind.config.js', 'postcss.config.js', '.env', 'src'];
+
+/** The `webui/` package next to the project's package.json, found upwards from this file (src or dist). */
+export function webUiDir(): string {
+  for (let dir = __dirname; ; dir = path.dirname(dir)) {
+    const candidate = path.join(dir, 'webui');
+    if (fs.existsSync(path.join(candidate, 'package.json')) && fs.existsSync(path.join(dir, 'package.json'))) return candidate;
+    if (path.dirname(dir) === dir) throw new Error('webui/ (the Temporal Web UI package) not found above ' + __dirname);
+  }
+}
+
+/** The @temporalio/ui version the app is built from (pinned in webui/package.json). */
+export function webUiVersion(dir = webUiDir()): string {
+  const pkg = JSON.parse(fs.readFileSync(path.join(dir, 'package.json'), 'utf8')) as { devDependencies: Record<string, string> };
+  return pkg.devDependencies['@temporalio/ui'];
+}
+
+function hashInputs(dir: string, names: string[]): string {
+  const h = createHash('sha256');
+  const visit = (rel: string) => {
+    const abs = path.join(dir, rel);
+    if (!fs.existsSync(abs)) return;
+    if (fs.statSync(abs).isDirectory()) {
+      for (const child of fs.readdirSync(abs).sort()) visit(path.join(rel, child));
+    } else {
+      h.update(rel).update('\0').update(fs.readFileSync(abs)).update('\0');
+    }
+  };
+  names.forEach(visit);
+  return h.digest('hex');
+}
+
+const readStamp = (file: string) => (fs.existsSync(file) ? fs.readFileSync(file, 'utf8').trim() : undefined);
+
+function run(cmd: string, args: string[], cwd: string, log: Logger): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NODE_ENV: 'production' } });
+    const tail: string[] = [];
+    const collect = (chunk: Buffer) => {
+      for (const line of chunk.toString().split('\n')) if (line.trim()) tail.push(line);
+      tail.splice(0, Math.max(0, tail.length - 30));
+    };
+    child.stdout.on('data', collect);
+    child.stderr.on('data', collect);
+    child.once('error', reject);
+    child.once('close', (code) => {
+      if (code === 0) return resolve();
+      log.error({ command: [cmd, ...args].join(' '), output: tail.join('\n') }, 'Temporal Web UI build step failed');
+      reject(new Error(`${path.basename(cmd)} ${args.join(' ')} exited with ${code}`));
+    });
+  });
+}
+
+/** npm as the running `npm start` uses it, else the one on PATH. */
+function npmCommand(): { cmd: string; pre: string[] } {
+  const execPath = process.env.npm_execpath;
+  if (execPath && /npm-cli\.[cm]?js$/.test(execPath)) return { cmd: process.execPath, pre: [execPath] };
+  return { cmd: 'npm', pre: [] };
+}
+
+async function withLock<T>(dir: string, log: Logger, fn: () => Promise<T>): Promise<T> {
+  const lock = path.join(dir, LOCK);
+  for (let waitedLog = false; ; ) {
+    try {
+      fs.mkdirSync(lock);
+      break;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      const age = Date.now() - fs.statSync(lock, { throwIfNoEntry: false })!.mtimeMs;
+      if (age > STALE_LOCK_MS) {
+        fs.rmSync(lock, { recursive: true, force: true });
+        continue;
+      }
+      if (!waitedLog) log.info('another process is building the Temporal Web UI; waiting for it');
+      waitedLog = true;
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+  }
+  try {
+    return await fn();
+  } finally {
+    fs.rmSync(lock, { recursive: true, force: true });
+  }
+}
+
+/**
+ * The directory of the built app: at once when a build of the current sources exists, otherwise
+ * after installing webui/'s packages (when its lock changed) and building (about a minute on two cores).
+ */
+export async function ensureWebUi(log: Logger, dir = webUiDir()): Promise<string> {
+  const buildDir = path.join(dir, 'build');
+  const current = () => hashInputs(dir, INPUTS);
+  if (readStamp(path.join(buildDir, STAMP)) === current()) return buildDir;
+  return withLock(dir, log, async () => {
+    const hash = current();
+    if (readStamp(path.join(buildDir, STAMP)) === hash) return buildDir;
+    const started = Date.now();
+    const depsHash = hashInputs(dir, ['package.json', 'package-lock.json']);
+    if (readStamp(path.join(dir, 'node_modules', DEPS_STAMP)) !== depsHash) {
+      log.info('installing the Temporal Web UI build tools (webui/, npm ci; first start only)');
+      const npm = npmCommand();
+      await run(npm.cmd, [...npm.pre, 'ci', '--ignore-scripts', '--no-audit', '--no-fund'], dir, log);
+      fs.writeFileSync(path.join(dir, 'node_modules', DEPS_STAMP), depsHash);
+    }
+    log.info('building the Temporal Web UI (webui/, vite build; first start or after its sources changed)');
+    await run(process.execPath, [path.join(dir, 'node_modules', 'vite', 'bin', 'vite.js'), 'build', '--logLevel', 'warn'], dir, log);
+    fs.writeFileSync(path.join(buildDir, STAMP), hash);
+    log.info({ seconds: Math.round((Date.now() - started) / 1000) }, 'Temporal Web UI built');
+    return buildDir;
+  });
+}
+
+/** `npm run webui:build`: builds ahead of the first start (e.g. in a container image). */
+if (require.main === module) {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const pino = require('pino') as typeof import('pino');
+  const log = pino.default({ level: 'info' }, pino.destination(2));
+  ensureWebUi(log).then(
+    (dir) => log.info({ dir }, 'Temporal Web UI ready'),
+    (err: unknown) => {
+      log.error({ err }, 'Temporal Web UI build failed');
+      process.exit(1);
+    },
+  );
+}
