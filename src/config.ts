@@ -36,6 +36,10 @@ const envSchema = z.object({
   TEMPORAL_DEV_SERVER_PORT: port.default(7233),
   /** Where the built-in dev server keeps its state: the service's PostgreSQL (durable) or memory. */
   TEMPORAL_DEV_SERVER_PERSISTENCE: z.enum(['postgres', 'memory']).default('postgres'),
+  /** The Temporal Web UI beside the built-in dev server (http://127.0.0.1:TEMPORAL_UI_PORT). */
+  TEMPORAL_UI: z.enum(['on', 'off']).default('on'),
+  /** Default TEMPORAL_DEV_SERVER_PORT + 1000 (8233), none when that port is 0; 0 turns the UI off. */
+  TEMPORAL_UI_PORT: port.optional(),
   TEMPORAL_TASK_QUEUE: z.string().min(1).default('postbox'),
   /** Workflow executions a worker keeps in memory between tasks; the rest are replayed from history when they wake. */
   TEMPORAL_MAX_CACHED_WORKFLOWS: z.coerce.number().int().min(0).max(100_000).default(500),
@@ -119,6 +123,8 @@ export type Config = z.output<typeof envSchema> & {
   spfValue: string;
   /** SYSTEM_EMAIL_FROM or its default. */
   systemEmailFrom: string;
+  /** Port of the Temporal Web UI next to the built-in dev server; undefined when it is off. */
+  temporalUiPort?: number;
 };
 
 export class ConfigError extends Error {}
@@ -144,5 +150,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const sendingHost = cfg.SMTP_URL ? new URL(cfg.SMTP_URL).hostname : new URL(publicUrl).hostname;
   const spfValue = `v=spf1 ${cfg.SPF_INCLUDE ? `include:${cfg.SPF_INCLUDE}` : `a:${sendingHost}`} ~all`;
   const systemEmailFrom = cfg.SYSTEM_EMAIL_FROM ?? `postbox@${new URL(publicUrl).hostname}`;
-  return { ...cfg, publicUrl, dataDir: path.resolve(cfg.DATA_DIR), spfValue, systemEmailFrom };
+  const devPort = cfg.TEMPORAL_DEV_SERVER_PORT;
+  const temporalUiPort = cfg.TEMPORAL_UI === 'off' ? undefined : (cfg.TEMPORAL_UI_PORT ?? (devPort ? devPort + 1000 : undefined)) || undefined;
+  if (temporalUiPort !== undefined && temporalUiPort > 65535) {
+    throw new ConfigError(`Invalid configuration: TEMPORAL_UI_PORT: TEMPORAL_DEV_SERVER_PORT + 1000 is over 65535; set TEMPORAL_UI_PORT`);
+  }
+  return { ...cfg, publicUrl, dataDir: path.resolve(cfg.DATA_DIR), spfValue, systemEmailFrom, temporalUiPort };
 }

@@ -36,6 +36,8 @@ export interface Service {
   port?: number;
   /** METRICS_PORT's listener, when set. */
   metricsPort?: number;
+  /** The Temporal Web UI this process serves beside its built-in dev server, if any. */
+  temporalUiUrl?: string;
   databaseUrl: string;
   smtpUrl: string;
   orm: Orm;
@@ -87,7 +89,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
       log.info({ port: capture.port }, 'dev mailbox SMTP server listening (see GET /dev/mailbox)');
     }
 
-    const temporal = await startTemporal(config, databaseUrl, log, stops, metrics);
+    const { temporal, uiUrl: temporalUiUrl } = await startTemporal(config, databaseUrl, log, stops, metrics);
     const resolver = new Resolver(config.DNS_SERVERS);
     const secret = config.JWT_SECRET ?? readOrCreateSecret(path.join(config.dataDir, 'jwt-secret'));
     const links = new Links(config.publicUrl, secret);
@@ -182,7 +184,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
       log.info({ port: metricsPort }, 'metrics listening (GET /metrics)');
     }
 
-    return { url, port, metricsPort, databaseUrl, smtpUrl, orm, temporal, live, stop: stopAll };
+    return { url, port, metricsPort, temporalUiUrl, databaseUrl, smtpUrl, orm, temporal, live, stop: stopAll };
   } catch (err) {
     await stopAll();
     throw err;
@@ -204,6 +206,7 @@ function portInUse(port: number, host: string): Promise<boolean> {
  */
 async function startTemporal(config: Config, databaseUrl: string, log: Logger, stops: Array<() => Promise<void>>, metrics: Metrics) {
   let address = config.TEMPORAL_ADDRESS;
+  let uiUrl: string | undefined;
   if (!address) {
     const port = config.TEMPORAL_DEV_SERVER_PORT;
     if (port !== 0 && (await portInUse(port, '127.0.0.1'))) {
@@ -216,16 +219,19 @@ async function startTemporal(config: Config, databaseUrl: string, log: Logger, s
         persistence:
           config.TEMPORAL_DEV_SERVER_PERSISTENCE === 'postgres' ? { kind: 'postgres', url: databaseUrl } : { kind: 'memory' },
         log,
+        ui: config.temporalUiPort ? { port: config.temporalUiPort } : undefined,
       });
       stops.push(() => dev.stop());
       address = dev.address;
+      uiUrl = dev.ui?.url;
+      if (uiUrl) log.info({ url: uiUrl }, `Temporal Web UI: ${uiUrl}`);
     }
   }
   const temporal = await connectTemporal({ address, namespace: config.TEMPORAL_NAMESPACE, taskQueue: config.TEMPORAL_TASK_QUEUE, metrics });
   stops.push(() => temporal.close());
   await ensureSearchAttributes(temporal, log);
   log.info({ address, namespace: temporal.namespace }, 'connected to Temporal');
-  return temporal;
+  return { temporal, uiUrl };
 }
 
 function parseRole(arg: string | undefined): Role {

@@ -2,7 +2,10 @@
  * Command line of the dev server, in two dialects:
  *
  *   temporal-devserver [--port N] [--host H] [--db postgres-url] [--schema S] [--namespace NS]...
- *                      [--time-skipping] [--log-level L]
+ *                      [--time-skipping] [--log-level L] [--ui-port N] [--headless]
+ *
+ * The Web UI listens on 127.0.0.1, port --ui-port (default --port + 1000), as `temporal server
+ * start-dev` does; --headless (or --ui-port 0) leaves it out.
  *   temporal-devserver-test <port> [--enable-time-skipping]
  *
  * The second is how @temporalio/testing launches a time-skipping test server: the port as the only
@@ -13,7 +16,8 @@ import pino from 'pino';
 import { startDevServer, type DevServer, type DevServerOptions } from './index';
 
 const USAGE = `usage: temporal-devserver [--port N] [--host H] [--db postgres-url] [--schema name]
-                          [--namespace name]... [--time-skipping] [--log-level level]`;
+                          [--namespace name]... [--time-skipping] [--log-level level]
+                          [--ui-port N] [--headless]`;
 
 function parseDevServerArgs(argv: string[]): DevServerOptions & { logLevel: string } {
   const { values } = parseArgs({
@@ -26,6 +30,8 @@ function parseDevServerArgs(argv: string[]): DevServerOptions & { logLevel: stri
       namespace: { type: 'string', multiple: true },
       'time-skipping': { type: 'boolean', default: false },
       'log-level': { type: 'string', default: 'info' },
+      'ui-port': { type: 'string' },
+      headless: { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
     },
     strict: true,
@@ -36,6 +42,8 @@ function parseDevServerArgs(argv: string[]): DevServerOptions & { logLevel: stri
   }
   const port = Number(values.port);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`invalid --port ${values.port}`);
+  const uiPort = values['ui-port'] !== undefined ? Number(values['ui-port']) : port ? port + 1000 : 0;
+  if (!Number.isInteger(uiPort) || uiPort < 0 || uiPort > 65535) throw new Error(`invalid --ui-port ${values['ui-port'] ?? uiPort}`);
   return {
     host: values.host,
     port,
@@ -45,6 +53,7 @@ function parseDevServerArgs(argv: string[]): DevServerOptions & { logLevel: stri
     timeSkipping: values['time-skipping'],
     timeSkippingStartsUnlocked: values['time-skipping'],
     logLevel: values['log-level']!,
+    ui: values.headless || !uiPort ? undefined : { port: uiPort },
   };
 }
 
@@ -66,7 +75,10 @@ export async function main(argv: string[], dialect: 'devserver' | 'testserver' =
   const opts = dialect === 'testserver' ? parseTestServerArgs(argv) : parseDevServerArgs(argv);
   const log = pino({ level: opts.logLevel }, pino.destination(2));
   const server = await startDevServer({ ...opts, log });
-  if (dialect === 'devserver') log.info({ address: server.address }, 'ready');
+  if (dialect === 'devserver') {
+    log.info({ address: server.address, ui: server.ui?.url }, 'ready');
+    if (server.ui) process.stderr.write(`Temporal Web UI: ${server.ui.url}\n`);
+  }
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;

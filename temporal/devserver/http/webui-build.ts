@@ -14,7 +14,7 @@ const STAMP = '.postbox-build';
 const DEPS_STAMP = '.postbox-lock';
 const LOCK = '.build.lock';
 const STALE_LOCK_MS = 15 * 60_000;
-const INPUTS = ['package.json', 'package-lock.json', 'svelte.config.js', 'vite.config.js', 'tailwind.config.js', 'postcss.config.js', '.env', 'src'];
+const INPUTS = ['package.json', 'package-lock.json', 'svelte.config.js', 'vite.config.js', 'tailwind.config.js', 'postcss.config.js', '.env', 'src', 'static'];
 
 /** The `webui/` package next to the project's package.json, found upwards from this file (src or dist). */
 export function webUiDir(): string {
@@ -50,7 +50,7 @@ const readStamp = (file: string) => (fs.existsSync(file) ? fs.readFileSync(file,
 
 function run(cmd: string, args: string[], cwd: string, log: Logger): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NODE_ENV: 'production' } });
+    const child = spawn(cmd, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
     const tail: string[] = [];
     const collect = (chunk: Buffer) => {
       for (const line of chunk.toString().split('\n')) if (line.trim()) tail.push(line);
@@ -115,7 +115,7 @@ export async function ensureWebUi(log: Logger, dir = webUiDir()): Promise<string
     if (readStamp(path.join(dir, 'node_modules', DEPS_STAMP)) !== depsHash) {
       log.info('installing the Temporal Web UI build tools (webui/, npm ci; first start only)');
       const npm = npmCommand();
-      await run(npm.cmd, [...npm.pre, 'ci', '--ignore-scripts', '--no-audit', '--no-fund'], dir, log);
+      await run(npm.cmd, [...npm.pre, 'ci', '--include=dev', '--ignore-scripts', '--no-audit', '--no-fund'], dir, log);
       fs.writeFileSync(path.join(dir, 'node_modules', DEPS_STAMP), depsHash);
     }
     log.info('building the Temporal Web UI (webui/, vite build; first start or after its sources changed)');

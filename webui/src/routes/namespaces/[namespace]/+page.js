@@ -1,0 +1,5 @@
+import { redirect } from '@sveltejs/kit';
+
+export function load({ params }) {
+  redirect(307, `/namespaces/${params.namespace}/workflows`);
+}
