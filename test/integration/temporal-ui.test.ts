@@ -12,6 +12,13 @@ import { freePort } from '../../src/db/embedded-postgres';
 import { createAccount, startTestService, type TestService } from '../setup/service';
 import { until } from '../setup/until';
 
+// Browser globals of the functions run in the page (this project compiles without the DOM library).
+declare const document: {
+  body: { innerText: string };
+  querySelectorAll(selector: string): ArrayLike<{ checkVisibility(): boolean; disabled?: boolean }>;
+};
+declare const location: { pathname: string };
+
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const BUILD_TIMEOUT_MS = 9 * 60_000;
 
@@ -96,12 +103,12 @@ describe('Temporal Web UI', () => {
     // The header renders its actions twice (narrow and wide layouts); the operator clicks the one on screen.
     const clickVisible = async (selector: string) => {
       await page.waitForFunction(
-        (sel: string) => [...document.querySelectorAll<HTMLButtonElement>(sel)].some((b) => b.checkVisibility() && !b.disabled),
+        (sel: string) => Array.from(document.querySelectorAll(sel)).some((b) => b.checkVisibility() && !b.disabled),
         { timeout: 20_000 },
         selector,
       );
-      for (const handle of await page.$$(selector)) {
-        if (await handle.isVisible()) return handle.click();
+      for (const element of await page.$$(selector)) {
+        if (await element.isVisible()) return element.click();
       }
     };
     await clickVisible('#workflow-actions-primary-button');
