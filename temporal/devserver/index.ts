@@ -130,6 +130,8 @@ export async function startDevServer(opts: DevServerOptions = {}): Promise<DevSe
     }, RETENTION_SWEEP_MS);
     sweep.unref();
 
+    // The UI is a convenience: when its port is taken the dev server still serves, and says why there is no UI.
+    const uiBuild = new AbortController();
     const ui = opts.ui
       ? await startUiServer({
           host: opts.ui.host,
@@ -137,13 +139,16 @@ export async function startDevServer(opts: DevServerOptions = {}): Promise<DevSe
           services: [workflowService, operatorService],
           log,
           uiVersion: webUiVersion(),
-          app: opts.ui.app === false ? undefined : ensureWebUi(log),
+          app: opts.ui.app === false ? undefined : ensureWebUi(log, undefined, uiBuild.signal),
         }).catch((err: unknown) => {
-          server.forceShutdown();
-          throw err;
+          uiBuild.abort();
+          log.error({ err, port: opts.ui!.port }, `the Temporal Web UI could not listen on port ${opts.ui!.port}; running without it`);
+          return undefined;
         })
       : undefined;
-    ui?.ready.catch((err: unknown) => log.error({ err }, 'the Temporal Web UI is unavailable'));
+    ui?.ready.catch((err: unknown) => {
+      if (!uiBuild.signal.aborted) log.error({ err }, 'the Temporal Web UI is unavailable');
+    });
 
     const address = `${host.includes(':') ? `[${host}]` : host}:${port}`;
     log.info({ address, durable: !!store, timeSkipping: !!opts.timeSkipping }, 'Temporal dev server listening');
@@ -155,6 +160,7 @@ export async function startDevServer(opts: DevServerOptions = {}): Promise<DevSe
       stop: () =>
         (stopped ??= (async () => {
           clearInterval(sweep);
+          uiBuild.abort();
           await ui?.stop();
           engine!.stop();
           timers.stop();

@@ -3,6 +3,7 @@
  * real dev server, in memory and in PostgreSQL: canonical JSON, grpc-gateway errors, CSRF on
  * writes, cancel/terminate/signal, and CountWorkflowExecutions grouped by ExecutionStatus.
  */
+import http from 'node:http';
 import { Client, Connection } from '@temporalio/client';
 import pino from 'pino';
 import { type DevServer, startDevServer, type DevServerOptions } from '../../temporal/devserver';
@@ -231,4 +232,20 @@ describe.each(modes)('HTTP API (%s)', (_mode, options) => {
     expect(res.status).toBe(503);
     expect(await res.text()).toContain('being built');
   });
+});
+
+test('a taken UI port leaves the dev server running without its UI', async () => {
+  const blocker = http.createServer().listen(0, '127.0.0.1');
+  await new Promise((resolve) => blocker.once('listening', resolve));
+  const port = (blocker.address() as { port: number }).port;
+  const server = await startDevServer({ log: pino({ level: 'silent' }), ui: { port, app: false } });
+  try {
+    expect(server.ui).toBeUndefined();
+    const connection = await Connection.connect({ address: server.address });
+    await expect(new Client({ connection }).workflowService.getSystemInfo({})).resolves.toBeDefined();
+    await connection.close();
+  } finally {
+    await server.stop();
+    blocker.close();
+  }
 });

@@ -1,8 +1,8 @@
 /**
  * An operator in the Temporal Web UI of the embedded dev server, in headless Chromium (Debian's
  * `chromium`, driven by puppeteer-core): the list shows the standing maintenance workflow and a
- * count, a ProjectId search finds a project's contact-snooze workflow, its page shows its history,
- * and cancelling it from the page cancels it. The page may ask no host but its own.
+ * count, a ProjectId search finds a project's contact-snooze workflow, its page shows its history
+ * and call stack (a query, answered by the worker), and cancelling it from the page cancels it. The page may ask no host but its own.
  *
  * The first run in a checkout builds webui/ (about a minute on two cores); later runs reuse it.
  */
@@ -77,7 +77,7 @@ describe('Temporal Web UI', () => {
     await waitForText(/\d+ Running/);
   });
 
-  test('a ProjectId search finds the contact-snooze workflow; its page shows the history; cancelling it cancels it', async () => {
+  test('a ProjectId search finds the contact-snooze workflow; its page shows the history and call stack; cancelling it cancels it', async () => {
     const { project } = await createAccount(svc.api);
     const key = { key: project.secretKey };
     const contact = (await svc.api.post('/contacts', { email: 'napping@example.com' }, key)).body;
@@ -99,6 +99,12 @@ describe('Temporal Web UI', () => {
     await waitForText('contactSnoozeWorkflow');
     await waitForText(/Workflow Execution Started|WorkflowExecutionStarted/i);
     await waitForText(/Timer Started|TimerStarted/i);
+
+    // Queries go to the worker through the dev server: the call stack of the sleeping workflow.
+    const runPath = new URL(page.url()).pathname.replace(/\/history$/, '');
+    await page.goto(`${ui}${runPath}/call-stack`, { waitUntil: 'load' });
+    await waitForText('Call Stack at');
+    await waitForText(/at contactSnoozeWorkflow \(/);
 
     // The header renders its actions twice (narrow and wide layouts); the operator clicks the one on screen.
     const clickVisible = async (selector: string) => {

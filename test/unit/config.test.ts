@@ -39,3 +39,15 @@ test.each([
   expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
   expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(`^Invalid configuration: ${name}: `));
 });
+
+test('the Temporal Web UI port follows the dev server port (+1000) unless set; 0 or TEMPORAL_UI=off turns it off', () => {
+  expect(loadConfig({}).temporalUiPort).toBe(8233);
+  expect(loadConfig({ TEMPORAL_DEV_SERVER_PORT: '7300' }).temporalUiPort).toBe(8300);
+  expect(loadConfig({ TEMPORAL_UI_PORT: '9999' }).temporalUiPort).toBe(9999);
+  expect(loadConfig({ TEMPORAL_UI_PORT: '0' }).temporalUiPort).toBeUndefined();
+  expect(loadConfig({ TEMPORAL_UI: 'off' }).temporalUiPort).toBeUndefined();
+  expect(loadConfig({ TEMPORAL_DEV_SERVER_PORT: '0' }).temporalUiPort).toBeUndefined();
+  expect(loadConfig({ TEMPORAL_DEV_SERVER_PORT: '0', TEMPORAL_UI_PORT: '9000' }).temporalUiPort).toBe(9000);
+  expect(() => loadConfig({ TEMPORAL_DEV_SERVER_PORT: '65000' })).toThrow(/TEMPORAL_UI_PORT/);
+  expect(() => loadConfig({ TEMPORAL_UI: 'maybe' })).toThrow(ConfigError);
+});

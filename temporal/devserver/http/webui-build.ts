@@ -4,7 +4,7 @@
  * unchanged. `npm ci --ignore-scripts` installs it from the npm registry; nothing else is fetched.
  * Concurrent starts share one build through a lock directory.
  */
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -46,11 +46,21 @@ function hashInputs(dir: string, names: string[]): string {
   return h.digest('hex');
 }
 
+/** Build steps still running; killed if this process exits first (their lock then goes stale). */
+const running = new Set<ChildProcess>();
+let exitHookInstalled = false;
+
 const readStamp = (file: string) => (fs.existsSync(file) ? fs.readFileSync(file, 'utf8').trim() : undefined);
 
-function run(cmd: string, args: string[], cwd: string, log: Logger): Promise<void> {
+function run(cmd: string, args: string[], cwd: string, log: Logger, signal?: AbortSignal): Promise<void> {
+  if (!exitHookInstalled) {
+    exitHookInstalled = true;
+    process.once('exit', () => running.forEach((c) => c.kill()));
+  }
   return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+    signal?.throwIfAborted();
+    const child = spawn(cmd, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'], signal });
+    running.add(child);
     const tail: string[] = [];
     const collect = (chunk: Buffer) => {
       for (const line of chunk.toString().split('\n')) if (line.trim()) tail.push(line);
@@ -60,6 +70,8 @@ function run(cmd: string, args: string[], cwd: string, log: Logger): Promise<voi
     child.stderr.on('data', collect);
     child.once('error', reject);
     child.once('close', (code) => {
+      running.delete(child);
+      if (signal?.aborted) return reject(new Error('Temporal Web UI build stopped'));
       if (code === 0) return resolve();
       log.error({ command: [cmd, ...args].join(' '), output: tail.join('\n') }, 'Temporal Web UI build step failed');
       reject(new Error(`${path.basename(cmd)} ${args.join(' ')} exited with ${code}`));
@@ -74,16 +86,34 @@ function npmCommand(): { cmd: string; pre: string[] } {
   return { cmd: 'npm', pre: [] };
 }
 
-async function withLock<T>(dir: string, log: Logger, fn: () => Promise<T>): Promise<T> {
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** A lock held by a process that is gone, or for longer than any build takes, is stale. */
+function staleLock(lock: string): boolean {
+  const stat = fs.statSync(lock, { throwIfNoEntry: false });
+  if (!stat) return false;
+  const pid = Number(readStamp(path.join(lock, 'pid')));
+  return Date.now() - stat.mtimeMs > STALE_LOCK_MS || (pid > 0 && !alive(pid));
+}
+
+async function withLock<T>(dir: string, log: Logger, signal: AbortSignal | undefined, fn: () => Promise<T>): Promise<T> {
   const lock = path.join(dir, LOCK);
   for (let waitedLog = false; ; ) {
+    signal?.throwIfAborted();
     try {
       fs.mkdirSync(lock);
+      fs.writeFileSync(path.join(lock, 'pid'), String(process.pid));
       break;
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-      const age = Date.now() - fs.statSync(lock, { throwIfNoEntry: false })!.mtimeMs;
-      if (age > STALE_LOCK_MS) {
+      if (staleLock(lock)) {
         fs.rmSync(lock, { recursive: true, force: true });
         continue;
       }
@@ -103,11 +133,11 @@ async function withLock<T>(dir: string, log: Logger, fn: () => Promise<T>): Prom
  * The directory of the built app: at once when a build of the current sources exists, otherwise
  * after installing webui/'s packages (when its lock changed) and building (about a minute on two cores).
  */
-export async function ensureWebUi(log: Logger, dir = webUiDir()): Promise<string> {
+export async function ensureWebUi(log: Logger, dir = webUiDir(), signal?: AbortSignal): Promise<string> {
   const buildDir = path.join(dir, 'build');
   const current = () => hashInputs(dir, INPUTS);
   if (readStamp(path.join(buildDir, STAMP)) === current()) return buildDir;
-  return withLock(dir, log, async () => {
+  return withLock(dir, log, signal, async () => {
     const hash = current();
     if (readStamp(path.join(buildDir, STAMP)) === hash) return buildDir;
     const started = Date.now();
@@ -115,11 +145,11 @@ export async function ensureWebUi(log: Logger, dir = webUiDir()): Promise<string
     if (readStamp(path.join(dir, 'node_modules', DEPS_STAMP)) !== depsHash) {
       log.info('installing the Temporal Web UI build tools (webui/, npm ci; first start only)');
       const npm = npmCommand();
-      await run(npm.cmd, [...npm.pre, 'ci', '--include=dev', '--ignore-scripts', '--no-audit', '--no-fund'], dir, log);
+      await run(npm.cmd, [...npm.pre, 'ci', '--include=dev', '--ignore-scripts', '--no-audit', '--no-fund'], dir, log, signal);
       fs.writeFileSync(path.join(dir, 'node_modules', DEPS_STAMP), depsHash);
     }
     log.info('building the Temporal Web UI (webui/, vite build; first start or after its sources changed)');
-    await run(process.execPath, [path.join(dir, 'node_modules', 'vite', 'bin', 'vite.js'), 'build', '--logLevel', 'warn'], dir, log);
+    await run(process.execPath, [path.join(dir, 'node_modules', 'vite', 'bin', 'vite.js'), 'build', '--logLevel', 'warn'], dir, log, signal);
     fs.writeFileSync(path.join(buildDir, STAMP), hash);
     log.info({ seconds: Math.round((Date.now() - started) / 1000) }, 'Temporal Web UI built');
     return buildDir;
