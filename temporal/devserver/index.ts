@@ -13,8 +13,8 @@ import { TimerQueue } from './engine/timer-queue';
 import { VisibilityService } from './engine/visibility-service';
 import { WorkflowOperations } from './engine/workflow-operations';
 import { WorkflowTasks } from './engine/workflow-tasks';
-import { startUiServer, type UiServer } from './http/ui-server';
-import { ensureWebUi, webUiVersion } from './http/webui-build';
+import { startWebUi, type WebUiOptions } from './http';
+import type { UiServer } from './http/ui-server';
 import { PostgresStore } from './persistence/postgres-store';
 import type { Store } from './persistence/store';
 import { addService } from './rpc/grpc-server';
@@ -47,7 +47,7 @@ export interface DevServerOptions {
    * The Temporal Web UI with its `/api/v1` HTTP API on its own port (http/ui-server.ts). `app: false`
    * serves the API alone; otherwise the app is built on first use (http/webui-build.ts).
    */
-  ui?: { port: number; host?: string; app?: boolean };
+  ui?: WebUiOptions;
 }
 
 export interface DevServer {
@@ -130,25 +130,7 @@ export async function startDevServer(opts: DevServerOptions = {}): Promise<DevSe
     }, RETENTION_SWEEP_MS);
     sweep.unref();
 
-    // The UI is a convenience: when its port is taken the dev server still serves, and says why there is no UI.
-    const uiBuild = new AbortController();
-    const ui = opts.ui
-      ? await startUiServer({
-          host: opts.ui.host,
-          port: opts.ui.port,
-          services: [workflowService, operatorService],
-          log,
-          uiVersion: webUiVersion(),
-          app: opts.ui.app === false ? undefined : ensureWebUi(log, undefined, uiBuild.signal),
-        }).catch((err: unknown) => {
-          uiBuild.abort();
-          log.error({ err, port: opts.ui!.port }, `the Temporal Web UI could not listen on port ${opts.ui!.port}; running without it`);
-          return undefined;
-        })
-      : undefined;
-    ui?.ready.catch((err: unknown) => {
-      if (!uiBuild.signal.aborted) log.error({ err }, 'the Temporal Web UI is unavailable');
-    });
+    const webUi = opts.ui ? await startWebUi(opts.ui, [workflowService, operatorService], log) : undefined;
 
     const address = `${host.includes(':') ? `[${host}]` : host}:${port}`;
     log.info({ address, durable: !!store, timeSkipping: !!opts.timeSkipping }, 'Temporal dev server listening');
@@ -156,12 +138,11 @@ export async function startDevServer(opts: DevServerOptions = {}): Promise<DevSe
     return {
       address,
       port,
-      ui,
+      ui: webUi?.server,
       stop: () =>
         (stopped ??= (async () => {
           clearInterval(sweep);
-          uiBuild.abort();
-          await ui?.stop();
+          await webUi?.stop();
           engine!.stop();
           timers.stop();
           await new Promise<void>((resolve) => {
