@@ -7,6 +7,7 @@ import http from 'node:http';
 import { Client, Connection } from '@temporalio/client';
 import pino from 'pino';
 import { type DevServer, startDevServer, type DevServerOptions } from '../../temporal/devserver';
+import { httpCallContext } from '../../temporal/devserver/http/gateway';
 import { createTestDatabase } from '../setup/db';
 import { registerSearchAttributes, uid } from './helpers/env';
 
@@ -248,4 +249,27 @@ test('a taken UI port leaves the dev server running without its UI', async () =>
     await server.stop();
     blocker.close();
   }
+});
+
+test('an HTTP call is cancelled (as a gRPC one) when the client goes away, so long polls stop waiting', async () => {
+  let cancelled: (() => void) | undefined;
+  const gone = new Promise<void>((resolve) => (cancelled = resolve));
+  let sawCancelled = false;
+  const server = http.createServer((req, res) => {
+    const ctx = httpCallContext(req, res);
+    ctx.onCancel(() => {
+      sawCancelled = ctx.cancelled;
+      cancelled!();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const abort = new AbortController();
+  const request = fetch(`http://127.0.0.1:${(server.address() as { port: number }).port}/`, { signal: abort.signal }).catch(() => 'aborted');
+  await new Promise((r) => setTimeout(r, 100));
+  abort.abort();
+  await gone;
+  expect(sawCancelled).toBe(true);
+  expect(await request).toBe('aborted');
+  server.closeAllConnections();
+  await new Promise((resolve) => server.close(resolve));
 });
