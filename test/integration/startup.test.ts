@@ -1,5 +1,6 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -72,6 +73,24 @@ describe('configuration errors stop start-up with one line naming the variable',
     expect(String(err.stderr)).toMatch(/Unknown role "sideways"/);
   });
 });
+
+test('an embedded PostgreSQL that cannot start stops start-up with the reason PostgreSQL logged', async () => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'postbox-pg-taken-'));
+  const taken = net.createServer();
+  await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+  const pgPort = (taken.address() as net.AddressInfo).port;
+  try {
+    const err = await run(process.execPath, [MAIN], {
+      env: cleanEnv({ DATA_DIR: dataDir, PORT: String(await freePort()), HOST: '127.0.0.1', EMBEDDED_POSTGRES_PORT: String(pgPort) }),
+    }).catch((e) => e);
+    expect(err.code).toBe(1);
+    expect(String(err.stderr)).toContain(`embedded PostgreSQL did not start on port ${pgPort}`);
+    expect(String(err.stderr)).toMatch(/could not bind|Address already in use/i);
+  } finally {
+    taken.close();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+}, 60_000);
 
 test('on a fresh machine: embedded PostgreSQL initialised once and reused; the CLI gets keys; data survives a restart', async () => {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'postbox-fresh-'));
