@@ -2,29 +2,54 @@ import http from 'node:http';
 import type net from 'node:net';
 import { Resolver } from '../../src/dns/resolver';
 import { ZoneDnsServer } from '../../src/dns/zone-server';
-import { callWebhook, isPrivateAddress } from '../../src/modules/workflows/webhook';
+import { callWebhook, isPublicAddress } from '../../src/modules/workflows/webhook';
 
+// Every spelling of a non-public address a URL or a DNS answer can carry, as Node's URL parser
+// leaves it (it writes [::ffff:127.0.0.1] as [::ffff:7f00:1] and 2130706433 as 127.0.0.1).
 test.each([
-  ['127.0.0.1', true],
-  ['10.1.2.3', true],
-  ['172.16.0.1', true],
-  ['172.31.255.255', true],
-  ['192.168.1.1', true],
-  ['169.254.169.254', true],
-  ['100.64.0.1', true],
-  ['0.0.0.0', true],
-  ['::1', true],
-  ['fd00::1', true],
-  ['fe80::1', true],
-  ['::ffff:127.0.0.1', true],
-  ['fd00:ec2::254', true],
-  ['8.8.8.8', false],
-  ['172.32.0.1', false],
-  ['93.184.216.34', false],
-  ['2606:4700::1111', false],
-])('%s private: %s', (ip, expected) => {
-  expect(isPrivateAddress(ip)).toBe(expected);
+  ['127.0.0.1', false],
+  ['10.1.2.3', false],
+  ['172.16.0.1', false],
+  ['172.31.255.255', false],
+  ['192.168.1.1', false],
+  ['169.254.169.254', false],
+  ['100.64.0.1', false],
+  ['0.0.0.0', false],
+  ['255.255.255.255', false],
+  ['192.0.2.1', false],
+  ['::', false],
+  ['::1', false],
+  ['fd00::1', false],
+  ['fe80::1', false],
+  ['fe80::1%eth0', false], // a zone id
+  ['ff02::1', false],
+  ['::ffff:127.0.0.1', false],
+  ['::ffff:7f00:1', false], // mapped loopback, as the URL parser writes it
+  ['::ffff:a9fe:a9fe', false], // mapped metadata address
+  ['::7f00:1', false], // IPv4-compatible loopback
+  ['::a9fe:a9fe', false],
+  ['64:ff9b::7f00:1', false], // NAT64
+  ['64:ff9b::a9fe:a9fe', false],
+  ['2002:7f00:1::', false], // 6to4 of 127.0.0.1
+  ['2001:0:4136:e378:8000:63bf:3fff:fdd2', false], // Teredo
+  ['fd00:ec2::254', false],
+  ['not an address', false],
+  ['8.8.8.8', true],
+  ['172.32.0.1', true],
+  ['93.184.216.34', true],
+  ['2606:4700::1111', true],
+  ['::ffff:808:808', true], // mapped 8.8.8.8
+])('%s public: %s', (ip, expected) => {
+  expect(isPublicAddress(ip)).toBe(expected);
 });
+
+test.each(['http://2130706433:PORT/', 'http://0x7f000001:PORT/', 'http://127.1:PORT/', 'http://0177.0.0.1:PORT/', 'http://0:PORT/', 'http://[::]:PORT/'])(
+  'the URL parser turns %s into a refused address',
+  (url) => {
+    const host = new URL(url.replace('PORT', '80')).hostname.replace(/^\[|\]$/g, '');
+    expect(isPublicAddress(host)).toBe(false);
+  },
+);
 
 describe('callWebhook', () => {
   let server: http.Server;
@@ -38,6 +63,10 @@ describe('callWebhook', () => {
         res.writeHead(302, { location: 'http://169.254.169.254/latest/meta-data/' });
         return res.end();
       }
+      if (req.url === '/redirect-mapped') {
+        res.writeHead(302, { location: 'http://[::ffff:169.254.169.254]/latest/meta-data/' });
+        return res.end();
+      }
       if (req.url === '/redirect-named') {
         res.writeHead(302, { location: `http://inside.test:${port}/final` });
         return res.end();
@@ -49,6 +78,7 @@ describe('callWebhook', () => {
     dns = await new ZoneDnsServer().start();
     dns.set('inside.test', { A: ['127.0.0.1'] });
     dns.set('public.test', { A: ['127.0.0.1'] });
+    dns.set('mapped.test', { AAAA: ['::ffff:127.0.0.1'] });
   });
   afterAll(async () => {
     server.close();
@@ -66,6 +96,16 @@ describe('callWebhook', () => {
     expect((await call(`http://inside.test:${port}/allowed`, true)).body).toBe('ok');
   });
 
+  test('IPv4-mapped, NAT64 and 6to4 spellings of loopback never reach the server on 127.0.0.1', async () => {
+    hits.length = 0;
+    for (const host of ['[::ffff:127.0.0.1]', '[::ffff:7f00:1]', '[::127.0.0.1]', '[64:ff9b::7f00:1]', '[2002:7f00:1::]', '2130706433', '0x7f000001', '127.1', '[::]', '0.0.0.0']) {
+      await expect(call(`http://${host}:${port}/x`, false)).rejects.toThrow(/refused/);
+    }
+    await expect(call(`http://mapped.test:${port}/x`, false)).rejects.toThrow(/mapped\.test resolves to a private/);
+    await expect(call(`http://[fe80::1%25eth0]:${port}/x`, false)).rejects.toThrow(/not a valid URL/);
+    expect(hits).toEqual([]);
+  });
+
   test('every redirect hop is checked', async () => {
     hits.length = 0;
     // Loopback stands in for a public address here; the metadata address stays forbidden.
@@ -74,7 +114,8 @@ describe('callWebhook', () => {
     await expect(callWebhook({ url: `http://127.0.0.1:${port}/redirect-private`, method: 'GET', headers: {} }, deps)).rejects.toThrow(/169\.254\.169\.254/);
     const res = await callWebhook({ url: `http://public.test:${port}/redirect-named`, method: 'GET', headers: {} }, deps);
     expect(res.body).toBe('ok');
-    expect(hits).toEqual(['/redirect-private', '/redirect-named', '/final']);
+    await expect(callWebhook({ url: `http://127.0.0.1:${port}/redirect-mapped`, method: 'GET', headers: {} }, deps)).rejects.toThrow(/169\.254\.169\.254/);
+    expect(hits).toEqual(['/redirect-private', '/redirect-named', '/final', '/redirect-mapped']);
   });
 
   test('refusals are final, unreachable hosts are worth retrying', async () => {

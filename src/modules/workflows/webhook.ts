@@ -1,6 +1,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
+import ipaddr from 'ipaddr.js';
 import type { Resolver } from '../../dns/resolver';
 
 export class WebhookError extends Error {
@@ -29,41 +30,36 @@ export interface WebhookResponse {
 const MAX_REDIRECTS = 5;
 const MAX_BODY = 256 * 1024;
 
-function ipv4ToInt(ip: string): number {
-  return ip.split('.').reduce((n, octet) => (n << 8) + Number(octet), 0) >>> 0;
+// IPv4-compatible addresses (::a.b.c.d, deprecated by RFC 4291) are the one spelling ipaddr.js calls
+// `unicast` that embeds an IPv4 address; the whole ::/96 block (with :: and ::1) is refused.
+const IPV4_COMPATIBLE = ipaddr.parseCIDR('::/96');
+
+/**
+ * Whether a webhook may connect to this address: only what ipaddr.js classifies as global `unicast`
+ * after `process()` (which turns IPv4-mapped IPv6 into the IPv4 it carries). Loopback, private,
+ * link-local (cloud metadata), unspecified, multicast, broadcast, reserved, NAT64 (64:ff9b::/96),
+ * 6to4, Teredo and every other special range is refused. A zone id (fe80::1%eth0) is part of
+ * link-local, so it is refused too; what cannot be parsed is refused.
+ */
+export function isPublicAddress(ip: string): boolean {
+  let addr: ipaddr.IPv4 | ipaddr.IPv6;
+  try {
+    addr = ipaddr.process(ip);
+  } catch {
+    return false;
+  }
+  if (addr.kind() === 'ipv6' && (addr as ipaddr.IPv6).match(IPV4_COMPATIBLE)) return false;
+  return addr.range() === 'unicast';
 }
 
-const V4_BLOCKED: Array<[string, number]> = [
-  ['0.0.0.0', 8],
-  ['10.0.0.0', 8],
-  ['100.64.0.0', 10],
-  ['127.0.0.0', 8],
-  ['169.254.0.0', 16], // link-local, including cloud metadata at 169.254.169.254
-  ['172.16.0.0', 12],
-  ['192.0.0.0', 24],
-  ['192.168.0.0', 16],
-  ['198.18.0.0', 15],
-  ['224.0.0.0', 4],
-  ['240.0.0.0', 4],
-];
-
-/** Loopback, private, link-local (cloud metadata), multicast and reserved addresses. */
-export function isPrivateAddress(ip: string): boolean {
-  if (net.isIPv4(ip)) {
-    const n = ipv4ToInt(ip);
-    return V4_BLOCKED.some(([base, bits]) => (n >>> (32 - bits)) === (ipv4ToInt(base) >>> (32 - bits)));
+/** `::ffff:a9fe:a9fe = 169.254.169.254, linkLocal`: what an address really is, for refusals. */
+function describeAddress(ip: string): string {
+  try {
+    const addr = ipaddr.process(ip);
+    return `${ip}${addr.toString() !== ip ? ` = ${addr.toString()}` : ''}, ${addr.range()}`;
+  } catch {
+    return ip;
   }
-  const v6 = ip.toLowerCase();
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(v6);
-  if (mapped) return isPrivateAddress(mapped[1]);
-  return (
-    v6 === '::' ||
-    v6 === '::1' ||
-    /^f[cd][0-9a-f]{2}:/.test(v6) || // unique local fc00::/7
-    /^fe[89ab][0-9a-f]:/.test(v6) || // link-local fe80::/10
-    /^ff[0-9a-f]{2}:/.test(v6) || // multicast
-    v6.startsWith('fd00:ec2::') // AWS metadata over IPv6
-  );
 }
 
 /**
@@ -80,7 +76,12 @@ export interface WebhookDeps {
 }
 
 export async function callWebhook(req: WebhookRequest, deps: WebhookDeps): Promise<WebhookResponse> {
-  let url = new URL(req.url);
+  let url: URL;
+  try {
+    url = new URL(req.url);
+  } catch {
+    throw new WebhookError(`${req.url} is not a valid URL`, false);
+  }
   let method = req.method;
   let body = req.body;
   for (let hop = 0; hop <= MAX_REDIRECTS; hop++) {
@@ -112,8 +113,8 @@ async function addressOf(host: string, deps: WebhookDeps): Promise<string> {
   }
   if (deps.allowPrivate === true) return candidates[0];
   const allowed = typeof deps.allowPrivate === 'function' ? deps.allowPrivate : () => false;
-  const blocked = candidates.filter((ip) => isPrivateAddress(ip) && !allowed(ip));
-  if (blocked.length) throw new WebhookError(`${host} resolves to a private, loopback or metadata address (${blocked[0]}); refused`, false);
+  const blocked = candidates.filter((ip) => !isPublicAddress(ip) && !allowed(ip));
+  if (blocked.length) throw new WebhookError(`${host} resolves to a private, loopback or metadata address (${describeAddress(blocked[0])}); refused`, false);
   return candidates[0];
 }
 
