@@ -13,6 +13,8 @@ RUN npm run build
 
 FROM ${NODE_IMAGE}
 ENV NODE_ENV=production
+# The container is reached through its published port, so it listens on every interface (the default elsewhere is loopback).
+ENV HOST=0.0.0.0
 WORKDIR /app
 COPY package.json package-lock.json ./
 # embedded-postgres stays: `docker run postbox` with no DATABASE_URL runs everything in one container.

@@ -21,9 +21,14 @@ const urlWithScheme = (schemes: string[]) =>
 /** Every setting of the service, read once from the environment. Names are a public contract. */
 const envSchema = z.object({
   PORT: port.default(8080),
-  HOST: z.string().min(1).default('0.0.0.0'),
-  /** GET /metrics on a listener of its own (the API also serves it on PORT); for workers, which have no HTTP API. */
+  /** Loopback by default: `npm start` on a laptop or a shared network exposes nothing; the container image sets 0.0.0.0. */
+  HOST: z.string().min(1).default('127.0.0.1'),
+  /** GET /metrics on a listener of its own (on HOST), for Prometheus on a private network; the API port serves it only with METRICS_TOKEN. */
   METRICS_PORT: port.optional(),
+  /** A bearer token: GET /metrics on the API port answers only with it, and METRICS_PORT then requires it too. */
+  METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+  /** Read X-Forwarded-Proto/-Host/-For (only behind a reverse proxy that sets them; otherwise any client could). */
+  TRUST_PROXY: bool.default(false),
   /** On SIGTERM, how long in-flight requests and running activities get to finish before they are cut off. */
   SHUTDOWN_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(3600).default(30),
   PUBLIC_URL: urlWithScheme(['http:', 'https:']).optional(),

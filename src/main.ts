@@ -7,6 +7,7 @@ import { startEmbeddedPostgres } from './db/embedded-postgres';
 import { createOrm, migrate, type Orm, sql } from './db/orm';
 import { createApp } from './http/app';
 import type { HealthCheck } from './http/health';
+import { isLoopback } from './http/loopback';
 import { serveMetrics } from './http/metrics';
 import { listen } from './http/server';
 import { Resolver } from './dns/resolver';
@@ -87,6 +88,12 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
       stops.push(capture.close);
       smtpUrl = `smtp://127.0.0.1:${capture.port}`;
       log.info({ port: capture.port }, 'dev mailbox SMTP server listening (see GET /dev/mailbox)');
+      if (!isLoopback(config.HOST)) {
+        log.warn(
+          { host: config.HOST },
+          'no SMTP_URL: mail is captured, not delivered, and HOST is not a loopback address; GET /dev/mailbox still answers only clients on this machine',
+        );
+      }
     }
 
     const { temporal, uiUrl: temporalUiUrl } = await startTemporal(config, databaseUrl, log, stops, metrics);
@@ -178,7 +185,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
 
     let metricsPort: number | undefined;
     if (config.METRICS_PORT !== undefined) {
-      const server = await serveMetrics(metrics, config.HOST, config.METRICS_PORT);
+      const server = await serveMetrics(metrics, config.HOST, config.METRICS_PORT, config.METRICS_TOKEN);
       metricsPort = server.port;
       stops.push(() => server.close(1000));
       log.info({ port: metricsPort }, 'metrics listening (GET /metrics)');

@@ -62,8 +62,9 @@ export interface AppDeps {
 }
 
 export function createApp(deps: AppDeps): Koa {
-  const app = new Koa({ proxy: true });
   const { config } = deps;
+  // X-Forwarded-* only from a proxy the operator vouches for; otherwise any client could claim https or an address.
+  const app = new Koa({ proxy: config.TRUST_PROXY });
   const limit = `${config.MAX_BODY_MB}mb`;
   const jsonBody = koaBody({
     jsonLimit: limit,
@@ -82,7 +83,7 @@ export function createApp(deps: AppDeps): Koa {
 
   const router = new Router();
   healthRoutes(router, deps.health);
-  metricsRoutes(router, deps.metrics);
+  metricsRoutes(router, deps.metrics, config.METRICS_TOKEN);
   configRoutes(router, config);
   accountRoutes(router, guards, {
     jwtSecret: deps.jwtSecret,

@@ -1,4 +1,6 @@
+import crypto from 'node:crypto';
 import { content, endpoint } from './endpoint';
+import { AppError, unauthorized } from './errors';
 import type Router from '@koa/router';
 import type { Context, Next } from 'koa';
 import type { Metrics } from '../metrics';
@@ -26,23 +28,47 @@ export function httpMetrics(metrics: Metrics) {
   };
 }
 
-/** GET /metrics, without authentication: Prometheus scrapes it. */
-export function metricsRoutes(router: Router, metrics: Metrics): void {
+/** Whether an Authorization header carries the metrics token (compared in constant time). */
+function hasToken(authorization: string | undefined, token: string): boolean {
+  const given = Buffer.from(/^Bearer (.+)$/i.exec(authorization ?? '')?.[1] ?? '');
+  const wanted = Buffer.from(token);
+  return given.length === wanted.length && crypto.timingSafeEqual(given, wanted);
+}
+
+/**
+ * GET /metrics on the API port, which faces the internet: only with METRICS_TOKEN set, and only for a
+ * request that carries it as a bearer token. Without a token the metrics live on METRICS_PORT alone.
+ */
+export function metricsRoutes(router: Router, metrics: Metrics, token: string | undefined): void {
   router.get(
     '/metrics',
-    endpoint({ tag: 'Operations', summary: 'Prometheus metrics', responses: { 200: content('text/plain', 'The Prometheus text exposition format') } }, async (ctx) => {
-      ctx.type = metrics.contentType;
-      ctx.body = await metrics.text();
-    }),
+    endpoint(
+      {
+        tag: 'Operations',
+        summary: 'Prometheus metrics (with METRICS_TOKEN as a bearer token)',
+        responses: { 200: content('text/plain', 'The Prometheus text exposition format') },
+        errors: { 401: 'No or a wrong bearer token', 404: 'METRICS_TOKEN is not set: metrics are served on METRICS_PORT only' },
+      },
+      async (ctx) => {
+        if (!token) throw new AppError(404, 'NOT_FOUND', 'GET /metrics is served on METRICS_PORT, or here when METRICS_TOKEN is set');
+        if (!hasToken(ctx.get('authorization'), token)) throw unauthorized('GET /metrics needs the METRICS_TOKEN as a bearer token');
+        ctx.type = metrics.contentType;
+        ctx.body = await metrics.text();
+      },
+    ),
   );
 }
 
 /** METRICS_PORT: GET /metrics on a listener of its own, for roles without the HTTP API (workers). */
-export function serveMetrics(metrics: Metrics, host: string, port: number): Promise<HttpServer> {
+export function serveMetrics(metrics: Metrics, host: string, port: number, token?: string): Promise<HttpServer> {
   return listen(
     (req, res) => {
       if (req.method !== 'GET' || req.url?.split('?')[0] !== '/metrics') {
         res.writeHead(404).end();
+        return;
+      }
+      if (token && !hasToken(req.headers.authorization, token)) {
+        res.writeHead(401, { 'content-type': 'text/plain', 'www-authenticate': 'Bearer' }).end('GET /metrics needs the METRICS_TOKEN as a bearer token');
         return;
       }
       metrics.text().then(

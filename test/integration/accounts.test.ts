@@ -9,6 +9,21 @@ afterAll(() => svc.stop());
 
 const cookieOf = (res: { headers: Headers }) => (res.headers.get('set-cookie') ?? '').split(';')[0];
 
+test('X-Forwarded-Proto is believed only with TRUST_PROXY: a client cannot make the session cookie Secure-only, a trusted proxy can', async () => {
+  const https = { 'x-forwarded-proto': 'https' };
+  const direct = await svc.api.post('/auth/signup', { email: 'proxy-off@example.com', password: 'long enough pw' }, { headers: https });
+  expect(direct.status).toBe(201);
+  expect((direct.headers.get('set-cookie') ?? '').toLowerCase()).not.toContain('secure');
+  const behindProxy = await startTestService({ TRUST_PROXY: 'true' });
+  try {
+    const res = await behindProxy.api.post('/auth/signup', { email: 'proxy-on@example.com', password: 'long enough pw' }, { headers: https });
+    expect(res.status).toBe(201);
+    expect((res.headers.get('set-cookie') ?? '').toLowerCase()).toContain('secure');
+  } finally {
+    await behindProxy.stop();
+  }
+});
+
 describe('signup, login, logout', () => {
   test('signup creates the user, sets an HttpOnly JWT cookie and never returns the password hash', async () => {
     const res = await svc.api.post('/auth/signup', { email: '  Alice@Example.COM ', password: 'long enough pw' });

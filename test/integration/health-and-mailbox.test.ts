@@ -1,4 +1,8 @@
+import http from 'node:http';
+import os from 'node:os';
+import { Writable } from 'node:stream';
 import nodemailer from 'nodemailer';
+import pino from 'pino';
 import { dbQuery } from '../setup/db';
 import { startTestService, type TestService } from '../setup/service';
 
@@ -61,6 +65,46 @@ test('the dev mailbox catches mail sent to the built-in SMTP server and lists it
   expect(String(raw.body)).toContain('Subject: Hello from the test');
   expect((await svc.api.get('/dev/mailbox?to=nobody@example.org')).body.data).toEqual([]);
   expect((await svc.api.delete('/dev/mailbox')).body).toEqual({ deleted: 1 });
+});
+
+/** This machine's first non-loopback IPv4 address (the test connects from it and to it). */
+function outsideAddress(): string {
+  const found = Object.values(os.networkInterfaces())
+    .flat()
+    .find((i) => i && i.family === 'IPv4' && !i.internal);
+  if (!found) throw new Error('this test needs a non-loopback IPv4 interface');
+  return found.address;
+}
+
+/** GET from `address` to `address`: a client on the network, not on loopback. */
+function getFrom(address: string, port: number, path: string, headers: Record<string, string> = {}): Promise<number> {
+  return new Promise((resolve, reject) => {
+    http
+      .get({ host: address, port, path, localAddress: address, headers }, (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      })
+      .on('error', reject);
+  });
+}
+
+test('the dev mailbox answers only loopback clients, whatever X-Forwarded-For says; a non-loopback HOST is warned about', async () => {
+  const lines: Array<{ level: number; msg: string }> = [];
+  const log = pino({ level: 'warn' }, new Writable({ write: (chunk, _enc, done) => (lines.push(JSON.parse(String(chunk))), done()) }));
+  const open = await startTestService({ HOST: '0.0.0.0', TRUST_PROXY: 'true' }, 'all', log);
+  try {
+    const address = outsideAddress();
+    const port = Number(new URL(open.url!).port);
+    expect(await getFrom(address, port, '/health')).toBe(200);
+    for (const path of ['/dev/mailbox', `/dev/mailbox/${'0'.repeat(8)}-0000-4000-8000-${'0'.repeat(12)}`]) {
+      expect(await getFrom(address, port, path)).toBe(403);
+      expect(await getFrom(address, port, path, { 'x-forwarded-for': '127.0.0.1', 'x-real-ip': '127.0.0.1' })).toBe(403);
+    }
+    expect((await open.api.get('/dev/mailbox')).status).toBe(200);
+    expect(lines.some((l) => l.level === 40 && /HOST is not a loopback address/.test(l.msg))).toBe(true);
+  } finally {
+    await open.stop();
+  }
 });
 
 test('with SMTP_URL set there is no built-in mailbox and no /dev/mailbox route', async () => {

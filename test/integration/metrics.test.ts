@@ -9,6 +9,7 @@ let dns: ZoneDnsServer;
 let smtp: SmtpSink;
 let svc: TestService;
 let acct: Account;
+const TOKEN = 'metrics-token-for-the-test';
 
 beforeAll(async () => {
   dns = await new ZoneDnsServer().start();
@@ -17,6 +18,7 @@ beforeAll(async () => {
     DNS_SERVERS: dns.address,
     SMTP_URL: smtp.url,
     METRICS_PORT: '0',
+    METRICS_TOKEN: TOKEN,
     // Drains end (and are timed) soon after the queue empties.
     DISPATCH_IDLE_SECONDS: '1',
   });
@@ -30,7 +32,7 @@ afterAll(async () => {
 });
 
 async function scrape(url: string): Promise<{ contentType: string | null; text: string }> {
-  const res = await fetch(url);
+  const res = await fetch(url, { headers: { authorization: `Bearer ${TOKEN}` } });
   expect(res.status).toBe(200);
   return { contentType: res.headers.get('content-type'), text: await res.text() };
 }
@@ -48,7 +50,22 @@ const eventually = (probe: (text: string) => boolean, what: string) =>
     return probe(text) ? text : undefined;
   }, 30_000, what);
 
-test('GET /metrics answers the text format without authentication, with process and pool metrics', async () => {
+test('/metrics on the API port answers only the METRICS_TOKEN bearer, and not at all without METRICS_TOKEN; METRICS_PORT asks for it too', async () => {
+  expect((await fetch(`${svc.url}/metrics`)).status).toBe(401);
+  expect((await fetch(`${svc.url}/metrics`, { headers: { authorization: 'Bearer metrics-token-for-the-tesX' } })).status).toBe(401);
+  expect((await fetch(`http://127.0.0.1:${svc.metricsPort}/metrics`)).status).toBe(401);
+  const untokened = await startTestService({ SMTP_URL: smtp.url, METRICS_PORT: '0' });
+  try {
+    const res = await untokened.api.get('/metrics');
+    expect(res.status).toBe(404);
+    expect(res.body.error.message).toMatch(/METRICS_PORT/);
+    expect((await fetch(`http://127.0.0.1:${untokened.metricsPort}/metrics`)).status).toBe(200);
+  } finally {
+    await untokened.stop();
+  }
+});
+
+test('GET /metrics answers the text format, with process and pool metrics', async () => {
   const { contentType, text } = await scrape(`${svc.url}/metrics`);
   expect(contentType).toMatch(/^text\/plain; version=0\.0\.4/);
   expect(text).toMatch(/^process_cpu_user_seconds_total \d/m);

@@ -1,6 +1,9 @@
 import type Router from '@koa/router';
 import { z } from 'zod';
-import { content, endpoint } from '../../http/endpoint';
+import type { Context, Next } from 'koa';
+import { content, documented, endpoint } from '../../http/endpoint';
+import { forbidden } from '../../http/errors';
+import { isLoopback } from '../../http/loopback';
 import { queryInt, queryText } from '../../http/query';
 import { uuidPath } from '../../http/validate';
 import { clearCaptured, getCaptured, listCaptured } from './dev-mailbox.service';
@@ -11,10 +14,22 @@ const mailboxQuery = z.object({
   to: queryText({ trim: true, lowerCase: true, description: 'Only mail to this address' }),
 });
 
-/** Exists only when the built-in capture SMTP server runs (no SMTP_URL). No auth: it is a local dev tool. */
+/**
+ * The mailbox holds every message the service sent (sign-in and password-reset links included), so it
+ * answers only clients on this machine: the connecting socket's address, never X-Forwarded-For.
+ */
+const loopbackOnly = documented(async (ctx: Context, next: Next): Promise<void> => {
+  if (!isLoopback(ctx.req.socket.remoteAddress)) {
+    throw forbidden('The dev mailbox answers only clients connecting from this machine (a loopback address)');
+  }
+  await next();
+}, {});
+
+/** Exists only when the built-in capture SMTP server runs (no SMTP_URL), for loopback clients only (no auth: a local dev tool). */
 export function devMailboxRoutes(router: Router): void {
   router.get(
     '/dev/mailbox',
+    loopbackOnly,
     endpoint(
       { tag, summary: 'Mail captured by the built-in SMTP server, newest first', internal: true, query: mailboxQuery, responses: { 200: 'The messages and their total' } },
       async (ctx, input) => {
@@ -24,6 +39,7 @@ export function devMailboxRoutes(router: Router): void {
   );
   router.get(
     '/dev/mailbox/:id',
+    loopbackOnly,
     endpoint(
       { tag, summary: 'One captured message, parsed', internal: true, params: { id: uuidPath }, responses: { 200: 'The message' }, errors: { 404: 'No such message' } },
       async (ctx, input) => {
@@ -33,6 +49,7 @@ export function devMailboxRoutes(router: Router): void {
   );
   router.get(
     '/dev/mailbox/:id/raw',
+    loopbackOnly,
     endpoint(
       {
         tag,
@@ -50,6 +67,7 @@ export function devMailboxRoutes(router: Router): void {
   );
   router.delete(
     '/dev/mailbox',
+    loopbackOnly,
     endpoint(
       { tag, summary: 'Delete every captured message', internal: true, responses: { 200: z.object({ deleted: z.number().int() }).describe('How many were deleted') } },
       async (ctx) => {
