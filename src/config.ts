@@ -75,6 +75,11 @@ const envSchema = z.object({
     .string()
     .default('sns.*.amazonaws.com')
     .transform((v) => v.split(',').map((s) => s.trim()).filter(Boolean)),
+  /** Topics SES notifications may come from (comma-separated ARNs); unset, any topic whose message is signed by SNS. */
+  SNS_TOPIC_ARNS: z
+    .string()
+    .optional()
+    .transform((v) => (v ? v.split(',').map((s) => s.trim()).filter(Boolean) : undefined)),
   DNS_SERVERS: z
     .string()
     .optional()

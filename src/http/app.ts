@@ -105,7 +105,7 @@ export function createApp(deps: AppDeps): Koa {
     bounceRate: config.SECURITY_BOUNCE_RATE,
     complaintRate: config.SECURITY_COMPLAINT_RATE,
   };
-  snsRoutes(router, { verifier: new SnsVerifier(config.SNS_CERT_HOSTS), textBody, hub: deps.hub, security });
+  snsRoutes(router, { verifier: new SnsVerifier(config.SNS_CERT_HOSTS), textBody, hub: deps.hub, security, topics: config.SNS_TOPIC_ARNS });
   segmentRoutes(router, guards, { temporal: deps.temporal, hub: deps.hub });
   campaignRoutes(router, guards, { temporal: deps.temporal, links: deps.links, hub: deps.hub });
   workflowRoutes(router, guards, { temporal: deps.temporal });

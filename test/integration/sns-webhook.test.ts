@@ -12,13 +12,15 @@ let smtp: SmtpSink;
 let svc: TestService;
 let acct: Account;
 let key: { key: string };
+/** The topic the stand-in signs from unless told otherwise. */
+const TOPIC = 'arn:aws:sns:eu-west-1:123456789012:ses-events';
 
 beforeAll(async () => {
   sns = await new SnsStandIn().start();
   dns = await new ZoneDnsServer().start();
   smtp = await new SmtpSink().start();
   smtp.acceptText = sesAcceptText;
-  svc = await startTestService({ DNS_SERVERS: dns.address, SMTP_URL: smtp.url, SNS_CERT_HOSTS: sns.host });
+  svc = await startTestService({ DNS_SERVERS: dns.address, SMTP_URL: smtp.url, SNS_CERT_HOSTS: sns.host, SNS_TOPIC_ARNS: `arn:aws:sns:us-east-1:111111111111:other, ${TOPIC}` });
   acct = await createAccount(svc.api);
   key = { key: acct.project.secretKey };
   await verifiedDomain(svc.api, dns, acct.project.secretKey, 'ses.test');
@@ -105,6 +107,22 @@ test('forged, tampered or untrusted messages are refused with 403 and change not
   expect((await post({ hello: 'world' })).status).toBe(400);
   expect((await email(e.id)).status).toBe('SENT');
   expect((await contact(e.contactId)).subscribed).toBe(true);
+});
+
+test('a correctly signed message from a topic outside SNS_TOPIC_ARNS changes nothing and answers 200', async () => {
+  const e = await sentEmail('other-topic@example.org');
+  const foreign = 'arn:aws:sns:us-east-1:999999999999:someone-elses-topic';
+  const complaint = signed({ Type: 'Notification', Message: sesEvent('Complaint', e.ses), TopicArn: foreign });
+  const res = await post(complaint);
+  expect(res.status).toBe(200);
+  expect(res.body).toEqual({ ignored: 'topic' });
+  const confirm = signed({ Type: 'SubscriptionConfirmation', Message: 'confirm', Token: 't3', SubscribeURL: `${sns.base}/confirm?token=t3`, TopicArn: foreign });
+  expect((await post(confirm)).body).toEqual({ ignored: 'topic' });
+  expect(sns.confirmations).not.toContain('/confirm?token=t3');
+  expect((await email(e.id)).status).toBe('SENT');
+  expect((await contact(e.contactId)).subscribed).toBe(true);
+  // The same complaint from the operator's topic is recorded.
+  expect((await post(signed({ Type: 'Notification', Message: sesEvent('Complaint', e.ses) }))).body).toEqual({ result: 'recorded' });
 });
 
 test('subscription confirmations are followed only for trusted hosts', async () => {

@@ -84,7 +84,7 @@ const snsSpec = {
  */
 export function snsRoutes(
   router: Router,
-  deps: { verifier: SnsVerifier; textBody: Middleware; hub: ActivityHub; security: SecurityThresholds },
+  deps: { verifier: SnsVerifier; textBody: Middleware; hub: ActivityHub; security: SecurityThresholds; topics?: string[] },
 ): void {
   router.post('/webhooks/sns', deps.textBody, endpoint(snsSpec, async (ctx) => {
     const raw = ctx.request.body;
@@ -96,6 +96,13 @@ export function snsRoutes(
     }
     if (!message || typeof message !== 'object' || !message.Type) throw badRequest('Body is not an SNS message', 'INVALID_SNS_MESSAGE');
     if (!(await deps.verifier.verify(message))) throw new AppError(403, 'INVALID_SIGNATURE', 'SNS signature verification failed');
+    // Any AWS account can have SNS sign a message from its own topic; only the operator's topics count.
+    // 200, so SNS does not retry what will never be accepted.
+    if (deps.topics && !deps.topics.includes(message.TopicArn)) {
+      ctx.state.log.warn({ topic: message.TopicArn, type: message.Type }, 'SNS message from a topic not in SNS_TOPIC_ARNS; ignored');
+      ctx.body = { ignored: 'topic' };
+      return;
+    }
 
     if (message.Type === 'SubscriptionConfirmation') {
       if (!message.SubscribeURL || !deps.verifier.trusts(message.SubscribeURL)) {
