@@ -1,3 +1,4 @@
+import crypto from 'node:crypto';
 import { dbQuery } from '../setup/db';
 import { createAccount, startTestService, type TestService } from '../setup/service';
 
@@ -24,6 +25,21 @@ test('X-Forwarded-Proto is believed only with TRUST_PROXY: a client cannot make 
   }
 });
 
+test('a password hashed with older scrypt parameters still logs in, and is rehashed with today\'s on that login', async () => {
+  await svc.api.post('/auth/signup', { email: 'old-hash@example.com', password: 'placeholder pw' });
+  const salt = crypto.randomBytes(16);
+  const old = crypto.scryptSync('the old password', salt, 64, { N: 16384, r: 8, p: 1 });
+  const oldHash = ['scrypt', 16384, 8, 1, salt.toString('base64'), old.toString('base64')].join('$');
+  await dbQuery(svc.databaseUrl, `UPDATE users SET password_hash = $1 WHERE email = 'old-hash@example.com'`, [oldHash]);
+
+  expect((await svc.api.post('/auth/login', { email: 'old-hash@example.com', password: 'wrong' })).status).toBe(401);
+  expect((await dbQuery(svc.databaseUrl, `SELECT password_hash FROM users WHERE email = 'old-hash@example.com'`))[0].password_hash).toBe(oldHash);
+  expect((await svc.api.post('/auth/login', { email: 'old-hash@example.com', password: 'the old password' })).status).toBe(200);
+  const [row] = await dbQuery(svc.databaseUrl, `SELECT password_hash FROM users WHERE email = 'old-hash@example.com'`);
+  expect(row.password_hash).toMatch(/^scrypt\$131072\$8\$1\$/);
+  expect((await svc.api.post('/auth/login', { email: 'old-hash@example.com', password: 'the old password' })).status).toBe(200);
+});
+
 describe('signup, login, logout', () => {
   test('signup creates the user, sets an HttpOnly JWT cookie and never returns the password hash', async () => {
     const res = await svc.api.post('/auth/signup', { email: '  Alice@Example.COM ', password: 'long enough pw' });
@@ -34,7 +50,7 @@ describe('signup, login, logout', () => {
     expect(setCookie).toMatch(/^token=[\w-]+\.[\w-]+\.[\w-]+;/);
     expect(setCookie.toLowerCase()).toContain('httponly');
     const [row] = await dbQuery(svc.databaseUrl, `SELECT password_hash FROM users WHERE email = 'alice@example.com'`);
-    expect(row.password_hash).toMatch(/^scrypt\$/);
+    expect(row.password_hash).toMatch(/^scrypt\$131072\$8\$1\$/); // OWASP's minimum
     expect(row.password_hash).not.toContain('long enough pw');
 
     const me = await svc.api.get('/users/@me', { cookie: cookieOf(res) });

@@ -4,7 +4,7 @@ import { newId } from '../../db/ids';
 import { sql } from '../../db/orm';
 import { conflict, forbidden, notFound, unauthorized } from '../../http/errors';
 import { Project, ProjectMember, type Role, User } from './accounts.entity';
-import { hashPassword, verifyPassword } from './passwords';
+import { DUMMY_HASH, hashPassword, needsRehash, verifyPassword } from './passwords';
 import { type ProjectSettings, withDefaults } from './project-settings';
 
 /** `pk_` / `sk_` followed by 48 hex characters (24 random bytes). */
@@ -49,9 +49,13 @@ export async function login(em: EntityManager, email: string, password: string):
   // Verify against a dummy hash when the user is unknown so both paths take the same time.
   const ok = await verifyPassword(password, user?.passwordHash ?? DUMMY_HASH);
   if (!user || !ok) throw unauthorized('Email or password is incorrect', 'INVALID_CREDENTIALS');
+  // The password is at hand only now: a hash made with older, weaker parameters is replaced.
+  if (needsRehash(user.passwordHash)) {
+    user.passwordHash = await hashPassword(password);
+    await em.flush();
+  }
   return user;
 }
-const DUMMY_HASH = 'scrypt$16384$8$1$AAAAAAAAAAAAAAAAAAAAAA==$' + Buffer.alloc(64).toString('base64');
 
 export async function getUser(em: EntityManager, id: string): Promise<User> {
   const user = await em.findOne(User, { id });
