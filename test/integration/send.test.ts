@@ -40,11 +40,11 @@ beforeEach(() => {
 const send = (body: unknown, headers?: Record<string, string>) => svc.api.post('/v1/send', body, { ...key, headers });
 
 /** DKIM is checked the way a receiving server does: the signature against the key published in DNS. */
-async function dkimResult(raw: Buffer): Promise<string> {
+async function dkimResult(raw: Buffer, sender = 'hello@acme.test'): Promise<string> {
   const resolver = new Resolver([dns.address]);
   const result = await authenticate(raw, {
     trustReceived: false,
-    sender: 'hello@acme.test',
+    sender,
     ip: '127.0.0.1',
     helo: 'localhost',
     resolver: async (name: string, type: string) => {
@@ -67,6 +67,19 @@ async function emailRow(id: string) {
 }
 
 describe('a sent email', () => {
+  test('a sender domain deleted and added again signs with its new key at once', async () => {
+    const first = await verifiedDomain(svc.api, dns, acct.project.secretKey, 'rekey.test');
+    expect((await send({ to: 'r1@example.org', from: 'hi@rekey.test', subject: 's', body: '<p>one</p>' })).status).toBe(200);
+    expect(await dkimResult((await smtp.waitFor(1))[0].raw, 'hi@rekey.test')).toBe('pass');
+    expect((await svc.api.delete(`/domains/${first.id}`, key)).status).toBe(200);
+    // The records of the old key leave DNS; the new domain publishes its own.
+    for (const r of first.records) dns.set(r.name, {});
+    const second = await verifiedDomain(svc.api, dns, acct.project.secretKey, 'rekey.test');
+    expect(second.records.find((r) => r.name.includes('_domainkey'))?.value).not.toBe(first.records.find((r) => r.name.includes('_domainkey'))?.value);
+    expect((await send({ to: 'r2@example.org', from: 'hi@rekey.test', subject: 's', body: '<p>two</p>' })).status).toBe(200);
+    expect(await dkimResult((await smtp.waitFor(2))[1].raw, 'hi@rekey.test')).toBe('pass');
+  });
+
   test('is persisted before the response, delivered over SMTP, DKIM-signed, with a text part from the HTML', async () => {
     const res = await send({
       to: 'Reader@Example.org',

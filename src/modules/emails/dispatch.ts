@@ -40,6 +40,9 @@ interface Attachment {
   content: Buffer;
 }
 
+/** `<project id>:<sender domain>`: whose DKIM key signs this email. */
+const senderOf = (e: QueuedEmail) => `${e.project_id}:${e.from_email.slice(e.from_email.lastIndexOf('@') + 1)}`;
+
 interface SigningKey {
   domainName: string;
   keySelector: string;
@@ -102,7 +105,8 @@ export interface DispatcherDeps {
  * acceptance was not yet recorded may then be sent twice; at most one batch).
  */
 export class EmailDispatcher {
-  private readonly keys = new Map<string, SigningKey | null>();
+  /** Parsed DKIM keys by the SHA-256 of their PEM. */
+  private readonly parsedKeys = new Map<string, crypto.KeyObject>();
 
   constructor(private readonly deps: DispatcherDeps) {}
 
@@ -180,6 +184,7 @@ export class EmailDispatcher {
     }
     const batch = all.filter((e) => !skipped.has(e.id));
     const attachments = await this.attachmentsOf(em, batch);
+    const signing = await this.signingKeysOf(em, batch);
     const outcomes = new Map<string, DeliveryOutcome>();
     let pending: QueuedEmail[] = [];
     let unreachable: string | undefined;
@@ -195,7 +200,7 @@ export class EmailDispatcher {
     const worker = async () => {
       while (next < batch.length && !unreachable && !signal?.aborted) {
         const email = batch[next++];
-        const message = await this.message(em, email, attachments.get(email.id) ?? [], rendered.get(email.id));
+        const message = this.message(email, attachments.get(email.id) ?? [], rendered.get(email.id), signing.get(senderOf(email)));
         const outcome = await this.deps.mailer.send(message);
         if (outcome.kind === 'unreachable') {
           unreachable = outcome.error;
@@ -281,26 +286,33 @@ export class EmailDispatcher {
     return byEmail;
   }
 
-  /** The sender domain's DKIM key, parsed once per process. */
-  private async signingKey(em: EntityManager, projectId: string, fromEmail: string): Promise<SigningKey | null> {
-    const domain = fromEmail.slice(fromEmail.lastIndexOf('@') + 1);
-    const cacheKey = `${projectId}:${domain}`;
-    if (!this.keys.has(cacheKey)) {
-      const [row] = await sql<{ dkim_selector: string; dkim_private_key: string }>(
-        em,
-        `SELECT dkim_selector, dkim_private_key FROM domains WHERE project_id = ? AND domain = ?`,
-        [projectId, domain],
-      );
-      this.keys.set(
-        cacheKey,
-        row ? { domainName: domain, keySelector: row.dkim_selector, privateKey: crypto.createPrivateKey(row.dkim_private_key) } : null,
-      );
+  /**
+   * The DKIM key of each sender domain in the batch, read with the batch (one query) so a domain
+   * deleted and added again signs with its new key at once. Parsing a PEM costs more than signing, so
+   * parsed keys are kept, by the PEM's own hash: a new key is a new entry, never a stale hit.
+   */
+  private async signingKeysOf(em: EntityManager, batch: QueuedEmail[]): Promise<Map<string, SigningKey>> {
+    const senders = [...new Set(batch.map(senderOf))];
+    const rows = await sql<{ project_id: string; domain: string; dkim_selector: string; dkim_private_key: string }>(
+      em,
+      `SELECT d.project_id, d.domain, d.dkim_selector, d.dkim_private_key
+       FROM domains d JOIN unnest(?::uuid[], ?::text[]) AS s(project_id, domain) ON d.project_id = s.project_id AND d.domain = s.domain`,
+      [senders.map((s) => s.split(':')[0]), senders.map((s) => s.slice(s.indexOf(':') + 1))],
+    );
+    const found = new Map<string, SigningKey>();
+    for (const row of rows) {
+      const fingerprint = crypto.createHash('sha256').update(row.dkim_private_key).digest('base64');
+      let privateKey = this.parsedKeys.get(fingerprint);
+      if (!privateKey) {
+        privateKey = crypto.createPrivateKey(row.dkim_private_key);
+        this.parsedKeys.set(fingerprint, privateKey);
+      }
+      found.set(`${row.project_id}:${row.domain}`, { domainName: row.domain, keySelector: row.dkim_selector, privateKey });
     }
-    return this.keys.get(cacheKey)!;
+    return found;
   }
 
-  private async message(em: EntityManager, e: QueuedEmail, attachments: Attachment[], rendered?: Rendered): Promise<SendMailOptions> {
-    const dkim = await this.signingKey(em, e.project_id, e.from_email);
+  private message(e: QueuedEmail, attachments: Attachment[], rendered: Rendered | undefined, dkim: SigningKey | undefined): SendMailOptions {
     const text = rendered ? rendered.text : e.text;
     return {
       messageId: e.message_id,
