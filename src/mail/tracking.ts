@@ -1,9 +1,8 @@
+import { decodeHTMLAttribute } from 'entities';
 import type { Links } from './links';
 
 const ANCHOR_HREF = /(<a\b[^>]*?\bhref\s*=\s*)(["'])(.*?)\2/gis;
 
-const decodeEntities = (s: string) =>
-  s.replace(/&amp;/g, '&').replace(/&quot;/g, '"').replace(/&#39;/g, "'").replace(/&lt;/g, '<').replace(/&gt;/g, '>');
 const encodeAttr = (s: string) => s.replace(/&/g, '&amp;').replace(/"/g, '&quot;');
 
 /** Only web links are tracked; mailto:, tel:, anchors and the service's own links stay as they are. */
@@ -14,7 +13,9 @@ function trackable(url: string, links: Links): boolean {
 /** Rewrites web links to signed click-tracking links and adds the open pixel before `</body>`. */
 export function addTracking(html: string, emailId: string, links: Links): string {
   const rewritten = html.replace(ANCHOR_HREF, (whole, prefix: string, quote: string, raw: string) => {
-    const url = decodeEntities(raw.trim());
+    // Decoded as a browser decodes an attribute (numeric and named references, the legacy rules),
+    // so the click lands where a click on the original link would.
+    const url = decodeHTMLAttribute(raw).trim();
     if (!trackable(url, links)) return whole;
     return `${prefix}"${encodeAttr(links.click(emailId, url))}"`;
   });

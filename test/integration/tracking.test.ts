@@ -95,6 +95,27 @@ test('clicks: signed links redirect to their destination only; tampering is refu
   expect((await row(emailId)).status).toBe('CLICKED');
 });
 
+test('a tracked link leads where the browser would have gone: every HTML character reference in href is decoded', async () => {
+  const { html } = await deliver({
+    to: 'entities@example.org',
+    body:
+      '<p><a href="https://shop.example/a?x=1&#38;y=2">numeric</a> <a href="https://shop.example/b?x=1&#x26;y=2">hex</a>' +
+      ' <a href="https://shop.example/c?q=caf&eacute;&amp;n=1">named</a> <a href="https://shop.example/d?x=1&copy=2">legacy</a></p>',
+  });
+  const destinations = [];
+  for (const link of hrefs(html).filter((h) => h.includes('/t/c/'))) {
+    destinations.push((await fetch(link, { redirect: 'manual' })).headers.get('location'));
+  }
+  // As a browser: &#38; and &#x26; are "&", &eacute; is "é" (sent percent-encoded), and "&copy=" stays
+  // literal in an attribute because a legacy entity followed by "=" is not decoded there.
+  expect(destinations).toEqual([
+    'https://shop.example/a?x=1&y=2',
+    'https://shop.example/b?x=1&y=2',
+    'https://shop.example/c?q=caf%C3%A9&n=1',
+    'https://shop.example/d?x=1&copy=2',
+  ]);
+});
+
 test('a project can turn tracking off, or keep it for MARKETING mail only', async () => {
   await svc.api.patch(`/users/@me/projects/${acct.project.id}`, { settings: { tracking: 'off' } }, { cookie: acct.cookie });
   const off = await deliver({ to: 'off@example.org', body: '<p><a href="https://a.example/">a</a></p>' });
