@@ -107,3 +107,55 @@ describe('error envelope', () => {
     for (const e of errors) expect(typeof e.message).toBe('string');
   });
 });
+
+describe('hostile bodies are 4xx, never 500', () => {
+  /** `{"a":{"a":…}}` nested `levels` deep, as raw JSON text. */
+  const nested = (levels: number, inner = '1') => '{"a":'.repeat(levels) + inner + '}'.repeat(levels);
+  const raw = (method: string, path: string, text: string, key?: string) =>
+    svc.api.request(method, path, { raw: text, headers: { 'content-type': 'application/json' }, ...(key ? { key } : {}) });
+
+  test('JSON nested deeper than 64 levels is 422 naming where, on every kind of operation (signed in or not)', async () => {
+    const sk = acct.project.secretKey;
+    // With the fields each operation requires, so the body reaches validation.
+    const deep = `{"email":"deep@example.com","password":"long enough pw","event":"x","name":"n","a":${nested(3999)}}`;
+    const cases: Array<[string, string, string | undefined]> = [
+      ['POST', '/auth/signup', undefined],
+      ['POST', '/auth/login', undefined],
+      ['POST', '/v1/track', acct.project.publicKey],
+      ['POST', '/v1/send', sk],
+      ['POST', '/contacts', sk],
+      ['POST', '/segments', sk],
+      ['POST', '/workflows', sk],
+    ];
+    for (const [method, path, key] of cases) {
+      const res = await raw(method, path, deep, key);
+      expectEnvelope(res, 422, 'VALIDATION_ERROR');
+      expect(res.body.error.errors).toEqual([{ field: 'a.'.repeat(63) + 'a', message: expect.stringMatching(/64 levels/), code: 'too_big' }]);
+    }
+    // 64 levels are fine as far as depth goes (the schema then judges the fields).
+    const ok = await raw('POST', '/contacts', `{"email":"deep@example.com","data":${nested(62, '"x"')}}`, sk);
+    expect(ok.status).toBe(201);
+  });
+
+  test('a lone UTF-16 surrogate is 422 naming the field, and nothing is written', async () => {
+    const sk = acct.project.secretKey;
+    const lone = 'x\ud800';
+    const cases: Array<[string, unknown, string, string]> = [
+      ['/contacts', { email: 'lone1@example.com', data: { note: lone } }, 'data.note', sk],
+      ['/contacts', { email: 'lone2@example.com', data: { [`k${lone}`]: 1 } }, `data.k${lone}`, sk],
+      ['/v1/track', { email: 'lone3@example.com', event: 'x', data: { v: [lone] } }, 'data.v.0', acct.project.publicKey],
+      ['/v1/send', { to: 'lone4@example.com', from: 'a@b.test', subject: 's', body: 'b', data: { n: lone } }, 'data.n', sk],
+      ['/segments', { name: 's', condition: { logic: 'AND', groups: [{ conditions: [{ field: 'data.plan', operator: 'equals', value: lone }] }] } }, 'condition.groups.0.conditions.0.value', sk],
+      ['/workflows', { name: 'w', triggerConfig: { eventName: lone } }, 'triggerConfig.eventName', sk],
+    ];
+    for (const [path, body, field, key] of cases) {
+      const res = await svc.api.post(path, body, { key });
+      expectEnvelope(res, 422, 'VALIDATION_ERROR');
+      expect(res.body.error.errors).toEqual([{ field, message: expect.stringMatching(/lone UTF-16 surrogate/), code: 'invalid_string' }]);
+    }
+    const written = await dbQuery(svc.databaseUrl, `SELECT email FROM contacts WHERE email LIKE 'lone%'`);
+    expect(written).toEqual([]);
+    // A real pair (an emoji) is text like any other.
+    expect((await svc.api.post('/contacts', { email: 'pair@example.com', data: { note: 'ok \ud83d\ude00' } }, { key: sk })).status).toBe(201);
+  });
+});
