@@ -38,7 +38,8 @@ const attachment = z
       .string()
       .min(1)
       .max(255)
-      .refine((s) => !/[\r\n"]/.test(s), { message: 'Filenames cannot contain line breaks or quotes', params: { code: 'invalid_string' } }),
+      // The spec: "no newline or quote characters" — both quotes, and every line break a mail header could fold on.
+      .refine((s) => !/[\r\n"'\u2028\u2029\u0085]/.test(s), { message: 'Filenames cannot contain line breaks or quotes', params: { code: 'invalid_string' } }),
     content: z
       .string()
       .min(1)
