@@ -240,6 +240,19 @@ describe('refusals write nothing', () => {
     expect(await counts()).toEqual(before);
   });
 
+  test('more than 50 recipients is 422 too_big naming the cap; 50 are accepted', async () => {
+    const before = await counts();
+    const many = Array.from({ length: 51 }, (_, i) => `r${i}@example.org`);
+    const res = await send({ to: many, from: 'hello@acme.test', subject: 's', body: 'b' });
+    expect(res.status).toBe(422);
+    expect(res.body.error.errors).toEqual([expect.objectContaining({ field: 'to', code: 'too_big', message: expect.stringMatching(/at most 50 recipients/) })]);
+    expect(await counts()).toEqual(before);
+    const fifty = await send({ to: many.slice(0, 50), from: 'hello@acme.test', subject: 's', body: 'b' });
+    expect(fifty.status).toBe(200);
+    expect(fifty.body.data.emails).toHaveLength(50);
+    await smtp.waitFor(50);
+  });
+
   test('attachments over 10 MB in total are 422 too_big', async () => {
     const big = Buffer.alloc(6 * 1024 * 1024).toString('base64');
     const res = await send({

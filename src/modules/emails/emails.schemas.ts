@@ -64,7 +64,18 @@ const attachment = z
 
 export const sendSchema = z
   .object({
-    to: z.union([recipient, z.array(recipient).min(1).max(MAX_RECIPIENTS)]),
+    // The cap is checked after the union, so a long list is 422 `too_big` naming it, not an opaque invalid_union.
+    to: z.union([recipient, z.array(recipient).min(1)]).superRefine((to, ctx) => {
+      if (Array.isArray(to) && to.length > MAX_RECIPIENTS) {
+        ctx.addIssue({
+          code: 'too_big',
+          origin: 'array',
+          maximum: MAX_RECIPIENTS,
+          inclusive: true,
+          message: `to takes at most ${MAX_RECIPIENTS} recipients per request (each gets an email of its own); send more in several requests or as a campaign`,
+        });
+      }
+    }),
     subject: subjectSchema.optional(),
     body: z.string().min(1).optional(),
     template: z.uuid({ message: 'template must be a template id (UUID)' }).optional(),
