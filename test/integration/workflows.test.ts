@@ -188,8 +188,9 @@ describe('definitions', () => {
     const refused = await svc.api.patch(`/workflows/${w.id}`, { enabled: true }, key);
     expect(refused.status).toBe(400);
     expect(refused.body.error.details.problems).toEqual(
-      expect.arrayContaining([expect.stringMatching(/no "no" branch/), expect.stringMatching(/no "event" transition/), expect.stringMatching(/no "timeout" transition/)]),
+      expect.arrayContaining([expect.stringMatching(/no "no" branch/), expect.stringMatching(/no "event" transition/)]),
     );
+    expect(refused.body.error.details.problems).not.toEqual(expect.arrayContaining([expect.stringMatching(/timeout/)]));
     await t(cond.id, done.id, { branch: 'no' });
     await t(wait.id, done.id, { outcome: 'event' });
     const timeout = (await t(wait.id, done.id, { outcome: 'timeout' })).body;
@@ -297,6 +298,33 @@ describe('executions', () => {
     expect(buyer?.context.lastEvent).toMatchObject({ name: 'purchase' });
     expect(ids.wait).toBeDefined();
     expect(await dbQuery(svc.databaseUrl, `SELECT 1 FROM workflow_waits w JOIN workflow_executions x ON x.id = w.execution_id WHERE x.workflow_id = $1`, [id])).toHaveLength(0);
+  });
+
+  test('WAIT_FOR_EVENT with a timeout and no "timeout" transition: the event leads on, the timeout ends the execution COMPLETED', async () => {
+    const { id } = await build(
+      'activation',
+      [
+        { name: 'wait', type: 'WAIT_FOR_EVENT', config: { eventName: 'activated', timeout: 2 } },
+        { name: 'follow-up', type: 'UPDATE_CONTACT', config: { updates: { followedUp: true } } },
+      ],
+      [
+        ['trigger', 'wait'],
+        ['wait', 'follow-up', { outcome: 'event' }],
+      ],
+    );
+    await track('active@flow.test', 'activation');
+    await track('idle@flow.test', 'activation');
+    await until(async () => ((await executions(id, 'WAITING')).length === 2 ? true : undefined));
+    await track('active@flow.test', 'activated');
+    const done = await whenDone(id, 2);
+    expect(done.map((x) => x.status)).toEqual(['COMPLETED', 'COMPLETED']);
+    const data = async (email: string) => (await dbQuery(svc.databaseUrl, `SELECT data FROM contacts WHERE email = $1`, [email]))[0].data;
+    expect((await data('active@flow.test')).followedUp).toBe(true);
+    expect((await data('idle@flow.test')).followedUp).toBeUndefined();
+    // The timeout is recorded on the wait step of the execution that ran out of time.
+    const outcomes = [];
+    for (const x of done) outcomes.push((await execution(id, x.id)).steps.find((s: { type: string }) => s.type === 'WAIT_FOR_EVENT').output);
+    expect(outcomes).toEqual(expect.arrayContaining([expect.objectContaining({ outcome: 'event' }), { outcome: 'timeout' }]));
   });
 
   test('re-entry: without it a contact enters once; with it, each event starts one execution; a disabled workflow starts none', async () => {

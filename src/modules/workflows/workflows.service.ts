@@ -280,10 +280,8 @@ export function graphProblems(steps: StepRow[], transitions: TransitionRow[]): s
       }
     }
     if (s.type === 'WAIT_FOR_EVENT') {
+      // Without a "timeout" transition the execution simply ends (COMPLETED) when the time is up.
       if (!out(s.id).some((t) => t.outcome === 'event')) problems.push(`WAIT_FOR_EVENT step "${s.name}" has no "event" transition`);
-      if (s.config.timeout && !out(s.id).some((t) => t.outcome === 'timeout')) {
-        problems.push(`WAIT_FOR_EVENT step "${s.name}" has a timeout but no "timeout" transition`);
-      }
     }
   }
   return problems;
