@@ -8,6 +8,7 @@ import { Migration20261121000600_auth_tokens } from './Migration20261121000600_a
 import { Migration20261121000700_project_invites } from './Migration20261121000700_project_invites';
 import { Migration20261121000800_activity_counts } from './Migration20261121000800_activity_counts';
 import { Migration20261121000900_security_and_billing } from './Migration20261121000900_security_and_billing';
+import { Migration20261124001500_email_claim_owner } from './Migration20261124001500_email_claim_owner';
 
 /** Every migration in the order it runs; append new ones, never edit landed ones. */
 export const migrationsList = [
@@ -21,4 +22,5 @@ export const migrationsList = [
   { name: 'Migration20261121000700_project_invites', class: Migration20261121000700_project_invites },
   { name: 'Migration20261121000800_activity_counts', class: Migration20261121000800_activity_counts },
   { name: 'Migration20261121000900_security_and_billing', class: Migration20261121000900_security_and_billing },
+  { name: 'Migration20261124001500_email_claim_owner', class: Migration20261124001500_email_claim_owner },
 ];

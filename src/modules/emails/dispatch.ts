@@ -58,8 +58,11 @@ export interface DrainReport {
 /** Thrown when the SMTP server cannot be reached: the drain activity fails and Temporal retries it with backoff. */
 export class SmtpUnavailableError extends Error {}
 
+/**
+ * A claim's lifetime when its owner never comes back to take it (its execution was terminated): the
+ * normal takeover after a crash is the owner's retried activity, one heartbeat timeout (20 s) later.
+ */
 const CLAIM_SECONDS = 120;
-const RECORD_EVERY = 50;
 
 type Rendered = ReturnType<typeof composeMessage>;
 
@@ -89,10 +92,65 @@ export interface DispatcherDeps {
   /** Told about every committed event (segments, automations react to them). */
   hub?: ActivityHub;
   batchSize?: number;
+  /** Send slots; each holds at most one message SMTP accepted whose outcome is not yet recorded. */
   concurrency?: number;
   /** First delay after a 4xx reply (EMAIL_RETRY_BASE_SECONDS). */
   retryBaseSeconds?: number;
   metrics?: Metrics;
+}
+
+/** Permits shared by every send slot of the process, so SMTP_POOL_SIZE bounds them all together. */
+class Permits {
+  private queue: Array<() => void> = [];
+  constructor(private free: number) {}
+
+  async take(): Promise<void> {
+    if (this.free > 0) {
+      this.free--;
+      return;
+    }
+    await new Promise<void>((resolve) => this.queue.push(resolve));
+  }
+
+  give(): void {
+    const next = this.queue.shift();
+    if (next) next();
+    else this.free++;
+  }
+}
+
+/**
+ * Records delivery outcomes in groups as they arrive: while one group's transaction runs, the next
+ * one collects. `record` resolves once the email's outcome is committed, or rejects with the error
+ * that kept it from being.
+ */
+class OutcomeRecorder {
+  private waiting: Array<{ email: QueuedEmail; resolve: () => void; reject: (err: unknown) => void }> = [];
+  private running = false;
+
+  constructor(private readonly write: (emails: QueuedEmail[]) => Promise<void>) {}
+
+  record(email: QueuedEmail): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.waiting.push({ email, resolve, reject });
+      if (!this.running) void this.run();
+    });
+  }
+
+  private async run(): Promise<void> {
+    this.running = true;
+    while (this.waiting.length) {
+      const group = this.waiting;
+      this.waiting = [];
+      try {
+        await this.write(group.map((g) => g.email));
+        for (const g of group) g.resolve();
+      } catch (err) {
+        for (const g of group) g.reject(err);
+      }
+    }
+    this.running = false;
+  }
 }
 
 /**
@@ -108,17 +166,34 @@ export class EmailDispatcher {
   /** Parsed DKIM keys by the SHA-256 of their PEM. */
   private readonly parsedKeys = new Map<string, crypto.KeyObject>();
 
-  constructor(private readonly deps: DispatcherDeps) {}
+  /** A permit is held from sending a message until its outcome is recorded: the process's crash exposure. */
+  private readonly permits: Permits;
+
+  constructor(private readonly deps: DispatcherDeps) {
+    this.permits = new Permits(deps.concurrency ?? 8);
+  }
 
   /**
    * Delivers transactional mail until there has been none for `idleMs` (or `maxMs` passed). Then says
    * when the next queued message comes due (a retry after backoff, a claim left by a dead process),
    * so the dispatcher's execution can sleep on a timer until then or until it is signalled.
    */
-  async drain(opts: { idleMs: number; maxMs: number; heartbeat: () => void; signal?: AbortSignal }): Promise<DrainReport & { idle: boolean; nextDueInSeconds: number | null }> {
+  async drain(opts: {
+    idleMs: number;
+    maxMs: number;
+    heartbeat: () => void;
+    signal?: AbortSignal;
+    /** The claiming dispatcher (its workflow id); its claims are its own to take back. */
+    owner: string;
+    /** A retry of a drain that died: what it had claimed and not sent is taken back now. */
+    retrying: boolean;
+  }): Promise<DrainReport & { idle: boolean; nextDueInSeconds: number | null }> {
     const report: DrainReport = { sent: 0, retried: 0, failed: 0 };
+    if (opts.retrying) {
+      await sql(this.deps.orm.em.fork(), `UPDATE emails SET claimed_until = NULL, claimed_by = NULL WHERE claimed_by = ? AND status = 'QUEUED'`, [opts.owner]);
+    }
     const { idle } = await this.deps.queue.drain(opts, async () => {
-      const batch = await this.claim();
+      const batch = await this.claim(opts.owner);
       if (batch.length) await this.deliver(batch, report, opts.heartbeat, opts.signal);
       return batch.length;
     });
@@ -130,8 +205,8 @@ export class EmailDispatcher {
     return { ...report, idle, nextDueInSeconds: next.due === null ? null : Math.max(0, next.due) };
   }
 
-  /** Claims due queued mail: transactional (campaignId undefined) or one campaign's. */
-  private async claim(campaignId?: string, limit = this.deps.batchSize ?? 100): Promise<QueuedEmail[]> {
+  /** Claims due queued mail for `owner`: transactional (campaignId undefined) or one campaign's. */
+  private async claim(owner: string, campaignId?: string, limit = this.deps.batchSize ?? 100): Promise<QueuedEmail[]> {
     return sql<QueuedEmail>(
       this.deps.orm.em.fork(),
       `WITH due AS (
@@ -140,11 +215,11 @@ export class EmailDispatcher {
            AND next_attempt_at <= now() AND (claimed_until IS NULL OR claimed_until < now())
          ORDER BY next_attempt_at LIMIT ? FOR UPDATE SKIP LOCKED
        )
-       UPDATE emails e SET claimed_until = now() + make_interval(secs => ?), attempts = e.attempts + 1
+       UPDATE emails e SET claimed_until = now() + make_interval(secs => ?), claimed_by = ?, attempts = e.attempts + 1
        FROM due WHERE e.id = due.id
        RETURNING e.id, e.project_id, e.contact_id, e.template_id, e.campaign_id, e.from_email, e.from_name, e.reply_to,
                  e.to_email, e.to_name, e.subject, e.html, e.text, e.headers, e.message_id, e.attempts`,
-      [...(campaignId ? [campaignId] : []), limit, CLAIM_SECONDS],
+      [...(campaignId ? [campaignId] : []), limit, CLAIM_SECONDS, owner],
     );
   }
 
@@ -162,7 +237,7 @@ export class EmailDispatcher {
       await sql(em, `UPDATE emails SET claimed_until = NULL WHERE campaign_id = ? AND status = 'QUEUED' AND claimed_until IS NOT NULL`, [campaignId]);
     }
     const report: DrainReport = { sent: 0, retried: 0, failed: 0 };
-    const batch = await this.claim(campaignId, opts.limit);
+    const batch = await this.claim(`campaign-send:${campaignId}`, campaignId, opts.limit);
     if (batch.length) await this.deliver(batch, report, opts.heartbeat, opts.signal);
     const [left] = await sql<{ remaining: number; next_due: number | null }>(
       em,
@@ -186,34 +261,43 @@ export class EmailDispatcher {
     const attachments = await this.attachmentsOf(em, batch);
     const signing = await this.signingKeysOf(em, batch);
     const outcomes = new Map<string, DeliveryOutcome>();
-    let pending: QueuedEmail[] = [];
     let unreachable: string | undefined;
+    let failure: unknown;
     let next = 0;
-    // Outcomes are recorded every RECORD_EVERY sends, so a crash can resend at most that many (plus those in flight).
-    const flush = async () => {
-      const done = pending;
-      pending = [];
-      if (done.length) await this.record(done, outcomes, rendered, report);
+    const recorder = new OutcomeRecorder(async (done) => {
+      await this.record(done, outcomes, rendered, report);
       heartbeat();
-    };
-    let flushing: Promise<void> = Promise.resolve();
-    const worker = async () => {
-      while (next < batch.length && !unreachable && !signal?.aborted) {
-        const email = batch[next++];
-        const message = this.message(email, attachments.get(email.id) ?? [], rendered.get(email.id), signing.get(senderOf(email)));
-        const outcome = await this.deps.mailer.send(message);
-        if (outcome.kind === 'unreachable') {
-          unreachable = outcome.error;
-          continue;
+    });
+    // A slot holds one of the process's permits from sending a message until its outcome is recorded,
+    // so a crash can send again only what SMTP accepted and was not yet recorded: at most one message
+    // per permit (SMTP_POOL_SIZE per process), whatever number of dispatchers and campaigns share it.
+    const slot = async () => {
+      while (next < batch.length && !unreachable && failure === undefined && !signal?.aborted) {
+        await this.permits.take();
+        try {
+          if (next >= batch.length || unreachable || failure !== undefined || signal?.aborted) break;
+          const email = batch[next++];
+          const message = this.message(email, attachments.get(email.id) ?? [], rendered.get(email.id), signing.get(senderOf(email)));
+          const outcome = await this.deps.mailer.send(message);
+          if (outcome.kind === 'unreachable') {
+            unreachable = outcome.error;
+            continue;
+          }
+          outcomes.set(email.id, outcome);
+          await recorder.record(email);
+        } finally {
+          this.permits.give();
         }
-        outcomes.set(email.id, outcome);
-        pending.push(email);
-        if (pending.length >= RECORD_EVERY) flushing = flushing.then(flush);
       }
     };
-    await Promise.all(Array.from({ length: Math.min(this.deps.concurrency ?? 16, batch.length) }, worker));
-    await flushing;
-    await flush();
+    const slots = await Promise.allSettled(Array.from({ length: Math.min(this.deps.concurrency ?? 8, batch.length) }, () =>
+      slot().catch((err) => {
+        // The first failure (the database went away) stops every slot; the rest finish what they hold.
+        failure ??= err;
+        throw err;
+      }),
+    ));
+    if (slots.some((r) => r.status === 'rejected')) throw failure;
     if (unreachable) {
       const waiting = batch.filter((e) => !outcomes.has(e.id)).map((e) => e.id);
       await sql(em, `UPDATE emails SET claimed_until = NULL, last_error = ? WHERE id = ANY(?::uuid[]) AND status = 'QUEUED'`, [
