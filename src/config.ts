@@ -31,6 +31,8 @@ const envSchema = z.object({
   TRUST_PROXY: bool.default(false),
   /** On SIGTERM, how long in-flight requests and running activities get to finish before they are cut off. */
   SHUTDOWN_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(3600).default(30),
+  /** On SIGTERM, how long the API keeps accepting connections (with /health at 503) before it closes its listener. */
+  SHUTDOWN_DRAIN_SECONDS: z.coerce.number().min(0).max(300).default(2),
   PUBLIC_URL: urlWithScheme(['http:', 'https:']).optional(),
   DATA_DIR: z.string().min(1).default('./.data'),
   DATABASE_URL: urlWithScheme(['postgres:', 'postgresql:']).optional(),

@@ -178,9 +178,23 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
       });
       const server = await listen(app.callback(), { host: config.HOST, port: config.PORT });
       port = server.port;
+      // On SIGTERM /health turns 503 at once, so the load balancer stops sending, while the listener
+      // keeps serving for SHUTDOWN_DRAIN_SECONDS: connections already in its accept queue are answered,
+      // not reset. Then it closes and the requests in flight finish.
+      let draining = false;
+      health.push({
+        name: 'shutdown',
+        check: async () => {
+          if (draining) throw new Error('shutting down');
+        },
+      });
       url = `http://${config.HOST === '0.0.0.0' || config.HOST === '::' ? '127.0.0.1' : config.HOST}:${port}`;
       // Stopped first: the requests in flight finish while everything they use is still up.
-      stops.push(() => server.close(config.SHUTDOWN_TIMEOUT_SECONDS * 1000));
+      stops.push(async () => {
+        draining = true;
+        await new Promise((r) => setTimeout(r, config.SHUTDOWN_DRAIN_SECONDS * 1000));
+        await server.close(config.SHUTDOWN_TIMEOUT_SECONDS * 1000);
+      });
       log.info({ url, publicUrl: config.publicUrl }, 'HTTP API listening');
     }
 

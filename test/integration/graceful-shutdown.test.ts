@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import fs from 'node:fs';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { freePort } from '../../src/db/embedded-postgres';
@@ -12,6 +13,24 @@ const MAIN = path.resolve(__dirname, '../../dist/src/main.js');
 const SENDERS = 16;
 /** How long the process may take from SIGTERM to exit. */
 const EXIT_BOUND_MS = 20_000;
+/** SHUTDOWN_DRAIN_SECONDS in this test. */
+const DRAIN_MS = 1500;
+
+/** A request on a connection of its own (no keep-alive pool): what a fresh client or a load balancer sends. */
+function freshRequest(port: number, key: string, n: number): Promise<number | string> {
+  return new Promise((resolve) => {
+    const body = JSON.stringify({ email: `burst${n}@example.com`, event: 'load', data: { n: 100_000 + n } });
+    const req = http.request(
+      { host: '127.0.0.1', port, method: 'POST', path: '/v1/track', agent: false, headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+      },
+    );
+    req.on('error', (err) => resolve((err as NodeJS.ErrnoException).code ?? String(err)));
+    req.end(body);
+  });
+}
 
 interface Outcome {
   n: number;
@@ -47,6 +66,7 @@ test('SIGTERM under load: every accepted track is stored, later requests are ref
       TEMPORAL_DEV_SERVER_PERSISTENCE: 'memory',
       RATE_LIMIT_PER_MINUTE: '1000000',
       DATABASE_POOL_MAX: '5',
+      SHUTDOWN_DRAIN_SECONDS: String(DRAIN_MS / 1000),
       LOG_LEVEL: 'info',
     },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -56,6 +76,8 @@ test('SIGTERM under load: every accepted track is stored, later requests are ref
   child.stderr!.on('data', (d) => (output += d));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const api = new Api(`http://127.0.0.1:${port}`);
+  // The load stops when the test ends, however it ends.
+  let running = true;
   try {
     await until(
       async () => {
@@ -69,7 +91,6 @@ test('SIGTERM under load: every accepted track is stored, later requests are ref
 
     const outcomes: Outcome[] = [];
     let next = 0;
-    let running = true;
     const sender = async () => {
       while (running) {
         const outcome: Outcome = { n: next++, startedAt: Date.now() };
@@ -93,8 +114,18 @@ test('SIGTERM under load: every accepted track is stored, later requests are ref
 
     // Steady load first, then the signal in the middle of it.
     await until(async () => (outcomes.filter((o) => o.status === 200).length >= 300 ? true : undefined), 60_000, 'steady load');
+    // A burst on fresh connections, and the signal 30 ms later: those connections sit in the accept
+    // queue when SIGTERM arrives, and must be answered, not reset.
+    const burst = Promise.all(Array.from({ length: 40 }, (_, i) => freshRequest(port, project.publicKey, i)));
+    await new Promise((r) => setTimeout(r, 30));
     const signalledAt = Date.now();
     child.kill('SIGTERM');
+    // The load balancer's signal to stop sending: /health is 503 while the listener still serves.
+    await new Promise((r) => setTimeout(r, 200));
+    const draining = await api.get('/health').catch(() => undefined);
+    expect(draining?.status).toBe(503);
+    expect(draining?.body.failing).toEqual(['shutdown']);
+    expect(await burst).toEqual(Array.from({ length: 40 }, () => 200));
     let timer: NodeJS.Timeout | undefined;
     const code = await Promise.race([exited, new Promise<'timeout'>((r) => (timer = setTimeout(() => r('timeout'), EXIT_BOUND_MS)))]);
     clearTimeout(timer);
@@ -120,13 +151,18 @@ test('SIGTERM under load: every accepted track is stored, later requests are ref
     // What was not answered failed at the connection, never with a response.
     const failed = outcomes.filter((o) => o.error !== undefined);
     expect(failed.filter((o) => !['ECONNREFUSED', 'ECONNRESET', 'UND_ERR_SOCKET', 'EPIPE'].includes(o.error!))).toEqual([]);
-    // The listener closes at the signal: requests made after it (and after the exit) find no one.
-    const late = outcomes.filter((o) => o.startedAt > signalledAt + 500);
-    expect(late.filter((o) => o.startedAt > exitedAt).length).toBeGreaterThan(0);
+    // The listener keeps serving for the drain: requests made in it are answered, none reset.
+    const inDrain = outcomes.filter((o) => o.startedAt >= signalledAt && o.startedAt < signalledAt + DRAIN_MS - 300);
+    expect(inDrain.length).toBeGreaterThan(0);
+    expect(inDrain.filter((o) => o.status !== 200)).toEqual([]);
+    // Then it closes: requests made after the exit find no one.
+    const late = outcomes.filter((o) => o.startedAt > exitedAt);
+    expect(late.length).toBeGreaterThan(0);
     expect(late.filter((o) => o.error !== 'ECONNREFUSED')).toEqual([]);
     // The requests in flight at the signal were answered, not cut.
     expect(answered.some((o) => o.startedAt <= signalledAt && o.startedAt > signalledAt - 200)).toBe(true);
   } finally {
+    running = false;
     if (child.exitCode === null) child.kill('SIGKILL');
     fs.rmSync(dataDir, { recursive: true, force: true });
   }
