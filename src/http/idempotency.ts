@@ -6,6 +6,13 @@ import { AppError, badRequest, conflict } from './errors';
 
 const PRINTABLE_ASCII = /^[\x20-\x7e]{1,255}$/;
 
+/**
+ * A claim with no outcome this old belongs to a request whose process died (a request of these
+ * endpoints answers in well under a second): it is taken over, so the client's retry with the same key
+ * can ever succeed. Until then the retry is 409 with `originalStatusCode: null` and Retry-After.
+ */
+export const ABANDONED_CLAIM_SECONDS = 60;
+
 interface KeyRow {
   request: string;
   created_at: Date;
@@ -33,8 +40,9 @@ export function idempotency(ttlHours: number) {
        ON CONFLICT (project_id, key) DO UPDATE
          SET request = EXCLUDED.request, created_at = EXCLUDED.created_at, status_code = NULL
          WHERE idempotency_keys.created_at < now() - make_interval(secs => ?)
+            OR (idempotency_keys.status_code IS NULL AND idempotency_keys.created_at < now() - make_interval(secs => ?))
        RETURNING 1`,
-      [project.id, key, request, ttlHours * 3600],
+      [project.id, key, request, ttlHours * 3600, ABANDONED_CLAIM_SECONDS],
     );
     if (claimed.length === 0) {
       const [row] = await sql<KeyRow>(
@@ -42,7 +50,11 @@ export function idempotency(ttlHours: number) {
         `SELECT request, created_at, status_code FROM idempotency_keys WHERE project_id = ? AND key = ?`,
         [project.id, key],
       );
+      // Still in flight (or cut by a crash): when a retry could be taken over.
+      const inFlight = row && row.status_code === null;
+      const retryAfter = inFlight ? Math.max(1, Math.ceil(ABANDONED_CLAIM_SECONDS - (Date.now() - new Date(row.created_at).getTime()) / 1000)) : 0;
       throw conflict('This Idempotency-Key has already been used', 'IDEMPOTENCY_KEY_REUSED', {
+        ...(inFlight ? { headers: { 'Retry-After': String(retryAfter) } } : {}),
         details: {
           key,
           originalRequest: row?.request ?? request,

@@ -145,7 +145,7 @@ describe('hostile bodies are 4xx, never 500', () => {
       ['/contacts', { email: 'lone2@example.com', data: { [`k${lone}`]: 1 } }, `data.k${lone}`, sk],
       ['/v1/track', { email: 'lone3@example.com', event: 'x', data: { v: [lone] } }, 'data.v.0', acct.project.publicKey],
       ['/v1/send', { to: 'lone4@example.com', from: 'a@b.test', subject: 's', body: 'b', data: { n: lone } }, 'data.n', sk],
-      ['/segments', { name: 's', condition: { logic: 'AND', groups: [{ conditions: [{ field: 'data.plan', operator: 'equals', value: lone }] }] } }, 'condition.groups.0.conditions.0.value', sk],
+      ['/segments', { name: 's', condition: { logic: 'AND', groups: [{ filters: [{ field: 'data.plan', operator: 'equals', value: lone }] }] } }, 'condition.groups.0.filters.0.value', sk],
       ['/workflows', { name: 'w', triggerConfig: { eventName: lone } }, 'triggerConfig.eventName', sk],
     ];
     for (const [path, body, field, key] of cases) {

@@ -71,3 +71,31 @@ test('an expired key can be used again, and expired keys are purged', async () =
   const left = await dbQuery(svc.databaseUrl, `SELECT key FROM idempotency_keys WHERE key = 'order-4'`);
   expect(left).toHaveLength(0);
 });
+
+test('a key whose request died with its process (claimed, no outcome) is 409 with Retry-After, and taken over after a minute', async () => {
+  const day = await startTestService();
+  try {
+    const { project } = await createAccount(day.api);
+    const send = (key: string) => day.api.post('/v1/track', { email: 'cut@example.com', event: 'paid' }, { key: project.publicKey, headers: { 'Idempotency-Key': key } });
+    // What a kill -9 in the middle of a request leaves: the claim, and nothing else.
+    const claim = (key: string, age: string) =>
+      dbQuery(day.databaseUrl, `INSERT INTO idempotency_keys (project_id, key, request, created_at) VALUES ($1, $2, 'POST /v1/track', now() - $3::interval)`, [project.id, key, age]);
+    await claim('cut-fresh', '5 seconds');
+    const inFlight = await send('cut-fresh');
+    expect(inFlight.status).toBe(409);
+    expect(inFlight.body.error.details).toMatchObject({ key: 'cut-fresh', originalStatusCode: null });
+    expect(Number(inFlight.headers.get('retry-after'))).toBeGreaterThanOrEqual(50);
+    expect(Number(inFlight.headers.get('retry-after'))).toBeLessThanOrEqual(56);
+
+    await claim('cut-old', '61 seconds');
+    expect((await send('cut-old')).status).toBe(200);
+    expect(await dbQuery(day.databaseUrl, `SELECT status_code FROM idempotency_keys WHERE key = 'cut-old'`)).toEqual([{ status_code: 200 }]);
+    // A finished request's key is not taken over (within its 24 hours).
+    await dbQuery(day.databaseUrl, `UPDATE idempotency_keys SET created_at = now() - interval '2 hours' WHERE key = 'cut-old'`);
+    const reused = await send('cut-old');
+    expect(reused.status).toBe(409);
+    expect(reused.headers.get('retry-after')).toBeNull();
+  } finally {
+    await day.stop();
+  }
+});
