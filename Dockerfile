@@ -1,7 +1,7 @@
 # postbox: `docker build -t postbox .`, then `docker run postbox api` or `docker run postbox worker`
 # (see docker-compose.yml and the README's "Operating in production").
 # Debian (glibc), not Alpine: Temporal's native worker core and embedded PostgreSQL ship glibc builds.
-ARG NODE_IMAGE=node:20-bookworm-slim
+ARG NODE_IMAGE=node:24.21.0-bookworm-slim
 
 FROM ${NODE_IMAGE} AS build
 WORKDIR /app

@@ -29,7 +29,7 @@ import { AutomationRuntime } from './modules/workflows/automation-runtime';
 import { connectTemporal, ensureSearchAttributes, type TemporalClient } from '../temporal/client';
 import { startDevServer } from '../temporal/devserver';
 import { dispatcherWaker, ensureStandingWorkflows } from '../temporal/maintenance';
-import { startWorker } from '../temporal/worker';
+import { type RunningWorker, startWorker } from '../temporal/worker';
 
 export interface Service {
   /** Base URL of the HTTP API (roles all and api). */
@@ -110,6 +110,8 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
       { name: 'temporal', check: () => temporal.ping() },
     ];
 
+    // The worker's healthcheck on METRICS_PORT (GET /health), when this process runs one.
+    let workerHealth: (() => Promise<void>) | undefined;
     if (role === 'all' || role === 'worker') {
       const mailer = new Mailer(smtpUrl, { maxConnections: config.SMTP_POOL_SIZE });
       stops.push(async () => mailer.close());
@@ -128,7 +130,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
       };
       const queue = await listen(EMAIL_QUEUED_CHANNEL, 'email');
       const automationQueue = await listen(AUTOMATION_OUTBOX_CHANNEL, 'automation');
-      const worker = await startWorker({
+      const worker: RunningWorker = await startWorker({
         address: temporal.address,
         namespace: temporal.namespace,
         taskQueue: temporal.taskQueue,
@@ -151,6 +153,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         domainCheckIntervalSeconds: config.DOMAIN_CHECK_INTERVAL_SECONDS,
         dispatchIdleSeconds: config.DISPATCH_IDLE_SECONDS,
       });
+      workerHealth = () => workerPolls(temporal, worker);
       stops.push(() => worker.stop());
       await ensureStandingWorkflows(temporal, counts);
     }
@@ -200,7 +203,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
 
     let metricsPort: number | undefined;
     if (config.METRICS_PORT !== undefined) {
-      const server = await serveMetrics(metrics, config.HOST, config.METRICS_PORT, config.METRICS_TOKEN);
+      const server = await serveMetrics(metrics, config.HOST, config.METRICS_PORT, config.METRICS_TOKEN, workerHealth);
       metricsPort = server.port;
       stops.push(() => server.close(1000));
       log.info({ port: metricsPort }, 'metrics listening (GET /metrics)');
@@ -259,6 +262,23 @@ async function startTemporal(config: Config, databaseUrl: string, log: Logger, s
 function parseRole(arg: string | undefined): Role {
   if (arg === undefined || arg === 'all' || arg === 'api' || arg === 'worker') return arg ?? 'all';
   throw new ConfigError(`Unknown role "${arg}": expected all, api or worker`);
+}
+
+/**
+ * A worker is healthy when its SDK worker runs and Temporal lists it among the task queue's pollers
+ * with a poll in the last two minutes: proof that it really takes work, not only that it is alive.
+ */
+async function workerPolls(temporal: TemporalClient, worker: RunningWorker): Promise<void> {
+  if (worker.state() !== 'RUNNING') throw new Error(`the Temporal worker is ${worker.state()}`);
+  const res = await temporal.client.workflowService.describeTaskQueue({
+    namespace: temporal.namespace,
+    taskQueue: { name: temporal.taskQueue, kind: 1 /* NORMAL */ },
+    taskQueueType: 1 /* WORKFLOW */,
+  });
+  const mine = res.pollers?.find((p) => p.identity === worker.identity);
+  if (!mine) throw new Error(`Temporal lists no poll from this worker (${worker.identity}) on ${temporal.taskQueue}`);
+  const last = Number(mine.lastAccessTime?.seconds ?? 0) * 1000;
+  if (Date.now() - last > 120_000) throw new Error(`this worker's last poll was ${Math.round((Date.now() - last) / 1000)} s ago`);
 }
 
 async function main(): Promise<void> {

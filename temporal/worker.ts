@@ -16,6 +16,10 @@ export const WORKFLOW_BUNDLE = path.join(ROOT, 'dist', 'workflow-bundle.js');
 export const WORKFLOW_INTERCEPTORS = require.resolve('./workflows/interceptors');
 
 export interface RunningWorker {
+  /** How the worker names itself to Temporal in its polls. */
+  identity: string;
+  /** The SDK worker's state: RUNNING while it polls. */
+  state(): string;
   stop(): Promise<void>;
 }
 
@@ -119,6 +123,8 @@ export async function startWorker(opts: WorkerOptions): Promise<RunningWorker> {
   });
   opts.log.info({ taskQueue: opts.taskQueue, namespace: opts.namespace }, 'Temporal worker running');
   return {
+    identity: worker.options.identity,
+    state: () => worker.getState(),
     stop: async () => {
       if (worker.getState() === 'RUNNING') worker.shutdown();
       await running;

@@ -60,9 +60,17 @@ export function metricsRoutes(router: Router, metrics: Metrics, token: string | 
 }
 
 /** METRICS_PORT: GET /metrics on a listener of its own, for roles without the HTTP API (workers). */
-export function serveMetrics(metrics: Metrics, host: string, port: number, token?: string): Promise<HttpServer> {
+export function serveMetrics(metrics: Metrics, host: string, port: number, token?: string, health?: () => Promise<void>): Promise<HttpServer> {
   return listen(
     (req, res) => {
+      // GET /health: the container's healthcheck (a worker has no other listener); 503 says why.
+      if (req.method === 'GET' && req.url?.split('?')[0] === '/health' && health) {
+        health().then(
+          () => res.writeHead(200, { 'content-type': 'text/plain' }).end('ok'),
+          (err: Error) => res.writeHead(503, { 'content-type': 'text/plain' }).end(err.message),
+        );
+        return;
+      }
       if (req.method !== 'GET' || req.url?.split('?')[0] !== '/metrics') {
         res.writeHead(404).end();
         return;

@@ -131,6 +131,12 @@ test('METRICS_PORT serves the same registry on a listener of its own; a worker p
     expect(text).toMatch(/^process_resident_memory_bytes \d/m);
     expect(value(text, 'postbox_db_pool_max_connections')).toBe(5);
     expect(text).toMatch(/^# TYPE postbox_activity_duration_seconds histogram$/m);
+    // The container healthcheck: 200 only once Temporal lists this worker's polls on the task queue.
+    const health = await until(async () => {
+      const res = await fetch(`http://127.0.0.1:${worker.metricsPort}/health`);
+      return res.status === 200 ? res.text() : undefined;
+    }, 30_000, 'the worker to poll');
+    expect(health).toBe('ok');
   } finally {
     await worker.stop();
   }
