@@ -85,7 +85,7 @@ export function createActivities(deps: ActivityDeps) {
     /** Delivers queued email until the queue has been idle a while; fails (to be retried) while SMTP is unreachable. */
     async drainEmailQueue() {
       const { info } = Context.current();
-      return deps.dispatcher.drain({ ...drainWindow(deps), owner: info.workflowExecution?.workflowId ?? info.activityId, retrying: info.attempt > 1 });
+      return deps.dispatcher.drain({ ...drainWindow(deps), owner: info.workflowExecution?.workflowId ?? info.activityId });
     },
 
     /** Recomputes a tracked segment's membership (with its events) or refreshes a segment's count. */
@@ -116,7 +116,6 @@ export function createActivities(deps: ActivityDeps) {
       if (c?.status !== 'SENDING') return { stopped: true, claimed: 0, remaining: 0, nextDueInSeconds: null, sent: 0, retried: 0, failed: 0 };
       const r = await deps.dispatcher.deliverCampaignBatch(input.campaignId, {
         limit: deps.campaignBatchSize,
-        retrying: ctx.info.attempt > 1,
         heartbeat: () => ctx.heartbeat(),
         signal: ctx.cancellationSignal,
       });

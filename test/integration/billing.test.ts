@@ -1,4 +1,5 @@
 import crypto from 'node:crypto';
+import { STRIPE_API_VERSION } from '../../src/modules/billing/stripe';
 import http from 'node:http';
 import type net from 'node:net';
 import { ZoneDnsServer } from '../../src/dns/zone-server';
@@ -9,7 +10,7 @@ import { until } from '../setup/until';
 
 /** A stand-in for the Stripe API (unreachable from here): records each call and answers like Stripe. */
 class StripeFake {
-  readonly calls: Array<{ method: string; path: string; auth?: string; form: URLSearchParams }> = [];
+  readonly calls: Array<{ method: string; path: string; auth?: string; form: URLSearchParams; version?: string; idempotencyKey?: string }> = [];
   url = '';
   private server?: http.Server;
 
@@ -20,7 +21,14 @@ class StripeFake {
       req.on('end', () => {
         const u = new URL(req.url!, 'http://x');
         const form = new URLSearchParams(req.method === 'GET' ? u.search : raw);
-        this.calls.push({ method: req.method!, path: u.pathname, auth: req.headers.authorization, form });
+        this.calls.push({
+          method: req.method!,
+          path: u.pathname,
+          auth: req.headers.authorization,
+          form,
+          version: req.headers['stripe-version'] as string | undefined,
+          idempotencyKey: req.headers['idempotency-key'] as string | undefined,
+        });
         res.setHeader('content-type', 'application/json');
         if (req.headers.authorization !== 'Bearer sk_test_fake') {
           res.statusCode = 401;
@@ -196,7 +204,9 @@ describe('payments through Stripe', () => {
     expect(res.status).toBe(201);
     expect(res.body).toEqual({ id: 'cs_test_1', url: 'https://checkout.stripe.test/c/cs_test_1' });
     const call = fake.calls.at(-1)!;
-    expect(call).toMatchObject({ method: 'POST', path: '/v1/checkout/sessions', auth: 'Bearer sk_test_fake' });
+    expect(call).toMatchObject({ method: 'POST', path: '/v1/checkout/sessions', auth: 'Bearer sk_test_fake', version: STRIPE_API_VERSION });
+    // One key per request, the same on every retry of it, so Stripe creates one session.
+    expect(call.idempotencyKey).toMatch(new RegExp(`^checkout:${acct.project.id}:`));
     expect(Object.fromEntries(call.form)).toMatchObject({
       mode: 'subscription',
       'line_items[0][price]': 'price_pro',

@@ -103,7 +103,7 @@ export function billingRoutes(router: Router, g: Guards, settings: BillingSettin
           customerEmail: ctx.state.user!.email,
           successUrl: body.successUrl ?? `${settings.publicUrl}/?checkout=success`,
           cancelUrl: body.cancelUrl ?? `${settings.publicUrl}/?checkout=cancelled`,
-        });
+        }, `checkout:${id}:${ctx.state.requestId}`);
         ctx.status = 201;
         ctx.body = { id: session.id, url: session.url };
       },
@@ -127,7 +127,7 @@ export function billingRoutes(router: Router, g: Guards, settings: BillingSettin
         const body = input.body();
         const { customer } = await stripeCustomerOf(ctx.state.em, id);
         if (!customer) throw conflict('The project has no billing account yet; complete a checkout first', 'NO_BILLING_ACCOUNT');
-        const session = await stripe.createPortalSession(customer, body.returnUrl ?? settings.publicUrl);
+        const session = await stripe.createPortalSession(customer, body.returnUrl ?? settings.publicUrl, `portal:${id}:${ctx.state.requestId}`);
         ctx.status = 201;
         ctx.body = { url: session.url };
       },

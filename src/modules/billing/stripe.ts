@@ -1,66 +1,76 @@
-import crypto from 'node:crypto';
+import Stripe from 'stripe';
 import { AppError } from '../../http/errors';
+
+/**
+ * Every call names this API version (the one the `stripe` package's types describe), so Stripe's
+ * answers never change with the account's default version. Upgrading `stripe` moves it, on purpose.
+ */
+export const STRIPE_API_VERSION = '2026-10-28.endive' as const;
 
 /** Signed Stripe-Signature headers older than this are refused (Stripe's own default tolerance). */
 const SIGNATURE_TOLERANCE_SECONDS = 300;
 
 export class StripeError extends AppError {}
 
-/** Form encoding as the Stripe API takes it: nested keys in brackets (`line_items[0][price]`). */
-function form(params: Record<string, unknown>, prefix = ''): string[] {
-  return Object.entries(params).flatMap(([k, v]) => {
-    const key = prefix ? `${prefix}[${k}]` : k;
-    if (v === undefined || v === null) return [];
-    if (typeof v === 'object') return form(v as Record<string, unknown>, key);
-    return [`${encodeURIComponent(key)}=${encodeURIComponent(String(v))}`];
-  });
-}
-
-/** The few Stripe API calls billing makes, over plain HTTPS with the secret key. */
+/** The few Stripe API calls billing makes, through the official client with retries and idempotency keys. */
 export class StripeClient {
-  constructor(
-    private readonly secretKey: string,
-    private readonly base: string,
-  ) {}
+  private readonly stripe: Stripe;
 
-  private async call<T>(method: 'GET' | 'POST', path: string, params: Record<string, unknown>): Promise<T> {
-    const encoded = form(params).join('&');
-    const url = `${this.base.replace(/\/+$/, '')}${path}${method === 'GET' && encoded ? `?${encoded}` : ''}`;
-    let res: Response;
-    try {
-      res = await fetch(url, {
-        method,
-        headers: { authorization: `Bearer ${this.secretKey}`, ...(method === 'POST' ? { 'content-type': 'application/x-www-form-urlencoded' } : {}) },
-        body: method === 'POST' ? encoded : undefined,
-        signal: AbortSignal.timeout(15_000),
-      });
-    } catch (err) {
-      throw new StripeError(502, 'PAYMENT_PROVIDER_UNAVAILABLE', `Stripe could not be reached: ${(err as Error).message}`);
-    }
-    const body = (await res.json().catch(() => ({}))) as T & { error?: { message?: string } };
-    if (!res.ok) throw new StripeError(502, 'PAYMENT_PROVIDER_ERROR', `Stripe answered ${res.status}: ${body.error?.message ?? 'no message'}`);
-    return body;
-  }
-
-  createCheckoutSession(p: { price: string; projectId: string; customer?: string; customerEmail?: string; successUrl: string; cancelUrl: string }) {
-    return this.call<{ id: string; url: string }>('POST', '/v1/checkout/sessions', {
-      mode: 'subscription',
-      line_items: { 0: { price: p.price, quantity: 1 } },
-      success_url: p.successUrl,
-      cancel_url: p.cancelUrl,
-      client_reference_id: p.projectId,
-      metadata: { projectId: p.projectId },
-      customer: p.customer,
-      customer_email: p.customer ? undefined : p.customerEmail,
+  constructor(secretKey: string, base: string) {
+    const url = new URL(base);
+    this.stripe = new Stripe(secretKey, {
+      apiVersion: STRIPE_API_VERSION,
+      // STRIPE_API_BASE: a stand-in of Stripe's API for tests and air-gapped trials.
+      host: url.hostname,
+      port: url.port || (url.protocol === 'http:' ? 80 : 443),
+      protocol: url.protocol === 'http:' ? 'http' : 'https',
+      // Network errors and 409/429/5xx are retried with backoff, under the same idempotency key.
+      maxNetworkRetries: 2,
+      timeout: 15_000,
+      telemetry: false,
     });
   }
 
-  createPortalSession(customer: string, returnUrl: string) {
-    return this.call<{ id: string; url: string }>('POST', '/v1/billing_portal/sessions', { customer, return_url: returnUrl });
+  private async call<T>(what: string, f: () => Promise<T>): Promise<T> {
+    try {
+      return await f();
+    } catch (err) {
+      if (err instanceof Stripe.errors.StripeConnectionError) {
+        throw new StripeError(502, 'PAYMENT_PROVIDER_UNAVAILABLE', `Stripe could not be reached (${what}): ${err.message}`);
+      }
+      const e = err as { statusCode?: number; message?: string };
+      throw new StripeError(502, 'PAYMENT_PROVIDER_ERROR', `Stripe answered ${e.statusCode ?? 'an error'} (${what}): ${e.message ?? 'no message'}`);
+    }
   }
 
-  listInvoices(customer: string, limit: number) {
-    return this.call<{ data: StripeInvoice[]; has_more: boolean }>('GET', '/v1/invoices', { customer, limit });
+  /** `idempotencyKey`: the same for every try of one request, so Stripe creates one session however often it is sent. */
+  createCheckoutSession(
+    p: { price: string; projectId: string; customer?: string; customerEmail?: string; successUrl: string; cancelUrl: string },
+    idempotencyKey: string,
+  ) {
+    return this.call('checkout session', () =>
+      this.stripe.checkout.sessions.create(
+        {
+          mode: 'subscription',
+          line_items: [{ price: p.price, quantity: 1 }],
+          success_url: p.successUrl,
+          cancel_url: p.cancelUrl,
+          client_reference_id: p.projectId,
+          metadata: { projectId: p.projectId },
+          ...(p.customer ? { customer: p.customer } : { customer_email: p.customerEmail }),
+        },
+        { idempotencyKey },
+      ),
+    );
+  }
+
+  createPortalSession(customer: string, returnUrl: string, idempotencyKey: string) {
+    return this.call('billing portal session', () => this.stripe.billingPortal.sessions.create({ customer, return_url: returnUrl }, { idempotencyKey }));
+  }
+
+  async listInvoices(customer: string, limit: number): Promise<{ data: StripeInvoice[]; has_more: boolean }> {
+    const page = await this.call('invoices', () => this.stripe.invoices.list({ customer, limit }));
+    return page as unknown as { data: StripeInvoice[]; has_more: boolean };
   }
 }
 
@@ -80,19 +90,15 @@ export interface StripeInvoice {
 }
 
 /**
- * Checks a `Stripe-Signature` header (`t=<unix time>,v1=<hex HMAC-SHA256 of "t.body">`, possibly
- * several v1 during a secret roll) against the raw body, in constant time, within the tolerance.
+ * Checks a `Stripe-Signature` header against the raw body with the `stripe` package's own verifier
+ * (HMAC-SHA256, every `v1` of a secret roll, in constant time, within the tolerance).
  */
-export function verifyStripeSignature(header: string | undefined, rawBody: string, secret: string, nowSeconds = Date.now() / 1000): boolean {
+export function verifyStripeSignature(header: string | undefined, rawBody: string, secret: string): boolean {
   if (!header) return false;
-  const parts = header.split(',').map((p) => p.split('=', 2) as [string, string]);
-  const t = Number(parts.find(([k]) => k === 't')?.[1]);
-  const signatures = parts.filter(([k]) => k === 'v1').map(([, v]) => v);
-  if (!Number.isFinite(t) || signatures.length === 0) return false;
-  if (Math.abs(nowSeconds - t) > SIGNATURE_TOLERANCE_SECONDS) return false;
-  const expected = crypto.createHmac('sha256', secret).update(`${t}.${rawBody}`).digest();
-  return signatures.some((s) => {
-    const given = Buffer.from(s, 'hex');
-    return given.length === expected.length && crypto.timingSafeEqual(given, expected);
-  });
+  try {
+    Stripe.webhooks.constructEvent(rawBody, header, secret, SIGNATURE_TOLERANCE_SECONDS);
+    return true;
+  } catch {
+    return false;
+  }
 }

@@ -183,15 +183,15 @@ export class EmailDispatcher {
     maxMs: number;
     heartbeat: () => void;
     signal?: AbortSignal;
-    /** The claiming dispatcher (its workflow id); its claims are its own to take back. */
+    /**
+     * The claiming dispatcher (its workflow id). A dispatcher runs one drain at a time, so whatever it
+     * still holds when a drain starts was left by an attempt that died (a crashed worker, a restarted
+     * Temporal server re-offering the task): it is taken back at once, not when the claims expire.
+     */
     owner: string;
-    /** A retry of a drain that died: what it had claimed and not sent is taken back now. */
-    retrying: boolean;
   }): Promise<DrainReport & { idle: boolean; nextDueInSeconds: number | null }> {
     const report: DrainReport = { sent: 0, retried: 0, failed: 0 };
-    if (opts.retrying) {
-      await sql(this.deps.orm.em.fork(), `UPDATE emails SET claimed_until = NULL, claimed_by = NULL WHERE claimed_by = ? AND status = 'QUEUED'`, [opts.owner]);
-    }
+    await sql(this.deps.orm.em.fork(), `UPDATE emails SET claimed_until = NULL, claimed_by = NULL WHERE claimed_by = ? AND status = 'QUEUED'`, [opts.owner]);
     const { idle } = await this.deps.queue.drain(opts, async () => {
       const batch = await this.claim(opts.owner);
       if (batch.length) await this.deliver(batch, report, opts.heartbeat, opts.signal);
@@ -225,17 +225,16 @@ export class EmailDispatcher {
 
   /**
    * One batch of a campaign's mail, for its `campaign-send` workflow: claims up to `limit` recipients,
-   * renders each with their own data, sends and records. `retrying` releases claims left by an earlier
-   * attempt of this activity that died (only the campaign's own workflow sends its mail).
+   * renders each with their own data, sends and records.
    */
   async deliverCampaignBatch(
     campaignId: string,
-    opts: { limit: number; retrying: boolean; heartbeat: () => void; signal?: AbortSignal },
+    opts: { limit: number; heartbeat: () => void; signal?: AbortSignal },
   ): Promise<DrainReport & { claimed: number; remaining: number; nextDueInSeconds: number | null }> {
     const em = this.deps.orm.em.fork();
-    if (opts.retrying) {
-      await sql(em, `UPDATE emails SET claimed_until = NULL WHERE campaign_id = ? AND status = 'QUEUED' AND claimed_until IS NOT NULL`, [campaignId]);
-    }
+    // Only the campaign's own workflow sends its mail, one batch at a time: claims still held when a
+    // batch starts were left by an attempt that died, and are taken back at once.
+    await sql(em, `UPDATE emails SET claimed_until = NULL, claimed_by = NULL WHERE campaign_id = ? AND status = 'QUEUED' AND claimed_until IS NOT NULL`, [campaignId]);
     const report: DrainReport = { sent: 0, retried: 0, failed: 0 };
     const batch = await this.claim(`campaign-send:${campaignId}`, campaignId, opts.limit);
     if (batch.length) await this.deliver(batch, report, opts.heartbeat, opts.signal);
