@@ -104,6 +104,8 @@ const envSchema = z.object({
   S3_REGION: z.string().min(1).default('us-east-1'),
   S3_ACCESS_KEY_ID: z.string().min(1).optional(),
   S3_SECRET_ACCESS_KEY: z.string().min(1).optional(),
+  /** The session token of temporary credentials (an assumed IAM role, STS), with their key id and secret. */
+  S3_SESSION_TOKEN: z.string().min(1).optional(),
   /** Public base URL of the bucket's objects; unset, the service serves them at PUBLIC_URL/uploads/... */
   S3_PUBLIC_URL: urlWithScheme(['http:', 'https:']).optional(),
   /** How often the standing activity-counts workflow folds count deltas into the hourly and daily counts. */

@@ -4,7 +4,7 @@ import http from 'node:http';
 import type net from 'node:net';
 import path from 'node:path';
 import { loadConfig } from '../../src/config';
-import { signS3Request } from '../../src/modules/uploads/s3';
+import { AwsV4Signer } from 'aws4fetch';
 import { type Account, createAccount, startTestService, type TestService } from '../setup/service';
 
 let svc: TestService;
@@ -62,6 +62,7 @@ test('too large is 413, no file is 422, the public key is 401, and only stored n
 class S3Fake {
   readonly objects = new Map<string, { body: Buffer; type: string }>();
   refused = 0;
+  readonly sessionTokens: string[] = [];
   url = '';
   private server?: http.Server;
 
@@ -69,18 +70,24 @@ class S3Fake {
     this.server = http.createServer((req, res) => {
       const chunks: Buffer[] = [];
       req.on('data', (c) => chunks.push(c));
-      req.on('end', () => {
+      req.on('end', async () => {
         const body = Buffer.concat(chunks);
         const auth = String(req.headers.authorization ?? '');
         const signed = /SignedHeaders=([^,]+)/.exec(auth)?.[1].split(';') ?? [];
-        const own = Object.fromEntries(signed.filter((h) => !['host', 'x-amz-date', 'x-amz-content-sha256'].includes(h)).map((h) => [h, String(req.headers[h])]));
-        const date = String(req.headers['x-amz-date']);
-        const expected = signS3Request(
-          { method: req.method!, url: new URL(req.url!, `http://${req.headers.host}`), headers: own, payloadHash: crypto.createHash('sha256').update(body).digest('hex') },
-          { accessKeyId: 'AKIDTEST', secretAccessKey: 'secret-test', region: 'eu-test-1' },
-          new Date(`${date.slice(0, 4)}-${date.slice(4, 6)}-${date.slice(6, 8)}T${date.slice(9, 11)}:${date.slice(11, 13)}:${date.slice(13, 15)}Z`),
-        ).authorization;
-        if (auth !== expected || req.headers['x-amz-content-sha256'] !== crypto.createHash('sha256').update(body).digest('hex')) {
+        this.sessionTokens.push(String(req.headers['x-amz-security-token']));
+        // The signature recomputed from what arrived, with the bucket's own credentials.
+        const { headers } = await new AwsV4Signer({
+          method: req.method!,
+          url: `http://${req.headers.host}${req.url}`,
+          headers: Object.fromEntries(signed.filter((h) => !['host', 'x-amz-date', 'x-amz-security-token'].includes(h)).map((h) => [h, String(req.headers[h])])),
+          accessKeyId: 'AKIDTEST',
+          secretAccessKey: 'secret-test',
+          sessionToken: 'session-test',
+          region: 'eu-test-1',
+          service: 's3',
+          datetime: String(req.headers['x-amz-date']),
+        }).sign();
+        if (auth !== headers.get('authorization') || req.headers['x-amz-content-sha256'] !== crypto.createHash('sha256').update(body).digest('hex')) {
           this.refused++;
           res.statusCode = 403;
           return res.end('<Error><Code>SignatureDoesNotMatch</Code></Error>');
@@ -122,6 +129,7 @@ describe('with an S3-compatible bucket', () => {
       S3_REGION: 'eu-test-1',
       S3_ACCESS_KEY_ID: 'AKIDTEST',
       S3_SECRET_ACCESS_KEY: 'secret-test',
+      S3_SESSION_TOKEN: 'session-test',
     });
     owner = await createAccount(bucketed.api);
   });
@@ -139,6 +147,8 @@ describe('with an S3-compatible bucket', () => {
     const { url } = (await res.json()) as { url: string };
     const name = url.split('/').pop()!;
     expect(s3.refused).toBe(0);
+    // Temporary credentials: the session token goes with every request, inside the signature.
+    expect(new Set(s3.sessionTokens)).toEqual(new Set(['session-test']));
     expect([...s3.objects.keys()]).toEqual([`uploads/${owner.project.id}/${name}`]);
     expect(s3.objects.get(`uploads/${owner.project.id}/${name}`)).toEqual({ body: PNG, type: 'image/png' });
     expect(fs.existsSync(path.join(bucketed.dataDir, 'uploads'))).toBe(false);
