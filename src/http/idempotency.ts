@@ -65,6 +65,7 @@ export function idempotency(ttlHours: number) {
       });
     }
 
+    ctx.state.idempotencyKey = key;
     let status = 500;
     try {
       await next();
@@ -76,14 +77,25 @@ export function idempotency(ttlHours: number) {
       if (status >= 400 && status < 500) {
         await sql(em, `DELETE FROM idempotency_keys WHERE project_id = ? AND key = ?`, [project.id, key]);
       } else {
-        await sql(em, `UPDATE idempotency_keys SET status_code = ? WHERE project_id = ? AND key = ?`, [
+        await sql(em, `UPDATE idempotency_keys SET status_code = ? WHERE project_id = ? AND key = ? AND status_code IS DISTINCT FROM ?`, [
           status,
           project.id,
           key,
+          status,
         ]);
       }
     }
   }, { idempotencyKey: true });
+}
+
+/**
+ * Records a 200 for the request's key inside the handler's own transaction, so the key says "done"
+ * exactly when the writes are: a crash between the commit and the middleware's own update can then
+ * never let a retry (after the claim is abandoned) do the work a second time.
+ */
+export async function markIdempotentSuccess(tx: EntityManager, projectId: string, key: string | undefined): Promise<void> {
+  if (key === undefined) return;
+  await sql(tx, `UPDATE idempotency_keys SET status_code = 200 WHERE project_id = ? AND key = ?`, [projectId, key]);
 }
 
 /** Deletes keys past their time to live. */

@@ -23,5 +23,7 @@ declare module 'koa' {
     project?: AuthedProject;
     user?: AuthedUser;
     role?: Role;
+    /** The Idempotency-Key this request claimed, for handlers that record their outcome with their writes. */
+    idempotencyKey?: string;
   }
 }

@@ -302,6 +302,36 @@ describe('refusals write nothing', () => {
     await new Promise((r) => setTimeout(r, 500));
     expect(smtp.received.filter((m) => m.parsed.subject === 'Once')).toHaveLength(1);
   });
+
+  test('the key says "done" exactly when the emails are committed, so a process dying between the two cannot make a retry send twice', async () => {
+    // Widens the moment a kill -9 could hit: every write of this key's outcome waits a second and a half.
+    await dbQuery(svc.databaseUrl, `
+      CREATE OR REPLACE FUNCTION slow_key_outcome() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN PERFORM pg_sleep(1.5); RETURN NEW; END $$;
+      CREATE TRIGGER slow_key_outcome BEFORE UPDATE ON idempotency_keys
+        FOR EACH ROW WHEN (NEW.key = 'send-window') EXECUTE FUNCTION slow_key_outcome();`);
+    try {
+      const pending = send({ to: 'window@example.org', from: 'hello@acme.test', subject: 'Window', body: 'b' }, { 'Idempotency-Key': 'send-window' });
+      // What a crash at any instant would leave: emails committed must never sit beside a key with no outcome.
+      const seen: string[] = [];
+      let done = false;
+      void pending.finally(() => (done = true));
+      while (!done) {
+        const [row] = await dbQuery<{ emails: number; status: number | null }>(
+          svc.databaseUrl,
+          `SELECT (SELECT count(*)::int FROM emails WHERE to_email = 'window@example.org') AS emails,
+                  (SELECT status_code FROM idempotency_keys WHERE key = 'send-window') AS status`,
+        );
+        seen.push(`${row.emails}/${row.status}`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      expect((await pending).status).toBe(200);
+      expect(seen.filter((s) => s === '1/null')).toEqual([]);
+      expect(seen).toContain('0/null');
+    } finally {
+      await dbQuery(svc.databaseUrl, `DROP TRIGGER slow_key_outcome ON idempotency_keys; DROP FUNCTION slow_key_outcome()`);
+    }
+  });
 });
 
 describe('delivery failures', () => {
