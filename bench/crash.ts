@@ -7,6 +7,7 @@
  *
  *   npm run bench:crash                                      # 3 runs of each of the four cases
  *   BENCH_RUNS=1 BENCH_CAMPAIGN=5000 BENCH_SENDS=1000 npm run bench:crash
+ *   BENCH_TARGETS=service BENCH_LOADS=send npm run bench:crash    # one case
  *
  * Needs `smtp-sink` (Debian package postfix) on PATH or in /usr/sbin.
  */
@@ -27,6 +28,9 @@ const CONCURRENCY = 32;
 const POOL_SIZE = 8;
 /** The kill comes when this share of the mail has arrived. */
 const KILL_AT = 0.3;
+/** BENCH_TARGETS=service,postgres and BENCH_LOADS=campaign,send choose the cases (default: all four). */
+const TARGETS = (process.env.BENCH_TARGETS ?? 'service,postgres').split(',') as Array<'service' | 'postgres'>;
+const LOADS = (process.env.BENCH_LOADS ?? 'campaign,send').split(',');
 
 /**
  * Postfix's smtp-sink appending every transaction to one dump file; recipients are read from the
@@ -38,6 +42,8 @@ class CountingSink {
   private rest = '';
   readonly perRecipient = new Map<string, number>();
   lastNewAt = 0;
+  /** When each first delivery of a recipient arrived (as read by poll, every 100 ms). */
+  readonly firstDeliveries: number[] = [];
   port = 0;
   private readonly file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'crash-sink-')), 'dump');
 
@@ -75,7 +81,10 @@ class CountingSink {
 
   private count(rcpt: string): void {
     const n = this.perRecipient.get(rcpt) ?? 0;
-    if (n === 0) this.lastNewAt = Date.now();
+    if (n === 0) {
+      this.lastNewAt = Date.now();
+      this.firstDeliveries.push(this.lastNewAt);
+    }
     this.perRecipient.set(rcpt, n + 1);
   }
 
@@ -84,7 +93,21 @@ class CountingSink {
   }
 }
 
+/** The longest stretch after `from` with no new recipient delivered: how long the takeover took. */
+function longestGap(times: number[], from: number): number {
+  let gap = 0;
+  let prev = from;
+  for (const t of times) {
+    if (t < from) continue;
+    gap = Math.max(gap, t - prev);
+    prev = t;
+  }
+  return gap;
+}
+
 interface Outcome {
+  /** The longest pause in deliveries after the kill. */
+  stallMs: number;
   lost: number;
   duplicates: number;
   deliveredAtKill: number;
@@ -198,7 +221,7 @@ async function main(): Promise<void> {
     sink.poll();
     let duplicates = 0;
     for (const [k, v] of sink.perRecipient) if (k.endsWith(suffix)) duplicates += v - 1;
-    return { lost: CAMPAIGN - delivered(), duplicates, deliveredAtKill, backMs, completeMs: sink.lastNewAt - killedAt };
+    return { lost: CAMPAIGN - delivered(), duplicates, deliveredAtKill, backMs, completeMs: sink.lastNewAt - killedAt, stallMs: longestGap(sink.firstDeliveries, killedAt) };
   }
 
   /** A DYNAMIC segment of one run's contacts (by their address's domain), so each run has its own audience. */
@@ -261,30 +284,31 @@ async function main(): Promise<void> {
     sink.poll();
     let duplicates = 0;
     for (const [k, v] of sink.perRecipient) if (k.endsWith(suffix)) duplicates += v - 1;
-    return { lost: accepted.size - delivered(), duplicates, deliveredAtKill, backMs, completeMs: sink.lastNewAt - killedAt };
+    return { lost: accepted.size - delivered(), duplicates, deliveredAtKill, backMs, completeMs: sink.lastNewAt - killedAt, stallMs: longestGap(sink.firstDeliveries, killedAt) };
   }
 
   console.log(`crash bench: campaign of ${CAMPAIGN}, ${SENDS} /v1/send at ${CONCURRENCY} concurrent, SMTP pool ${POOL_SIZE}, kill at ${KILL_AT * 100}% delivered, ${RUNS} run(s) each`);
   console.log(`machine: ${machine()}`);
   try {
-    for (const target of ['service', 'postgres'] as const) {
+    for (const target of TARGETS) {
       for (const [load, runOnce] of [
         ['campaign', campaignRun],
         ['/v1/send', sendRun],
       ] as const) {
+        if (!LOADS.includes(load.replace('/v1/', ''))) continue;
         const outcomes: Outcome[] = [];
         for (let run = 1; run <= RUNS; run++) {
           const o = await runOnce(target, run);
           outcomes.push(o);
           console.log(
             `  kill ${target} during ${load}, run ${run}: ${o.deliveredAtKill} delivered at the kill; lost ${o.lost}, duplicates ${o.duplicates}; ` +
-              `answering again after ${(o.backMs / 1000).toFixed(1)} s, last recipient ${(o.completeMs / 1000).toFixed(1)} s after the kill`,
+              `answering again after ${(o.backMs / 1000).toFixed(1)} s, deliveries paused ${(o.stallMs / 1000).toFixed(1)} s at most, last recipient ${(o.completeMs / 1000).toFixed(1)} s after the kill`,
           );
         }
         const m = (f: (o: Outcome) => number) => median(outcomes.map(f));
         console.log(
           `kill ${target} during ${load}: median lost ${m((o) => o.lost)}, duplicates ${m((o) => o.duplicates)} (max ${Math.max(...outcomes.map((o) => o.duplicates))}), ` +
-            `answering after ${(m((o) => o.backMs) / 1000).toFixed(1)} s, complete ${(m((o) => o.completeMs) / 1000).toFixed(1)} s after the kill`,
+            `answering after ${(m((o) => o.backMs) / 1000).toFixed(1)} s, longest pause in deliveries ${(m((o) => o.stallMs) / 1000).toFixed(1)} s, complete ${(m((o) => o.completeMs) / 1000).toFixed(1)} s after the kill`,
         );
       }
     }
