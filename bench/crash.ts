@@ -177,9 +177,16 @@ async function main(): Promise<void> {
     await request(agent, svc.port, 'GET', `/domains/${domain.id}/verify`, undefined, auth);
     agent.destroy();
   }
-  const db = new pg.Client({ connectionString: embeddedDatabaseUrl(svc.dataDir!) });
-  await db.connect();
-  db.on('error', () => {});
+  /** One statement on its own connection: a connection kept open would die with a killed postmaster. */
+  async function dbQuery(text: string, params: unknown[]): Promise<void> {
+    const db = new pg.Client({ connectionString: embeddedDatabaseUrl(svc.dataDir!) });
+    await db.connect();
+    try {
+      await db.query(text, params);
+    } finally {
+      await db.end().catch(() => {});
+    }
+  }
 
   /** Kills what `target` names once `killWhen` holds; answers when the service is healthy again. */
   async function crash(target: 'service' | 'postgres'): Promise<number> {
@@ -197,7 +204,7 @@ async function main(): Promise<void> {
 
   async function campaignRun(target: 'service' | 'postgres', run: number): Promise<Outcome> {
     const domainPart = `c${target[0]}${run}.example.org`;
-    await db.query(
+    await dbQuery(
       `INSERT INTO contacts (id, project_id, email, subscribed, data)
        SELECT gen_random_uuid(), $1, 'user' || i || '@' || $3, true, jsonb_build_object('n', i) FROM generate_series(1, $2) AS i`,
       [project.id, CAMPAIGN, domainPart],
@@ -314,7 +321,6 @@ async function main(): Promise<void> {
     }
   } finally {
     clearInterval(poller);
-    await db.end().catch(() => {});
     await svc.proc.stop();
     sink.stop();
     await dns.stop();
