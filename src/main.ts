@@ -118,7 +118,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
       // Queued work wakes this process's running drains, or else the sleeping dispatcher executions.
       const counts = { emailDispatchers: config.EMAIL_DISPATCHERS, automationDispatchers: config.AUTOMATION_DISPATCHERS };
       const listen = async (channel: string, kind: 'email' | 'automation') => {
-        const queue = new QueueSignal(databaseUrl, channel);
+        const queue = new QueueSignal(databaseUrl, channel, log);
         const waker = dispatcherWaker(temporal, kind, counts, (err) => log.warn({ err, kind }, 'could not wake dispatchers'));
         queue.onIdleNotification(waker.notify);
         await queue.start();

@@ -1,32 +1,39 @@
-import pg from 'pg';
+import type { Logger } from 'pino';
+import { PgListener } from './listener';
 
 /**
  * PostgreSQL LISTEN on a channel that a queuing transaction NOTIFYs at commit. It wakes this
  * process's drains that wait for work, and, when none runs here, tells `onIdleNotification` (the
  * worker signals its standing dispatcher executions, which otherwise sleep without an activity in
- * flight). Without the listener connection, drains still poll, only more often.
+ * flight). Without the listener connection, drains still poll, only more often; when it is back
+ * (PostgreSQL restarted), everything waits as if notified, since what was queued meanwhile said nothing.
  */
 export class QueueSignal {
-  private client?: pg.Client;
+  private readonly listener: PgListener;
+  private listenedBefore = false;
   private waiters = new Set<() => void>();
   private seq = 0;
   private active = 0;
   private idleListener?: () => void;
 
-  constructor(
-    private readonly databaseUrl: string,
-    private readonly channel: string,
-  ) {}
+  constructor(databaseUrl: string, channel: string, log: Logger) {
+    this.listener = new PgListener(
+      databaseUrl,
+      channel,
+      {
+        notification: () => this.notified(),
+        listening: () => {
+          if (this.listenedBefore) this.notified();
+          this.listenedBefore = true;
+        },
+      },
+      log,
+      `the ${channel} queue`,
+    );
+  }
 
   async start(): Promise<void> {
-    const client = new pg.Client({ connectionString: this.databaseUrl });
-    client.on('notification', () => this.notified());
-    client.on('error', () => {
-      this.client = undefined;
-    });
-    await client.connect();
-    await client.query(`LISTEN ${this.channel}`);
-    this.client = client;
+    await this.listener.start();
   }
 
   /** Called for notifications that arrive while no drain of this process runs. */
@@ -59,7 +66,7 @@ export class QueueSignal {
         this.waiters.delete(done);
         resolve();
       };
-      const timer = setTimeout(done, this.client ? ms : Math.min(ms, 500));
+      const timer = setTimeout(done, this.listener.isListening ? ms : Math.min(ms, 500));
       signal?.addEventListener('abort', done);
       this.waiters.add(done);
     });
@@ -94,7 +101,6 @@ export class QueueSignal {
     for (const wake of this.waiters) wake();
     this.waiters.clear();
     this.idleListener = undefined;
-    await this.client?.end().catch(() => {});
-    this.client = undefined;
+    await this.listener.stop();
   }
 }

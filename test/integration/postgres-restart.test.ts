@@ -41,6 +41,20 @@ const campaignMail = () => smtp.received.filter((m) => m.envelope.to[0].endsWith
 /** The postmaster's pid, from the first line of postmaster.pid. */
 const postmasterPid = () => Number(fs.readFileSync(path.join(dataDir, 'postgres', 'postmaster.pid'), 'utf8').split('\n')[0]);
 
+/**
+ * A /v1/send after the outage arrives: the dispatchers sleep until a NOTIFY wakes them, so this
+ * proves their listener came back with the database.
+ */
+async function sendArrives(api: Api, key: { key: string }, to: string): Promise<void> {
+  const res = await api.post('/v1/send', { to, from: 'hello@restart.test', subject: 'After the outage', body: '<p>Hi</p>' }, key);
+  expect(res.status).toBe(200);
+  const deadline = Date.now() + 30_000;
+  while (!smtp.received.some((m) => m.envelope.to[0] === to)) {
+    if (Date.now() > deadline) throw new Error(`${to} never arrived after the database came back`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
 /** Waits until /health has answered 503 and then 200 again. */
 async function throughOutage(health: () => Promise<number>): Promise<Set<number>> {
   const statuses = new Set<number>();
@@ -54,7 +68,7 @@ async function throughOutage(health: () => Promise<number>): Promise<Set<number>
   }
 }
 
-test(`kill -9 of the embedded PostgreSQL mid-campaign: the service stays up, /health goes 503 then 200 by itself, no recipient is lost, at most ${POOL_SIZE} duplicates`, async () => {
+test(`kill -9 of the embedded PostgreSQL mid-campaign: the service stays up, /health goes 503 then 200 by itself, no recipient is lost, at most ${POOL_SIZE} duplicates, and mail sent afterwards goes out`, async () => {
   const port = await freePort();
   const devServerPort = String(await freePort());
   const start = () => spawn(process.execPath, [MAIN], {
@@ -115,6 +129,7 @@ test(`kill -9 of the embedded PostgreSQL mid-campaign: the service stays up, /he
   const stats = (await api.get(`/campaigns/${c.id}/stats`, key)).body;
   expect(stats).toMatchObject({ status: 'SENT', totalRecipients: RECIPIENTS, sent: RECIPIENTS, queued: 0, failed: 0 });
   expect(service.exitCode).toBeNull();
+  await sendArrives(api, key, 'after-first@elsewhere.test');
 
   // The service killed: its postmaster lives on, and the restarted service joins it. That process
   // restarts the postmaster too when it dies.
@@ -134,6 +149,7 @@ test(`kill -9 of the embedded PostgreSQL mid-campaign: the service stays up, /he
   expect(postmasterPid()).not.toBe(joined);
   expect(service.exitCode).toBeNull();
   expect((await api.get(`/campaigns/${c.id}`, key)).body.status).toBe('SENT');
+  await sendArrives(api, key, 'after-second@elsewhere.test');
 
   // eslint-disable-next-line no-console
   console.log(`postgres restart test: /health answered ${[...statuses].join(', ')}; ${duplicates} duplicates`);

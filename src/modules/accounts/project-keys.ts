@@ -1,6 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import pg from 'pg';
 import type { Logger } from 'pino';
+import { PgListener } from '../../db/listener';
 import { sql } from '../../db/orm';
 
 /** Notified by a trigger on `projects` whenever keys or status change (see the foundation migration). */
@@ -24,49 +24,29 @@ export class ProjectKeyCache {
   private readonly entries = new Map<string, KeyOwner & { at: number }>();
   /** Bumped on every invalidation, so a lookup that raced one does not cache what it read. */
   private generation = 0;
-  private listener?: pg.Client;
-  private listening = false;
-  private closed = false;
-  private retry?: NodeJS.Timeout;
+  private readonly listener: PgListener;
 
-  constructor(
-    private readonly databaseUrl: string,
-    private readonly log: Logger,
-  ) {}
+  constructor(databaseUrl: string, log: Logger) {
+    this.listener = new PgListener(
+      databaseUrl,
+      PROJECT_CHANGED_CHANNEL,
+      {
+        notification: (projectId) => this.forgetProject(projectId),
+        // Whatever changed while nobody listened: forget everything.
+        lost: () => this.forgetAll(),
+      },
+      log,
+      'the API key cache',
+    );
+  }
 
   async start(): Promise<void> {
-    await this.connect();
+    await this.listener.start();
   }
 
-  private async connect(): Promise<void> {
-    const client = new pg.Client({ connectionString: this.databaseUrl });
-    client.on('notification', (msg) => this.forgetProject(msg.payload ?? ''));
-    client.on('error', (err) => this.lost(client, err));
-    client.on('end', () => this.lost(client));
-    try {
-      await client.connect();
-      await client.query(`LISTEN ${PROJECT_CHANGED_CHANNEL}`);
-      this.listener = client;
-      this.listening = true;
-    } catch (err) {
-      this.lost(client, err as Error);
-    }
-  }
-
-  private lost(client: pg.Client, err?: Error): void {
-    if (this.listener && this.listener !== client) return;
-    this.listening = false;
-    this.listener = undefined;
+  private forgetAll(): void {
     this.generation++;
     this.entries.clear();
-    client.end().catch(() => {});
-    if (this.closed || this.retry) return;
-    if (err) this.log.warn({ err }, 'API key cache lost its PostgreSQL listener; looking keys up directly until it is back');
-    this.retry = setTimeout(() => {
-      this.retry = undefined;
-      void this.connect();
-    }, 1000);
-    this.retry.unref();
   }
 
   forgetProject(projectId: string): void {
@@ -76,7 +56,7 @@ export class ProjectKeyCache {
 
   async lookup(em: EntityManager, kind: 'public' | 'secret', key: string): Promise<KeyOwner | undefined> {
     const hit = this.entries.get(key);
-    if (hit && this.listening && Date.now() - hit.at < TTL_MS) return hit;
+    if (hit && this.listener.isListening && Date.now() - hit.at < TTL_MS) return hit;
     const column = kind === 'public' ? 'public_key' : 'secret_key';
     const generation = this.generation;
     const [row] = await sql<{ id: string; disabled: boolean; disabled_reason: string | null }>(
@@ -86,7 +66,7 @@ export class ProjectKeyCache {
     );
     if (!row) return undefined;
     const owner = { projectId: row.id, disabled: row.disabled, disabledReason: row.disabled_reason };
-    if (this.listening && generation === this.generation) {
+    if (this.listener.isListening && generation === this.generation) {
       if (this.entries.size >= MAX_ENTRIES) this.entries.clear();
       this.entries.set(key, { ...owner, at: Date.now() });
     }
@@ -94,12 +74,7 @@ export class ProjectKeyCache {
   }
 
   async stop(): Promise<void> {
-    this.closed = true;
-    if (this.retry) clearTimeout(this.retry);
-    this.entries.clear();
-    const client = this.listener;
-    this.listener = undefined;
-    this.listening = false;
-    await client?.end().catch(() => {});
+    await this.listener.stop();
+    this.forgetAll();
   }
 }
