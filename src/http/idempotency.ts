@@ -1,6 +1,8 @@
 import type { Context, Next } from 'koa';
 import type { EntityManager } from '@mikro-orm/postgresql';
+import type { Logger } from 'pino';
 import { sql } from '../db/orm';
+import { whileUnreachable } from '../db/unreachable';
 import { documented } from './endpoint';
 import { AppError, badRequest, conflict } from './errors';
 
@@ -12,6 +14,12 @@ const PRINTABLE_ASCII = /^[\x20-\x7e]{1,255}$/;
  * can ever succeed. Until then the retry is 409 with `originalStatusCode: null` and Retry-After.
  */
 export const ABANDONED_CLAIM_SECONDS = 60;
+
+/** The key a request claimed; a handler that records its outcome with its own writes says so here. */
+export interface IdempotencyClaim {
+  key: string;
+  outcomeInTransaction: boolean;
+}
 
 interface KeyRow {
   request: string;
@@ -65,7 +73,8 @@ export function idempotency(ttlHours: number) {
       });
     }
 
-    ctx.state.idempotencyKey = key;
+    const claim = { key, outcomeInTransaction: false };
+    ctx.state.idempotency = claim;
     let status = 500;
     try {
       await next();
@@ -76,6 +85,11 @@ export function idempotency(ttlHours: number) {
     } finally {
       if (status >= 400 && status < 500) {
         await sql(em, `DELETE FROM idempotency_keys WHERE project_id = ? AND key = ?`, [project.id, key]);
+      } else if (claim.outcomeInTransaction) {
+        // The key says 200 exactly when the handler's writes committed. Still without an outcome, nothing
+        // was written (the database went away, say): the key is let go, so the client's retry runs at once,
+        // not after the abandoned-claim wait; if the database is away, as soon as it is back.
+        if (status >= 500) void releaseUnfinished(em, project.id, key, ctx.state.log);
       } else {
         await sql(em, `UPDATE idempotency_keys SET status_code = ? WHERE project_id = ? AND key = ? AND status_code IS DISTINCT FROM ?`, [
           status,
@@ -93,9 +107,23 @@ export function idempotency(ttlHours: number) {
  * exactly when the writes are: a crash between the commit and the middleware's own update can then
  * never let a retry (after the claim is abandoned) do the work a second time.
  */
-export async function markIdempotentSuccess(tx: EntityManager, projectId: string, key: string | undefined): Promise<void> {
-  if (key === undefined) return;
-  await sql(tx, `UPDATE idempotency_keys SET status_code = 200 WHERE project_id = ? AND key = ?`, [projectId, key]);
+export async function markIdempotentSuccess(tx: EntityManager, projectId: string, claim: IdempotencyClaim | undefined): Promise<void> {
+  if (claim === undefined) return;
+  claim.outcomeInTransaction = true;
+  await sql(tx, `UPDATE idempotency_keys SET status_code = 200 WHERE project_id = ? AND key = ?`, [projectId, claim.key]);
+}
+
+/** How long a released key is retried while the database is unreachable: past it, the abandoned-claim wait applies. */
+const RELEASE_RETRY_MS = 60_000;
+
+async function releaseUnfinished(em: EntityManager, projectId: string, key: string, logger: Logger | undefined): Promise<void> {
+  try {
+    await whileUnreachable(() => sql(em.fork(), `DELETE FROM idempotency_keys WHERE project_id = ? AND key = ? AND status_code IS NULL`, [projectId, key]), {
+      forMs: RELEASE_RETRY_MS,
+    });
+  } catch (err) {
+    logger?.warn({ err, key }, 'could not release an Idempotency-Key whose request failed; a retry takes it over after a minute');
+  }
 }
 
 /** Deletes keys past their time to live. */

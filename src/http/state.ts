@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 // Brings koa-body's `ctx.request.body` / `files` typings.
 import type {} from 'koa-body';
 import type { Role } from '../modules/accounts/accounts.entity';
+import type { IdempotencyClaim } from './idempotency';
 
 export interface AuthedProject {
   id: string;
@@ -24,6 +25,6 @@ declare module 'koa' {
     user?: AuthedUser;
     role?: Role;
     /** The Idempotency-Key this request claimed, for handlers that record their outcome with their writes. */
-    idempotencyKey?: string;
+    idempotency?: IdempotencyClaim;
   }
 }

@@ -303,6 +303,29 @@ describe('refusals write nothing', () => {
     expect(smtp.received.filter((m) => m.parsed.subject === 'Once')).toHaveLength(1);
   });
 
+  test('a request that failed with nothing written lets its Idempotency-Key go: the retry runs at once', async () => {
+    // What a database going away mid-request looks like to the handler: its transaction fails.
+    await dbQuery(svc.databaseUrl, `
+      CREATE OR REPLACE FUNCTION refuse_email() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN RAISE EXCEPTION 'the database went away'; END $$;
+      CREATE TRIGGER refuse_email BEFORE INSERT ON emails
+        FOR EACH ROW WHEN (NEW.to_email = 'retry-now@example.org') EXECUTE FUNCTION refuse_email();`);
+    const body = { to: 'retry-now@example.org', from: 'hello@acme.test', subject: 'Retried', body: 'b' };
+    try {
+      expect((await send(body, { 'Idempotency-Key': 'send-failed' })).status).toBe(500);
+    } finally {
+      await dbQuery(svc.databaseUrl, `DROP TRIGGER refuse_email ON emails; DROP FUNCTION refuse_email()`);
+    }
+    const retried = await until(async () => {
+      const res = await send(body, { 'Idempotency-Key': 'send-failed' });
+      return res.status === 200 ? res : undefined;
+    }, 5000);
+    expect(retried.body.data.emails).toHaveLength(1);
+    const again = await send(body, { 'Idempotency-Key': 'send-failed' });
+    expect(again.status).toBe(409);
+    expect(again.body.error.details.originalStatusCode).toBe(200);
+  });
+
   test('the key says "done" exactly when the emails are committed, so a process dying between the two cannot make a retry send twice', async () => {
     // Widens the moment a kill -9 could hit: every write of this key's outcome waits a second and a half.
     await dbQuery(svc.databaseUrl, `

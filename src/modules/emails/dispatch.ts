@@ -3,6 +3,7 @@ import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import type { Logger } from 'pino';
 import type { SendMailOptions } from 'nodemailer/lib/mailer';
 import { sql } from '../../db/orm';
+import { whileUnreachable } from '../../db/unreachable';
 import type { QueueSignal } from '../../db/work-queue';
 import type { DeliveryOutcome, Mailer } from '../../mail/transport';
 import type { ActivityHub } from '../events/contact-activity';
@@ -72,30 +73,6 @@ type Rendered = ReturnType<typeof composeMessage>;
  */
 const RECORD_RETRY_MS = 60_000;
 
-/**
- * Whether an error says the database could not be reached, rather than what a statement did: no
- * SQLSTATE (a socket error, a dropped connection, a pool timeout), or a connection-class one.
- */
-function databaseUnreachable(err: unknown): boolean {
-  const code = (err as { code?: unknown } | null)?.code;
-  if (typeof code !== 'string' || !/^[0-9A-Z]{5}$/.test(code)) return true;
-  return code.startsWith('08') || ['57P01', '57P02', '57P03', '53300', '40001', '40P01'].includes(code);
-}
-
-/** Runs `write` until it succeeds, for as long as the failures are the database being unreachable. */
-async function recordPersistently(write: () => Promise<void>, heartbeat: () => void, log: Logger, signal?: AbortSignal): Promise<void> {
-  const deadline = Date.now() + RECORD_RETRY_MS;
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await write();
-    } catch (err) {
-      if (!databaseUnreachable(err) || Date.now() > deadline || signal?.aborted) throw err;
-      if (attempt === 1) log.warn({ err }, 'recording delivery outcomes failed; trying again until the database is back');
-      heartbeat();
-      await new Promise((r) => setTimeout(r, Math.min(2000, 100 * 2 ** attempt)));
-    }
-  }
-}
 
 /** Campaign counters move with the rows that really changed state. */
 async function countForCampaigns(em: EntityManager, rows: Array<{ campaign_id: string | null }>, column: 'sent_count' | 'failed_count'): Promise<void> {
@@ -295,7 +272,14 @@ export class EmailDispatcher {
     let failure: unknown;
     let next = 0;
     const recorder = new OutcomeRecorder(async (done) => {
-      await recordPersistently(() => this.record(done, outcomes, rendered, report), heartbeat, this.deps.log, signal);
+      await whileUnreachable(() => this.record(done, outcomes, rendered, report), {
+        forMs: RECORD_RETRY_MS,
+        signal,
+        waiting: (err, attempt) => {
+          if (attempt === 1) this.deps.log.warn({ err }, 'recording delivery outcomes failed; trying again until the database is back');
+          heartbeat();
+        },
+      });
       heartbeat();
     });
     // A slot holds one of the process's permits from sending a message until its outcome is recorded,

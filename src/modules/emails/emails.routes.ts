@@ -22,7 +22,7 @@ export function emailRoutes(router: Router, g: Guards, deps: { links: Links; lim
       },
       async (ctx, input) => {
         const projectId = ctx.state.project!.id;
-        const result = await sendEmails(ctx.state.em, projectId, input.body(), deps, ctx.state.idempotencyKey);
+        const result = await sendEmails(ctx.state.em, projectId, input.body(), deps, ctx.state.idempotency);
         deps.hub.publish({ projectId, contactIds: result.emails.map((e) => e.contact.id), events: result.events });
         ctx.body = { success: true, data: { emails: result.emails, timestamp: result.timestamp } };
       },

@@ -4,7 +4,7 @@ import addressparser from 'nodemailer/lib/addressparser';
 import { newId } from '../../db/ids';
 import { sql } from '../../db/orm';
 import { AppError, badRequest } from '../../http/errors';
-import { markIdempotentSuccess } from '../../http/idempotency';
+import { type IdempotencyClaim, markIdempotentSuccess } from '../../http/idempotency';
 import type { Links } from '../../mail/links';
 import { render, templateVariables } from '../../mail/render';
 import { htmlToText } from '../../mail/text';
@@ -180,7 +180,7 @@ export async function sendEmails(
   input: SendInput,
   deps: { links: Links; limits: SendLimits },
   /** The request's Idempotency-Key: marked done in the same transaction as the emails. */
-  idempotencyKey?: string,
+  idempotency?: IdempotencyClaim,
 ): Promise<SendResult> {
   const template = input.template ? await getTemplate(em, projectId, input.template) : undefined;
   const subject = input.subject ?? template?.subject;
@@ -215,7 +215,7 @@ export async function sendEmails(
 
   return em.transactional(async (tx) => {
     await assertWithinBillingLimits(tx, projectId, to.length);
-    await markIdempotentSuccess(tx, projectId, idempotencyKey);
+    await markIdempotentSuccess(tx, projectId, idempotency);
     const emails: SendResult['emails'] = [];
     const events: EventRecord[] = [];
     for (const recipient of to) {
