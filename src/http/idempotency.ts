@@ -15,9 +15,13 @@ const PRINTABLE_ASCII = /^[\x20-\x7e]{1,255}$/;
  */
 export const ABANDONED_CLAIM_SECONDS = 60;
 
-/** The key a request claimed; a handler that records its outcome with its own writes says so here. */
+/** The key a request claimed. */
 export interface IdempotencyClaim {
   key: string;
+  /**
+   * Set by a handler, before its first query, that records its success with `markIdempotentSuccess` in
+   * the transaction of its writes: then a key still without an outcome after a 5xx means nothing was written.
+   */
   outcomeInTransaction: boolean;
 }
 
@@ -109,7 +113,6 @@ export function idempotency(ttlHours: number) {
  */
 export async function markIdempotentSuccess(tx: EntityManager, projectId: string, claim: IdempotencyClaim | undefined): Promise<void> {
   if (claim === undefined) return;
-  claim.outcomeInTransaction = true;
   await sql(tx, `UPDATE idempotency_keys SET status_code = 200 WHERE project_id = ? AND key = ?`, [projectId, claim.key]);
 }
 

@@ -182,6 +182,8 @@ export async function sendEmails(
   /** The request's Idempotency-Key: marked done in the same transaction as the emails. */
   idempotency?: IdempotencyClaim,
 ): Promise<SendResult> {
+  // Whatever fails from here on leaves the key without an outcome unless the transaction below committed.
+  if (idempotency) idempotency.outcomeInTransaction = true;
   const template = input.template ? await getTemplate(em, projectId, input.template) : undefined;
   const subject = input.subject ?? template?.subject;
   const body = input.body ?? template?.body;
