@@ -1,3 +1,4 @@
+import pg from 'pg';
 import { segmentSlug } from '../../src/modules/segments/segments.service';
 import { dbQuery } from '../setup/db';
 import { type Account, createAccount, startTestService, type TestService } from '../setup/service';
@@ -133,6 +134,31 @@ describe('static segments', () => {
     expect((await svc.api.post(`/segments/${s.id}/members`, { emails: tooMany }, key)).status).toBe(422);
     const dyn = (await svc.api.post('/segments', { name: 'Dyn', condition: where('email', 'contains', 'x') }, key)).body;
     expect((await svc.api.post(`/segments/${dyn.id}/members`, { emails: ['a@b.co'] }, key)).status).toBe(400);
+  });
+
+  test('a recount racing a membership change never writes back a count that misses it', async () => {
+    await contact('race1@static.test');
+    const b = await contact('race2@static.test');
+    const s = (await svc.api.post('/segments', { name: 'Race', type: 'STATIC' }, key)).body;
+    await svc.api.post(`/segments/${s.id}/members`, { emails: ['race1@static.test'] }, key);
+    // A writer adds a member and updates the segment's row last, as every membership writer does,
+    // and holds its transaction open while a recount starts.
+    const writer = new pg.Client({ connectionString: svc.databaseUrl });
+    await writer.connect();
+    try {
+      await writer.query('BEGIN');
+      await writer.query(`INSERT INTO segment_memberships (segment_id, contact_id, project_id, entered_at) VALUES ($1, $2, $3, now())`, [s.id, b.id, acct.project.id]);
+      await writer.query(
+        `UPDATE segments SET member_count = (SELECT count(*) FROM segment_memberships WHERE segment_id = $1 AND exited_at IS NULL) WHERE id = $1`,
+        [s.id],
+      );
+      const recount = svc.api.post(`/segments/${s.id}/refresh`, {}, key);
+      await new Promise((r) => setTimeout(r, 500));
+      await writer.query('COMMIT');
+      expect((await recount).body.memberCount).toBe(2);
+    } finally {
+      await writer.end();
+    }
   });
 });
 

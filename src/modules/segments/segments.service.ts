@@ -185,20 +185,28 @@ export async function segmentContacts(em: EntityManager, segment: SegmentRow, pa
   return { rows, total: Number(n) };
 }
 
-/** Counts members now and caches the count on the segment. No membership writes, no events. */
+/**
+ * Counts members now and caches the count on the segment. No membership writes, no events.
+ * The segment's row is locked before counting: every membership writer updates that row last in its
+ * transaction, so the count is taken either before such a writer (which then applies its own
+ * change) or after its commit. Counting first and then waiting for the row would write back a
+ * count that misses the writer's members.
+ */
 export async function refreshCount(em: EntityManager, segmentId: string): Promise<SegmentRow | undefined> {
-  const [segment] = await sql<SegmentRow>(em, `SELECT * FROM segments WHERE id = ?`, [segmentId]);
-  if (!segment) return undefined;
-  const segments = await loadSegmentRefs(em, segment.project_id);
-  const params: unknown[] = [segment.project_id];
-  const where = membersWhere(segment, segments, params);
-  const [row] = await sql<SegmentRow>(
-    em,
-    `UPDATE segments SET member_count = (SELECT count(*) FROM contacts c WHERE c.project_id = ? AND ${where}), member_count_at = now()
-     WHERE id = ? RETURNING *`,
-    [...params, segmentId],
-  );
-  return row;
+  return em.transactional(async (tx) => {
+    const [segment] = await sql<SegmentRow>(tx, `SELECT * FROM segments WHERE id = ? FOR UPDATE`, [segmentId]);
+    if (!segment) return undefined;
+    const segments = await loadSegmentRefs(tx, segment.project_id);
+    const params: unknown[] = [segment.project_id];
+    const where = membersWhere(segment, segments, params);
+    const [row] = await sql<SegmentRow>(
+      tx,
+      `UPDATE segments SET member_count = (SELECT count(*) FROM contacts c WHERE c.project_id = ? AND ${where}), member_count_at = now()
+       WHERE id = ? RETURNING *`,
+      [...params, segmentId],
+    );
+    return row;
+  });
 }
 
 /** Serialises membership changes of one segment: a full recompute excludes the live updates of single contacts. */
