@@ -1,7 +1,8 @@
 /**
- * A 100,000-recipient campaign delivered to a local SMTP listener: emails/s end to end (send request
- * to last message received), beside nodemailer's raw rate to the same listener in the same run, the
- * worker process's peak memory, and the campaign workflow's history length.
+ * A 100,000-recipient campaign delivered to Postfix's smtp-sink: emails/s end to end (send request to
+ * last message received) as a ratio to the baseline (nodemailer alone, pooled, DKIM with a PEM key,
+ * the same message to the same sink) measured in the same run, the worker process's peak memory, and
+ * the campaign workflow's history length.
  *
  *   npm run bench:campaign                       # 100,000 recipients, 1 run
  *   BENCH_RECIPIENTS=20000 BENCH_RUNS=3 npm run bench:campaign
@@ -16,12 +17,20 @@ import { freePort } from '../src/db/embedded-postgres';
 import { ZoneDnsServer } from '../src/dns/zone-server';
 import { createBenchProject, machine, median, memoryOf, request, startServiceProcess } from './service-process';
 import { embeddedDatabaseUrl } from '../src/db/embedded-postgres';
-import { rawNodemailerRate, startSinkProcess } from './smtp-sink-process';
+import { htmlToText } from '../src/mail/text';
+import { type BaselineMessage, rawNodemailerRate, startSinkProcess } from './smtp-sink-process';
 
 const RECIPIENTS = Number(process.env.BENCH_RECIPIENTS ?? 100_000);
 const RUNS = Number(process.env.BENCH_RUNS ?? 1);
 const POOL_SIZE = Number(process.env.SMTP_POOL_SIZE ?? 8);
 const BODY = `<html><body><h1>Hello {{name ?? there}}</h1><p>${'This month in review. '.repeat(40)}</p><a href="https://example.com/x">Read</a></body></html>`;
+const TEXT = htmlToText(BODY.replace('{{name ?? there}}', '@NAME@'))!;
+const BASELINE: BaselineMessage = {
+  from: 'News <news@bench.test>',
+  subject: 'News for you',
+  html: (i) => BODY.replace('{{name ?? there}}', `User ${i}`),
+  text: (i) => TEXT.replace('@NAME@', `User ${i}`),
+};
 
 async function main(): Promise<void> {
   const dns = await new ZoneDnsServer().start();
@@ -68,7 +77,7 @@ async function main(): Promise<void> {
     console.log(`machine: ${machine()}`);
     const rows: Array<{ rate: number; raw: number; history: number }> = [];
     for (let run = 1; run <= RUNS; run++) {
-      const raw = await rawNodemailerRate(sink, { count: Math.min(RECIPIENTS, 20_000), poolSize: POOL_SIZE, concurrency: 16, html: (i) => BODY.replace('{{name ?? there}}', `user ${i}`) });
+      const raw = await rawNodemailerRate(sink, { count: Math.min(RECIPIENTS, 20_000), poolSize: POOL_SIZE, concurrency: 16, message: BASELINE });
       const c = JSON.parse(
         (
           await request(agent, api.port, 'POST', '/campaigns', { name: `Bench ${run}`, subject: 'News for {{name}}', body: BODY, from: 'news@bench.test', fromName: 'News', audienceType: 'ALL' }, auth)
@@ -89,14 +98,14 @@ async function main(): Promise<void> {
       const history = description.historyLength;
       rows.push({ rate, raw, history });
       console.log(
-        `run ${run}: ${rate.toFixed(0)} emails/s end to end, raw nodemailer ${raw.toFixed(0)} emails/s (ratio ${(raw / rate).toFixed(2)}x), ` +
+        `run ${run}: ${rate.toFixed(0)} emails/s end to end, baseline ${raw.toFixed(0)} emails/s (${(rate / raw).toFixed(2)}x baseline), ` +
           `worker peak RSS ${peakMb.toFixed(0)} MB, last workflow run's history ${history} events`,
       );
     }
-    const m = { rate: median(rows.map((r) => r.rate)), raw: median(rows.map((r) => r.raw)) };
+    const m = { rate: median(rows.map((r) => r.rate)), raw: median(rows.map((r) => r.raw)), ratio: median(rows.map((r) => r.rate / r.raw)) };
     console.log(
-      `median: ${m.rate.toFixed(0)} emails/s, raw ${m.raw.toFixed(0)} emails/s, raw/campaign ${(m.raw / m.rate).toFixed(2)}x, worker peak RSS ${peakMb.toFixed(0)} MB ` +
-        `(goal: >= 1000 emails/s, within 1.5x of raw, worker < 400 MB)`,
+      `median: ${m.rate.toFixed(0)} emails/s, baseline ${m.raw.toFixed(0)} emails/s, ${m.ratio.toFixed(2)}x baseline (median of the runs' ratios), ` +
+        `worker peak RSS ${peakMb.toFixed(0)} MB (goal: >= 2.2x baseline, worker < 400 MB)`,
     );
     agent.destroy();
   } finally {

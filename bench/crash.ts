@@ -11,7 +11,7 @@
  *
  * Needs `smtp-sink` (Debian package postfix) on PATH or in /usr/sbin.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
@@ -20,6 +20,7 @@ import pg from 'pg';
 import { embeddedDatabaseUrl, freePort } from '../src/db/embedded-postgres';
 import { ZoneDnsServer } from '../src/dns/zone-server';
 import { createBenchProject, machine, median, request, type ServiceProcess, startServiceProcess } from './service-process';
+import { spawnSmtpSink } from './smtp-sink-process';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const CAMPAIGN = Number(process.env.BENCH_CAMPAIGN ?? 20_000);
@@ -48,11 +49,9 @@ class CountingSink {
   private readonly file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'crash-sink-')), 'dump');
 
   async start(): Promise<this> {
-    this.port = await freePort();
-    const bin = fs.existsSync('/usr/sbin/smtp-sink') ? '/usr/sbin/smtp-sink' : 'smtp-sink';
-    this.child = spawn(bin, ['-u', os.userInfo().username === 'root' ? 'root' : os.userInfo().username, '-D', this.file, `127.0.0.1:${this.port}`, '512'], { stdio: 'inherit' });
-    await new Promise((r) => setTimeout(r, 300));
-    if (this.child.exitCode !== null) throw new Error('smtp-sink did not start (install the postfix package)');
+    const { child, port } = await spawnSmtpSink(['-D', this.file]);
+    this.child = child;
+    this.port = port;
     return this;
   }
 
