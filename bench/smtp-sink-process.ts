@@ -32,7 +32,7 @@ export async function spawnSmtpSink(args: string[], stdout: 'inherit' | 'pipe' =
   return { child, port };
 }
 
-/** smtp-sink with `-c`: it writes `sess=… quit=… msg=N` on stdout after every message; the last N is the count. */
+/** smtp-sink with `-c`: it writes `sess=… quit=… mesg=N\r` on stdout after every message; the last N is the count. */
 export async function startSinkProcess(): Promise<SinkProcess> {
   const { child, port } = await spawnSmtpSink(['-c'], 'pipe');
   let received = 0;
@@ -40,10 +40,11 @@ export async function startSinkProcess(): Promise<SinkProcess> {
   child.stdout!.setEncoding('latin1');
   child.stdout!.on('data', (chunk: string) => {
     const text = tail + chunk;
-    const at = text.lastIndexOf('msg=');
-    const m = at === -1 ? null : /^msg=(\d+)\r/.exec(text.slice(at));
-    if (m) received = Number(m[1]);
-    tail = text.slice(text.lastIndexOf('\r') + 1);
+    const end = text.lastIndexOf('\r');
+    if (end === -1) return void (tail = text);
+    const at = text.lastIndexOf('mesg=', end);
+    if (at !== -1) received = Number(text.slice(at + 'mesg='.length, end));
+    tail = text.slice(end + 1);
   });
   const count = async () => received;
   return {
