@@ -114,9 +114,9 @@ function mailbox(m: { name: string | null; address: string }): string {
  * The message's bytes, built directly: an alternative of text and HTML (or the HTML alone), inside a
  * related part with inline images, inside a mixed part with attachments; then, when `dkim` is given,
  * a DKIM-Signature over the result. Nothing is streamed or parsed back: a few string joins and one
- * quoted-printable pass per part.
+ * quoted-printable pass per part; the signature is computed on libuv's threadpool.
  */
-export function encodeMessage(m: OutgoingMessage, dkim?: DkimKey, now = new Date()): EncodedMessage {
+export async function encodeMessage(m: OutgoingMessage, dkim?: DkimKey, now = new Date()): Promise<EncodedMessage> {
   let content = m.text === null ? textPart(m.html, 'html') : multipart('alternative', [textPart(m.text, 'plain'), textPart(m.html, 'html')]);
   const inline = m.attachments.filter((a) => a.disposition === 'inline' && a.contentId);
   const attached = m.attachments.filter((a) => !(a.disposition === 'inline' && a.contentId));
@@ -140,7 +140,7 @@ export function encodeMessage(m: OutgoingMessage, dkim?: DkimKey, now = new Date
   });
   let head = '';
   for (const [name, value] of folded) head += `${name}: ${value}\r\n`;
-  const signature = dkim ? dkimSignature(folded, content.body, dkim, now.getTime()) : '';
+  const signature = dkim ? await dkimSignature(folded, content.body, dkim, now.getTime()) : '';
   return {
     envelope: { from: asciiAddress(m.from.address), to: [asciiAddress(m.to.address)] },
     raw: Buffer.from(`${signature}${head}\r\n${content.body}`),

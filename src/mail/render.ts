@@ -3,7 +3,7 @@
  * the fallback); arrays render as `<li>` items in HTML and comma-separated in text; in HTML every
  * value is escaped, so contact data can never inject markup.
  */
-const PLACEHOLDER = /\{\{\s*([^{}]*?)\s*\}\}/g;
+export const PLACEHOLDER = /\{\{\s*([^{}]*?)\s*\}\}/g;
 
 /** `url`: values are percent-encoded, for placeholders inside a URL (webhooks). */
 export type RenderMode = 'html' | 'text' | 'url';

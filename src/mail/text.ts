@@ -1,4 +1,5 @@
 import { compile } from 'html-to-text';
+import { PLACEHOLDER } from './render';
 
 // Compiled once: building the selector matcher is most of the cost of a conversion.
 const convert = compile({
@@ -22,4 +23,26 @@ export function htmlToText(html: string): string | undefined {
     .replace(/[ \t]+$/gm, '')
     .trim();
   return text.length ? text : undefined;
+}
+
+/** Converted templates by their HTML; a campaign's body, or a body many /v1/send requests share, is converted once. */
+const templates = new Map<string, string | null>();
+const TEMPLATES_KEPT = 256;
+
+/**
+ * The plain-text alternative of a template, placeholders kept, to be rendered per recipient in text
+ * mode: converting each recipient's rendered HTML cost more than everything else done per recipient.
+ * Placeholders stand aside as private-use tokens while converting, so headings' upper-casing and
+ * link formatting never touch them (values are then inserted as they are, not upper-cased).
+ */
+export function htmlToTextTemplate(html: string): string | undefined {
+  let text = templates.get(html);
+  if (text === undefined) {
+    const kept: string[] = [];
+    const converted = htmlToText(html.replace(PLACEHOLDER, (p) => `\uE000${kept.push(p) - 1}\uE001`));
+    text = converted === undefined ? null : converted.replace(/\uE000(\d+)\uE001/g, (_t, i: string) => kept[Number(i)]);
+    if (templates.size >= TEMPLATES_KEPT) templates.delete(templates.keys().next().value!);
+    templates.set(html, text);
+  }
+  return text ?? undefined;
 }

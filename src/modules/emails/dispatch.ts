@@ -1,10 +1,11 @@
 import crypto from 'node:crypto';
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import type { Logger } from 'pino';
-import type { SendMailOptions } from 'nodemailer/lib/mailer';
 import { sql } from '../../db/orm';
 import { whileUnreachable } from '../../db/unreachable';
 import type { QueueSignal } from '../../db/work-queue';
+import type { DkimKey } from '../../mail/dkim';
+import { encodeMessage, type OutgoingMessage } from '../../mail/mime';
 import type { DeliveryOutcome, Mailer } from '../../mail/transport';
 import type { ActivityHub } from '../events/contact-activity';
 import { insertEvents, type NewEvent } from '../events/events.store';
@@ -43,12 +44,6 @@ interface Attachment {
 
 /** `<project id>:<sender domain>`: whose DKIM key signs this email. */
 const senderOf = (e: QueuedEmail) => `${e.project_id}:${e.from_email.slice(e.from_email.lastIndexOf('@') + 1)}`;
-
-interface SigningKey {
-  domainName: string;
-  keySelector: string;
-  privateKey: crypto.KeyObject;
-}
 
 export interface DrainReport {
   sent: number;
@@ -291,7 +286,7 @@ export class EmailDispatcher {
         try {
           if (next >= batch.length || unreachable || failure !== undefined || signal?.aborted) break;
           const email = batch[next++];
-          const message = this.message(email, attachments.get(email.id) ?? [], rendered.get(email.id), signing.get(senderOf(email)));
+          const message = await encodeMessage(this.message(email, attachments.get(email.id) ?? [], rendered.get(email.id)), signing.get(senderOf(email)));
           const outcome = await this.deps.mailer.send(message);
           if (outcome.kind === 'unreachable') {
             unreachable = outcome.error;
@@ -389,7 +384,7 @@ export class EmailDispatcher {
    * deleted and added again signs with its new key at once. Parsing a PEM costs more than signing, so
    * parsed keys are kept, by the PEM's own hash: a new key is a new entry, never a stale hit.
    */
-  private async signingKeysOf(em: EntityManager, batch: QueuedEmail[]): Promise<Map<string, SigningKey>> {
+  private async signingKeysOf(em: EntityManager, batch: QueuedEmail[]): Promise<Map<string, DkimKey>> {
     const senders = [...new Set(batch.map(senderOf))];
     const rows = await sql<{ project_id: string; domain: string; dkim_selector: string; dkim_private_key: string }>(
       em,
@@ -397,7 +392,7 @@ export class EmailDispatcher {
        FROM domains d JOIN unnest(?::uuid[], ?::text[]) AS s(project_id, domain) ON d.project_id = s.project_id AND d.domain = s.domain`,
       [senders.map((s) => s.split(':')[0]), senders.map((s) => s.slice(s.indexOf(':') + 1))],
     );
-    const found = new Map<string, SigningKey>();
+    const found = new Map<string, DkimKey>();
     for (const row of rows) {
       const fingerprint = crypto.createHash('sha256').update(row.dkim_private_key).digest('base64');
       let privateKey = this.parsedKeys.get(fingerprint);
@@ -410,25 +405,23 @@ export class EmailDispatcher {
     return found;
   }
 
-  private message(e: QueuedEmail, attachments: Attachment[], rendered: Rendered | undefined, dkim: SigningKey | undefined): SendMailOptions {
-    const text = rendered ? rendered.text : e.text;
+  private message(e: QueuedEmail, attachments: Attachment[], rendered: Rendered | undefined): OutgoingMessage {
     return {
       messageId: e.message_id,
-      from: { name: e.from_name ?? '', address: e.from_email },
-      to: { name: e.to_name ?? '', address: e.to_email },
+      from: { name: e.from_name, address: e.from_email },
+      to: { name: e.to_name, address: e.to_email },
       replyTo: e.reply_to ?? e.from_email,
       subject: rendered?.subject ?? e.subject,
-      ...(text ? { text } : {}),
+      text: (rendered ? rendered.text : e.text) || null,
       html: rendered?.html ?? e.html ?? '',
       headers: rendered?.headers ?? e.headers,
       attachments: attachments.map((a) => ({
         filename: a.filename,
-        content: a.content,
         contentType: a.content_type,
-        contentDisposition: a.disposition,
-        ...(a.content_id ? { cid: a.content_id } : {}),
+        content: a.content,
+        disposition: a.disposition,
+        contentId: a.content_id,
       })),
-      ...(dkim ? { dkim: dkim as never } : {}),
     };
   }
 

@@ -7,7 +7,7 @@ import { AppError, badRequest } from '../../http/errors';
 import { type IdempotencyClaim, markIdempotentSuccess } from '../../http/idempotency';
 import type { Links } from '../../mail/links';
 import { render, templateVariables } from '../../mail/render';
-import { htmlToText } from '../../mail/text';
+import { htmlToTextTemplate } from '../../mail/text';
 import { addTracking, insertBeforeBodyEnd, unsubscribeFooter } from '../../mail/tracking';
 import { projectSettings, type ProjectSettings } from '../accounts/project-settings';
 import { resolveDataMap } from '../contacts/data-map';
@@ -99,15 +99,18 @@ interface ComposeInput {
 
 /**
  * One recipient's message: placeholders rendered with their data, the unsubscribe footer and
- * `List-Unsubscribe` pair on MARKETING mail, a text part from the HTML, then tracking.
+ * `List-Unsubscribe` pair on MARKETING mail, a text part (the body's text template, converted once,
+ * rendered with the same data), then tracking.
  */
 export function composeMessage(c: ComposeInput) {
   const contactLinks = c.links.contactLinks(c.contact.id);
   const vars = templateVariables({ contact: c.contact, values: c.values, links: contactLinks });
   const marketing = c.type === 'MARKETING';
+  const footer = marketing && c.settings.unsubscribeFooter;
   let html = render(c.body, vars, 'html');
-  if (marketing && c.settings.unsubscribeFooter) html = insertBeforeBodyEnd(html, unsubscribeFooter(contactLinks.unsubscribeUrl));
-  const text = htmlToText(html) ?? null;
+  if (footer) html = insertBeforeBodyEnd(html, unsubscribeFooter(contactLinks.unsubscribeUrl));
+  const textTemplate = htmlToTextTemplate(footer ? insertBeforeBodyEnd(c.body, unsubscribeFooter('{{unsubscribeUrl}}')) : c.body);
+  const text = (textTemplate && render(textTemplate, vars, 'text').trim()) || null;
   const tracked = c.settings.tracking === 'all' || (c.settings.tracking === 'marketing' && marketing);
   if (tracked) html = addTracking(html, c.emailId, c.links);
   const headers = { ...c.headers };
