@@ -1,3 +1,4 @@
+import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
 
@@ -70,6 +71,8 @@ const envSchema = z.object({
   /** Let WEBHOOK steps call private, loopback and metadata addresses (tests, private deployments). */
   WEBHOOK_ALLOW_PRIVATE: bool.default(false),
   SMTP_POOL_SIZE: z.coerce.number().int().min(1).max(100).default(8),
+  /** Delivery threads per worker process (encode, sign, SMTP), sharing SMTP_POOL_SIZE; 0 delivers on the main thread. */
+  MAIL_THREADS: z.coerce.number().int().min(0).max(64).default(os.availableParallelism()),
   ATTACHMENTS_MAX_MB: z.coerce.number().positive().max(40).default(10),
   MESSAGE_MAX_MB: z.coerce.number().positive().max(100).default(40),
   /** Hosts SNS signing certificates and subscription URLs may come from; `*` is one DNS label. */

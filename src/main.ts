@@ -20,6 +20,7 @@ import { storeCaptured } from './modules/dev-mailbox/dev-mailbox.service';
 import { EmailDispatcher } from './modules/emails/dispatch';
 import { EMAIL_QUEUED_CHANNEL } from './modules/emails/emails.service';
 import { QueueSignal } from './db/work-queue';
+import { DeliveryThreads, InProcessSender } from './mail/delivery-threads';
 import { Mailer } from './mail/transport';
 import { Links } from './mail/links';
 import { ActivityHub } from './modules/events/contact-activity';
@@ -113,8 +114,16 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
     // The worker's healthcheck on METRICS_PORT (GET /health), when this process runs one.
     let workerHealth: (() => Promise<void>) | undefined;
     if (role === 'all' || role === 'worker') {
-      const mailer = new Mailer(smtpUrl, { maxConnections: config.SMTP_POOL_SIZE });
-      stops.push(async () => mailer.close());
+      // Account mail (verification, password reset) is rare: one connection on the main thread.
+      const mailer = new Mailer(smtpUrl, { maxConnections: 1 });
+      const sender =
+        config.MAIL_THREADS > 0
+          ? new DeliveryThreads(smtpUrl, { threads: config.MAIL_THREADS, maxConnections: config.SMTP_POOL_SIZE })
+          : new InProcessSender(smtpUrl, config.SMTP_POOL_SIZE);
+      stops.push(async () => {
+        mailer.close();
+        await sender.close();
+      });
       // Queued work wakes this process's running drains, or else the sleeping dispatcher executions.
       const counts = { emailDispatchers: config.EMAIL_DISPATCHERS, automationDispatchers: config.AUTOMATION_DISPATCHERS };
       const listen = async (channel: string, kind: 'email' | 'automation') => {
@@ -142,7 +151,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         resolver,
         accountMail: { mailer, publicUrl: config.publicUrl, from: config.systemEmailFrom },
         // As many send slots as SMTP connections: each slot holds at most one accepted, unrecorded message.
-        dispatcher: new EmailDispatcher({ orm, mailer, queue, log, hub, links, retryBaseSeconds: config.EMAIL_RETRY_BASE_SECONDS, metrics, concurrency: config.SMTP_POOL_SIZE }),
+        dispatcher: new EmailDispatcher({ orm, sender, queue, log, hub, links, retryBaseSeconds: config.EMAIL_RETRY_BASE_SECONDS, metrics, concurrency: config.SMTP_POOL_SIZE }),
         hub,
         segmentRefreshSeconds: config.SEGMENT_REFRESH_SECONDS,
         campaignBatchSize: config.CAMPAIGN_BATCH_SIZE,

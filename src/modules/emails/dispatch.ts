@@ -5,8 +5,9 @@ import { sql } from '../../db/orm';
 import { whileUnreachable } from '../../db/unreachable';
 import type { QueueSignal } from '../../db/work-queue';
 import type { DkimKey } from '../../mail/dkim';
-import { encodeMessage, type OutgoingMessage } from '../../mail/mime';
-import type { DeliveryOutcome, Mailer } from '../../mail/transport';
+import type { MessageSender } from '../../mail/delivery-threads';
+import type { OutgoingMessage } from '../../mail/mime';
+import type { DeliveryOutcome } from '../../mail/transport';
 import type { ActivityHub } from '../events/contact-activity';
 import { insertEvents, type NewEvent } from '../events/events.store';
 import type { Links } from '../../mail/links';
@@ -87,7 +88,7 @@ export const retryDelaySeconds = (attempts: number, baseSeconds: number) => Math
 
 export interface DispatcherDeps {
   orm: MikroORM;
-  mailer: Mailer;
+  sender: MessageSender;
   queue: QueueSignal;
   log: Logger;
   /** For mail rendered at send time (campaigns). */
@@ -286,8 +287,7 @@ export class EmailDispatcher {
         try {
           if (next >= batch.length || unreachable || failure !== undefined || signal?.aborted) break;
           const email = batch[next++];
-          const message = await encodeMessage(this.message(email, attachments.get(email.id) ?? [], rendered.get(email.id)), signing.get(senderOf(email)));
-          const outcome = await this.deps.mailer.send(message);
+          const outcome = await this.deps.sender.send(this.message(email, attachments.get(email.id) ?? [], rendered.get(email.id)), signing.get(senderOf(email)));
           if (outcome.kind === 'unreachable') {
             unreachable = outcome.error;
             continue;

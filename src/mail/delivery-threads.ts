@@ -1,0 +1,120 @@
+import path from 'node:path';
+import { Worker } from 'node:worker_threads';
+import type { DkimKey } from './dkim';
+import { encodeMessage, type OutgoingMessage } from './mime';
+import { type DeliveryOutcome, Mailer } from './transport';
+
+/** Encodes, signs and sends one message; says how SMTP answered. */
+export interface MessageSender {
+  send(message: OutgoingMessage, dkim?: DkimKey): Promise<DeliveryOutcome>;
+  close(): Promise<void>;
+}
+
+export interface DeliveryJob {
+  id: number;
+  message: OutgoingMessage;
+  key?: DkimKey;
+}
+
+/** In the calling thread: for MAIL_THREADS=0. The signature still runs on libuv's threadpool. */
+export class InProcessSender implements MessageSender {
+  private readonly mailer: Mailer;
+
+  constructor(smtpUrl: string, maxConnections: number) {
+    this.mailer = new Mailer(smtpUrl, { maxConnections });
+  }
+
+  async send(message: OutgoingMessage, dkim?: DkimKey): Promise<DeliveryOutcome> {
+    return this.mailer.send(await encodeMessage(message, dkim));
+  }
+
+  async close(): Promise<void> {
+    this.mailer.close();
+  }
+}
+
+/**
+ * Running TypeScript (the tests), a thread has no compiled file to load: it compiles the sources it
+ * requires with swc, which the test runner brings. The built service loads the compiled file.
+ */
+function startThread(workerData: unknown): Worker {
+  const compiled = __filename.endsWith('.js');
+  const entry = path.join(__dirname, `delivery-thread${compiled ? '.js' : '.ts'}`);
+  if (compiled) return new Worker(entry, { workerData });
+  const swc = require.resolve('@swc/core', { paths: [__dirname] });
+  const loader = `
+    const fs = require('node:fs');
+    const { transformSync } = require(${JSON.stringify(swc)});
+    require.extensions['.ts'] = (m, filename) => m._compile(transformSync(fs.readFileSync(filename, 'utf8'), {
+      filename, jsc: { parser: { syntax: 'typescript' }, target: 'es2022' }, module: { type: 'commonjs' },
+    }).code, filename);
+    require(${JSON.stringify(entry)});`;
+  return new Worker(loader, { eval: true, workerData });
+}
+
+interface Thread {
+  worker: Worker;
+  pending: Map<number, (outcome: DeliveryOutcome) => void>;
+}
+
+/**
+ * Delivery on `threads` worker threads, each with its share of the `maxConnections` SMTP
+ * connections: encoding, signing and the SMTP conversation leave the event loop that claims and
+ * records, and use every core. A message goes to the thread with the fewest in flight.
+ */
+export class DeliveryThreads implements MessageSender {
+  private readonly threads: Thread[] = [];
+  private seq = 0;
+  private closing = false;
+
+  constructor(
+    private readonly smtpUrl: string,
+    opts: { threads: number; maxConnections: number },
+  ) {
+    const n = Math.max(1, Math.min(opts.threads, opts.maxConnections));
+    for (let i = 0; i < n; i++) this.spawn(i, Math.floor(opts.maxConnections / n) + (i < opts.maxConnections % n ? 1 : 0));
+  }
+
+  private spawn(slot: number, maxConnections: number): void {
+    const thread: Thread = { worker: startThread({ smtpUrl: this.smtpUrl, maxConnections }), pending: new Map() };
+    thread.worker.on('message', (m: { id: number; outcome: DeliveryOutcome }) => {
+      const done = thread.pending.get(m.id);
+      thread.pending.delete(m.id);
+      done?.(m.outcome);
+    });
+    // A thread that dies takes its messages' outcomes with it: they are reported unreachable (so they wait
+    // and are sent again), and a new thread takes its place.
+    thread.worker.on('error', (err) => this.fail(thread, err.message));
+    thread.worker.once('exit', (code) => {
+      this.fail(thread, `delivery thread exited with ${code}`);
+      if (!this.closing) this.spawn(slot, maxConnections);
+    });
+    thread.worker.unref();
+    this.threads[slot] = thread;
+  }
+
+  private fail(thread: Thread, error: string): void {
+    for (const done of thread.pending.values()) done({ kind: 'unreachable', error });
+    thread.pending.clear();
+  }
+
+  send(message: OutgoingMessage, dkim?: DkimKey): Promise<DeliveryOutcome> {
+    const thread = this.threads.reduce((a, b) => (b.pending.size < a.pending.size ? b : a));
+    const id = ++this.seq;
+    return new Promise((resolve) => {
+      thread.pending.set(id, resolve);
+      thread.worker.postMessage({ id, message, key: dkim } satisfies DeliveryJob);
+    });
+  }
+
+  async close(): Promise<void> {
+    this.closing = true;
+    await Promise.all(
+      this.threads.map(async (t) => {
+        t.worker.postMessage('close');
+        await Promise.race([new Promise((r) => t.worker.once('exit', r)), new Promise((r) => setTimeout(r, 5000))]);
+        await t.worker.terminate();
+      }),
+    );
+  }
+}
