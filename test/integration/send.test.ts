@@ -1,6 +1,5 @@
-import { authenticate } from 'mailauth';
-import { Resolver } from '../../src/dns/resolver';
 import { dbQuery } from '../setup/db';
+import { dkimStatus } from '../setup/dkim';
 import { ZoneDnsServer } from '../../src/dns/zone-server';
 import { verifiedDomain } from '../setup/sender';
 import { type Account, createAccount, startTestService, type TestService } from '../setup/service';
@@ -39,22 +38,7 @@ beforeEach(() => {
 
 const send = (body: unknown, headers?: Record<string, string>) => svc.api.post('/v1/send', body, { ...key, headers });
 
-/** DKIM is checked the way a receiving server does: the signature against the key published in DNS. */
-async function dkimResult(raw: Buffer, sender = 'hello@acme.test'): Promise<string> {
-  const resolver = new Resolver([dns.address]);
-  const result = await authenticate(raw, {
-    trustReceived: false,
-    sender,
-    ip: '127.0.0.1',
-    helo: 'localhost',
-    resolver: async (name: string, type: string) => {
-      const r = await resolver.lookup(name, type as 'TXT');
-      if (r.status === 'nxdomain') throw Object.assign(new Error('ENOTFOUND'), { code: 'ENOTFOUND' });
-      return type === 'TXT' ? r.answers.map((a) => [a]) : r.answers;
-    },
-  } as never);
-  return (result as any).dkim.results[0]?.status?.result;
-}
+const dkimResult = async (raw: Buffer, sender = 'hello@acme.test') => (await dkimStatus(raw, dns, sender)).result;
 
 /** A header's raw value (mailparser folds List-* headers into one structured entry). */
 function header(msg: { parsed: { headerLines: ReadonlyArray<{ key: string; line: string }> } }, name: string): string | undefined {

@@ -1,8 +1,7 @@
 import crypto from 'node:crypto';
-import { authenticate } from 'mailauth';
 import { simpleParser } from 'mailparser';
-import { Resolver } from '../../src/dns/resolver';
 import { ZoneDnsServer } from '../../src/dns/zone-server';
+import { dkimStatus } from '../setup/dkim';
 import { relaxedBody, relaxedHeader } from '../../src/mail/dkim';
 import { encodeMessage, type OutgoingMessage } from '../../src/mail/mime';
 
@@ -17,23 +16,7 @@ beforeAll(async () => {
 });
 afterAll(() => dns.stop());
 
-/** The verdict of mailauth's DKIM verifier, with the key looked up in the test DNS server. */
-async function dkimStatus(raw: Buffer): Promise<{ result: string; comment: string | false }> {
-  const resolver = new Resolver([dns.address]);
-  const result = await authenticate(raw, {
-    trustReceived: false,
-    sender: 'hello@shapes.test',
-    ip: '127.0.0.1',
-    helo: 'localhost',
-    resolver: async (name: string, type: string) => {
-      const r = await resolver.lookup(name, type as 'TXT');
-      if (r.status === 'nxdomain') throw Object.assign(new Error('ENOTFOUND'), { code: 'ENOTFOUND' });
-      return type === 'TXT' ? r.answers.map((a) => [a]) : r.answers;
-    },
-  } as never);
-  return (result as any).dkim.results[0]?.status;
-}
-const dkimResult = async (raw: Buffer) => (await dkimStatus(raw)).result;
+const dkimResult = async (raw: Buffer) => (await dkimStatus(raw, dns, 'hello@shapes.test')).result;
 
 /** RFC 2047 Q-encoded UTF-8 words back to text (mailparser leaves unknown headers encoded). */
 const decodeWords = (value: string) =>
@@ -94,7 +77,7 @@ describe('messages built by encodeMessage', () => {
 
   test('a changed body or signed header fails verification', async () => {
     const { raw } = await encodeMessage(base, dkim);
-    expect(await dkimStatus(Buffer.from(raw.toString().replace('Hello there.', 'Hello thera.')))).toMatchObject({ result: 'neutral', comment: 'body hash did not verify' });
+    expect(await dkimStatus(Buffer.from(raw.toString().replace('Hello there.', 'Hello thera.')), dns, 'hello@shapes.test')).toMatchObject({ result: 'neutral', comment: 'body hash did not verify' });
     expect(await dkimResult(Buffer.from(raw.toString().replace('Subject: Hello', 'Subject: Hellp')))).toBe('fail');
   });
 
