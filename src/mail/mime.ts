@@ -55,8 +55,11 @@ function textPart(content: string, subtype: 'plain' | 'html'): Part {
   };
 }
 
+/** Inline parts are those the HTML can reference by their Content-ID; any other part is attached. */
+const isInline = (a: MessageAttachment) => a.disposition === 'inline' && Boolean(a.contentId);
+
 function attachmentPart(a: MessageAttachment): Part {
-  const inline = a.disposition === 'inline' && a.contentId;
+  const inline = isInline(a);
   const headers: Array<[string, string]> = [
     ['Content-Type', mimeFuncs.buildHeaderValue({ value: a.contentType, params: { name: a.filename } })],
     ['Content-Transfer-Encoding', 'base64'],
@@ -69,18 +72,20 @@ function attachmentPart(a: MessageAttachment): Part {
 function multipart(subtype: 'alternative' | 'related' | 'mixed', parts: Part[]): Part {
   const boundary = `--_postbox_${subtype}_${crypto.randomBytes(12).toString('hex')}`;
   let body = '';
-  for (const p of parts) body += `--${boundary}\r\n${headerBlock(p.headers)}\r\n${p.body}\r\n`;
+  for (const p of parts) body += `--${boundary}\r\n${headerBlock(foldAll(p.headers))}\r\n${p.body}\r\n`;
   return { headers: [['Content-Type', `multipart/${subtype}; boundary="${boundary}"`]], body: `${body}--${boundary}--\r\n` };
 }
 
-/** Header lines, folded (a value without spaces stays whole: it is under 998 characters). */
-function headerBlock(headers: Array<[string, string]>): string {
+/** Folded header lines joined, each with its CRLF. */
+function headerBlock(folded: Array<[string, string]>): string {
   let out = '';
-  for (const [name, value] of headers) out += fold(name, value) + '\r\n';
+  for (const [name, value] of folded) out += `${name}: ${value}\r\n`;
   return out;
 }
 
-/** `Name: value`, folded at spaces so lines stay within 78 characters where the value allows it. */
+/** Each value folded at spaces so lines stay within 78 characters where it allows (a value without spaces stays whole: it is under 998). */
+const foldAll = (headers: Array<[string, string]>) => headers.map(([name, value]): [string, string] => [name, fold(name, value)]);
+
 function fold(name: string, value: string): string {
   let line = `${name}: ${value}`;
   let out = '';
@@ -91,7 +96,7 @@ function fold(name: string, value: string): string {
     out += line.slice(0, at) + '\r\n';
     line = line.slice(at);
   }
-  return out + line;
+  return (out + line).slice(name.length + 2);
 }
 
 /** A header value as written: encoded-words where it is not plain ASCII. */
@@ -118,8 +123,8 @@ function mailbox(m: { name: string | null; address: string }): string {
  */
 export async function encodeMessage(m: OutgoingMessage, dkim?: DkimKey, now = new Date()): Promise<EncodedMessage> {
   let content = m.text === null ? textPart(m.html, 'html') : multipart('alternative', [textPart(m.text, 'plain'), textPart(m.html, 'html')]);
-  const inline = m.attachments.filter((a) => a.disposition === 'inline' && a.contentId);
-  const attached = m.attachments.filter((a) => !(a.disposition === 'inline' && a.contentId));
+  const inline = m.attachments.filter(isInline);
+  const attached = m.attachments.filter((a) => !isInline(a));
   if (inline.length) content = multipart('related', [content, ...inline.map(attachmentPart)]);
   if (attached.length) content = multipart('mixed', [content, ...attached.map(attachmentPart)]);
 
@@ -134,12 +139,8 @@ export async function encodeMessage(m: OutgoingMessage, dkim?: DkimKey, now = ne
   ];
   for (const [name, value] of Object.entries(m.headers)) headers.push([name, headerText(value)]);
   headers.push(...content.headers);
-  const folded = headers.map(([name, value]): [string, string] => {
-    const line = fold(name, value);
-    return [name, line.slice(name.length + 2)];
-  });
-  let head = '';
-  for (const [name, value] of folded) head += `${name}: ${value}\r\n`;
+  const folded = foldAll(headers);
+  const head = headerBlock(folded);
   const signature = dkim ? await dkimSignature(folded, content.body, dkim, now.getTime()) : '';
   return {
     envelope: { from: asciiAddress(m.from.address), to: [asciiAddress(m.to.address)] },

@@ -69,7 +69,6 @@ type Rendered = ReturnType<typeof composeMessage>;
  */
 const RECORD_RETRY_MS = 60_000;
 
-
 /** Campaign counters move with the rows that really changed state. */
 async function countForCampaigns(em: EntityManager, rows: Array<{ campaign_id: string | null }>, column: 'sent_count' | 'failed_count'): Promise<void> {
   const per = new Map<string, number>();
