@@ -17,20 +17,13 @@ import { freePort } from '../src/db/embedded-postgres';
 import { ZoneDnsServer } from '../src/dns/zone-server';
 import { createBenchProject, machine, median, memoryOf, request, startServiceProcess } from './service-process';
 import { embeddedDatabaseUrl } from '../src/db/embedded-postgres';
-import { htmlToText } from '../src/mail/text';
-import { type BaselineMessage, rawNodemailerRate, startSinkProcess } from './smtp-sink-process';
+import { baselineMessage, rawNodemailerRate, startSinkProcess } from './smtp-sink-process';
 
 const RECIPIENTS = Number(process.env.BENCH_RECIPIENTS ?? 100_000);
 const RUNS = Number(process.env.BENCH_RUNS ?? 1);
 const POOL_SIZE = Number(process.env.SMTP_POOL_SIZE ?? 8);
 const BODY = `<html><body><h1>Hello {{name ?? there}}</h1><p>${'This month in review. '.repeat(40)}</p><a href="https://example.com/x">Read</a></body></html>`;
-const TEXT = htmlToText(BODY.replace('{{name ?? there}}', '@NAME@'))!;
-const BASELINE: BaselineMessage = {
-  from: 'News <news@bench.test>',
-  subject: 'News for you',
-  html: (i) => BODY.replace('{{name ?? there}}', `User ${i}`),
-  text: (i) => TEXT.replace('@NAME@', `User ${i}`),
-};
+const BASELINE = baselineMessage(BODY, 'News <news@bench.test>', 'News for you', (i) => `User ${i}`);
 
 async function main(): Promise<void> {
   const dns = await new ZoneDnsServer().start();

@@ -13,21 +13,14 @@
 import http from 'node:http';
 import { ZoneDnsServer } from '../src/dns/zone-server';
 import { createBenchProject, machine, median, request, startServiceProcess } from './service-process';
-import { htmlToText } from '../src/mail/text';
-import { type BaselineMessage, rawNodemailerRate, startSinkProcess } from './smtp-sink-process';
+import { baselineMessage, rawNodemailerRate, startSinkProcess } from './smtp-sink-process';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const EMAILS = Number(process.env.BENCH_EMAILS ?? 3000);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
 const POOL_SIZE = Number(process.env.SMTP_POOL_SIZE ?? 8);
 const BODY = `<html><body><h1>Hello {{name ?? there}}</h1><p>${'Your weekly summary. '.repeat(40)}</p><a href="https://example.com/x">Open</a></body></html>`;
-const TEXT = htmlToText(BODY.replace('{{name ?? there}}', '@NAME@'))!;
-const BASELINE: BaselineMessage = {
-  from: 'Bench <hello@bench.test>',
-  subject: 'Weekly summary for you',
-  html: (i) => BODY.replace('{{name ?? there}}', `user ${i}`),
-  text: (i) => TEXT.replace('@NAME@', `user ${i}`),
-};
+const BASELINE = baselineMessage(BODY, 'Bench <hello@bench.test>', 'Weekly summary for you', (i) => `user ${i}`);
 
 async function main(): Promise<void> {
   const dns = await new ZoneDnsServer().start();

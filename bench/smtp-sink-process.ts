@@ -11,6 +11,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import { createTransport } from 'nodemailer';
 import { freePort } from '../src/db/embedded-postgres';
+import { render } from '../src/mail/render';
+import { htmlToTextTemplate } from '../src/mail/text';
 
 export interface SinkProcess {
   url: string;
@@ -70,6 +72,15 @@ export interface BaselineMessage {
   subject: string;
   html: (i: number) => string;
   text: (i: number) => string;
+}
+
+/**
+ * The message a bench's service sends, for the baseline: `body` rendered with `{ name: name(i) }`,
+ * its text part made as the service makes it (the body's text template, rendered the same way).
+ */
+export function baselineMessage(body: string, from: string, subject: string, name: (i: number) => string): BaselineMessage {
+  const text = htmlToTextTemplate(body) ?? '';
+  return { from, subject, html: (i) => render(body, { name: name(i) }, 'html'), text: (i) => render(text, { name: name(i) }, 'text') };
 }
 
 /**
