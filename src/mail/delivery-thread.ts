@@ -4,16 +4,19 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { type DeliveryJob, InProcessSender } from './delivery-threads';
+import type { DkimKey } from './dkim';
 import type { DeliveryOutcome } from './transport';
 
 const { smtpUrl, maxConnections } = workerData as { smtpUrl: string; maxConnections: number };
 const sender = new InProcessSender(smtpUrl, maxConnections);
+const keys = new Map<number, DkimKey>();
 
 async function deliver(job: DeliveryJob): Promise<DeliveryOutcome> {
   // Buffers arrive as plain Uint8Arrays.
   const attachments = job.message.attachments.map((a) => ({ ...a, content: Buffer.from(a.content.buffer, a.content.byteOffset, a.content.byteLength) }));
+  if (job.key) keys.set(job.keyId!, job.key);
   try {
-    return await sender.send({ ...job.message, attachments }, job.key);
+    return await sender.send({ ...job.message, attachments }, job.keyId === undefined ? undefined : keys.get(job.keyId));
   } catch (err) {
     // Encoding failed (never expected): that message's own fate, reported rather than lost.
     return { kind: 'failed', error: `could not encode the message: ${(err as Error).message}` };

@@ -13,6 +13,8 @@ export interface MessageSender {
 export interface DeliveryJob {
   id: number;
   message: OutgoingMessage;
+  /** The signing key's number in this process; the key itself comes along the first time a thread needs it. */
+  keyId?: number;
   key?: DkimKey;
 }
 
@@ -55,6 +57,8 @@ function startThread(workerData: unknown): Worker {
 interface Thread {
   worker: Worker;
   pending: Map<number, (outcome: DeliveryOutcome) => void>;
+  /** Keys this thread already holds: cloning a KeyObject into a thread costs more than encoding the message. */
+  keys: Set<number>;
 }
 
 /**
@@ -66,6 +70,8 @@ export class DeliveryThreads implements MessageSender {
   private readonly threads: Thread[] = [];
   private seq = 0;
   private closing = false;
+  private readonly keyIds = new WeakMap<DkimKey['privateKey'], number>();
+  private keySeq = 0;
 
   constructor(
     private readonly smtpUrl: string,
@@ -76,7 +82,7 @@ export class DeliveryThreads implements MessageSender {
   }
 
   private spawn(slot: number, maxConnections: number): void {
-    const thread: Thread = { worker: startThread({ smtpUrl: this.smtpUrl, maxConnections }), pending: new Map() };
+    const thread: Thread = { worker: startThread({ smtpUrl: this.smtpUrl, maxConnections }), pending: new Map(), keys: new Set() };
     thread.worker.on('message', (m: { id: number; outcome: DeliveryOutcome }) => {
       const done = thread.pending.get(m.id);
       thread.pending.delete(m.id);
@@ -101,9 +107,19 @@ export class DeliveryThreads implements MessageSender {
   send(message: OutgoingMessage, dkim?: DkimKey): Promise<DeliveryOutcome> {
     const thread = this.threads.reduce((a, b) => (b.pending.size < a.pending.size ? b : a));
     const id = ++this.seq;
+    const job: DeliveryJob = { id, message };
+    if (dkim) {
+      let keyId = this.keyIds.get(dkim.privateKey);
+      if (keyId === undefined) this.keyIds.set(dkim.privateKey, (keyId = ++this.keySeq));
+      job.keyId = keyId;
+      if (!thread.keys.has(keyId)) {
+        thread.keys.add(keyId);
+        job.key = dkim;
+      }
+    }
     return new Promise((resolve) => {
       thread.pending.set(id, resolve);
-      thread.worker.postMessage({ id, message, key: dkim } satisfies DeliveryJob);
+      thread.worker.postMessage(job);
     });
   }
 
