@@ -9,7 +9,8 @@ import type { MessageSender } from '../../mail/delivery-threads';
 import type { OutgoingMessage } from '../../mail/mime';
 import type { DeliveryOutcome } from '../../mail/transport';
 import type { ActivityHub } from '../events/contact-activity';
-import { insertEvents, type NewEvent } from '../events/events.store';
+import { type EventRecord, type EventRow, toEventRecord } from '../events/events.store';
+import { newId } from '../../db/ids';
 import type { Links } from '../../mail/links';
 import type { Metrics } from '../../metrics';
 import { projectSettings, type ProjectSettings } from '../accounts/project-settings';
@@ -439,20 +440,8 @@ export class EmailDispatcher {
     const projectOf = new Map(batch.map((e) => [e.contact_id, e.project_id]));
     const retry = of('retry');
     const failed = of('failed');
-    const recorded = await this.deps.orm.em.fork().transactional(async (tx) => {
-      const updated = sent.length
-        ? await sql<{ id: string; campaign_id: string | null }>(
-            tx,
-            // An open or click can be recorded before this (the recipient was quick): keep the higher status.
-            // A campaign cancelled while this was in flight still sent it: what left is recorded as sent.
-            `UPDATE emails e SET status = CASE WHEN e.status IN ('QUEUED', 'CANCELLED') THEN 'SENT' ELSE e.status END, sent_at = now(),
-                                 provider_message_id = v.pid, subject = coalesce(v.subject, e.subject), claimed_until = NULL,
-                                 last_error = NULL, updated_at = now()
-             FROM unnest(?::uuid[], ?::text[], ?::text[]) AS v(id, pid, subject)
-             WHERE e.id = v.id AND e.sent_at IS NULL AND e.status <> 'FAILED' RETURNING e.id, e.campaign_id`,
-            [sent.map((s) => s.email.id), sent.map((s) => s.outcome.providerMessageId), sent.map((s) => rendered.get(s.email.id)?.subject ?? null)],
-          )
-        : [];
+    const write = async (tx: EntityManager): Promise<EventRecord[]> => {
+      const recorded = sent.length ? await this.recordSent(tx, sent, rendered) : [];
       if (retry.length) {
         await sql(
           tx,
@@ -462,27 +451,20 @@ export class EmailDispatcher {
           [retry.map((r) => r.email.id), retry.map((r) => retryDelaySeconds(r.email.attempts, this.deps.retryBaseSeconds ?? 30)), retry.map((r) => r.outcome.error)],
         );
       }
-      const failedRows = failed.length
-        ? await sql<{ id: string; campaign_id: string | null }>(
-            tx,
-            `UPDATE emails e SET status = 'FAILED', failed_at = now(), claimed_until = NULL, last_error = v.error, updated_at = now()
-             FROM unnest(?::uuid[], ?::text[]) AS v(id, error) WHERE e.id = v.id AND e.status = 'QUEUED' RETURNING e.id, e.campaign_id`,
-            [failed.map((f) => f.email.id), failed.map((f) => f.outcome.error)],
-          )
-        : [];
-      await countForCampaigns(tx, updated, 'sent_count');
-      await countForCampaigns(tx, failedRows, 'failed_count');
-      const updatedIds = new Set(updated.map((u) => u.id));
-      const events: NewEvent[] = sent
-        .filter((s) => updatedIds.has(s.email.id))
-        .map(({ email: e }) => ({
-          projectId: e.project_id,
-          contactId: e.contact_id,
-          name: 'email.sent',
-          data: { emailId: e.id, messageId: e.message_id, templateId: e.template_id, campaignId: e.campaign_id },
-        }));
-      return insertEvents(tx, events);
-    });
+      if (failed.length) {
+        const failedRows = await sql<{ id: string; campaign_id: string | null }>(
+          tx,
+          `UPDATE emails e SET status = 'FAILED', failed_at = now(), claimed_until = NULL, last_error = v.error, updated_at = now()
+           FROM unnest(?::uuid[], ?::text[]) AS v(id, error) WHERE e.id = v.id AND e.status = 'QUEUED' RETURNING e.id, e.campaign_id`,
+          [failed.map((f) => f.email.id), failed.map((f) => f.outcome.error)],
+        );
+        await countForCampaigns(tx, failedRows, 'failed_count');
+      }
+      return recorded;
+    };
+    // Accepted mail alone (nearly always) is one statement, atomic by itself: no transaction's extra round trips.
+    const em = this.deps.orm.em.fork();
+    const recorded = retry.length || failed.length ? await em.transactional(write) : await write(em);
     report.sent += sent.length;
     report.retried += retry.length;
     report.failed += failed.length;
@@ -492,5 +474,45 @@ export class EmailDispatcher {
     for (const [projectId, events] of groupBy(recorded, (e) => projectOf.get(e.contactId)!)) {
       this.deps.hub?.publish({ projectId, contactIds: [], events });
     }
+  }
+
+  /**
+   * Accepted mail in one statement: each email still unsent becomes SENT, its campaign counts it, and its
+   * `email.sent` event is written, only for the rows that really changed (so recording twice records once).
+   */
+  private async recordSent(
+    em: EntityManager,
+    sent: Array<{ email: QueuedEmail; outcome: Extract<DeliveryOutcome, { kind: 'sent' }> }>,
+    rendered: Map<string, Rendered>,
+  ): Promise<EventRecord[]> {
+    const rows = await sql<EventRow>(
+      em,
+      // An open or click can be recorded before this (the recipient was quick): keep the higher status.
+      // A campaign cancelled while this was in flight still sent it: what left is recorded as sent.
+      `WITH v AS (
+         SELECT * FROM unnest(?::uuid[], ?::text[], ?::text[], ?::uuid[], ?::jsonb[]) AS v(id, pid, subject, event_id, data)
+       ), updated AS (
+         UPDATE emails e SET status = CASE WHEN e.status IN ('QUEUED', 'CANCELLED') THEN 'SENT' ELSE e.status END, sent_at = now(),
+                             provider_message_id = v.pid, subject = coalesce(v.subject, e.subject), claimed_until = NULL,
+                             last_error = NULL, updated_at = now()
+         FROM v WHERE e.id = v.id AND e.sent_at IS NULL AND e.status <> 'FAILED'
+         RETURNING e.id, e.project_id, e.contact_id, e.campaign_id
+       ), counted AS (
+         UPDATE campaigns c SET sent_count = c.sent_count + u.n, updated_at = now()
+         FROM (SELECT campaign_id, count(*)::int AS n FROM updated WHERE campaign_id IS NOT NULL GROUP BY campaign_id) u
+         WHERE c.id = u.campaign_id
+       )
+       INSERT INTO events (id, project_id, contact_id, name, data, created_at)
+       SELECT v.event_id, u.project_id, u.contact_id, 'email.sent', v.data, now() FROM updated u JOIN v ON v.id = u.id
+       RETURNING id, name, contact_id, data, created_at`,
+      [
+        sent.map((s) => s.email.id),
+        sent.map((s) => s.outcome.providerMessageId),
+        sent.map((s) => rendered.get(s.email.id)?.subject ?? null),
+        sent.map(() => newId()),
+        sent.map(({ email: e }) => JSON.stringify({ emailId: e.id, messageId: e.message_id, templateId: e.template_id, campaignId: e.campaign_id })),
+      ],
+    );
+    return rows.map(toEventRecord);
   }
 }
