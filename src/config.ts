@@ -71,6 +71,11 @@ const envSchema = z.object({
   /** Let WEBHOOK steps call private, loopback and metadata addresses (tests, private deployments). */
   WEBHOOK_ALLOW_PRIVATE: bool.default(false),
   SMTP_POOL_SIZE: z.coerce.number().int().min(1).max(100).default(8),
+  /**
+   * Messages a worker process may have handed to SMTP whose outcome is not yet recorded: what a killed
+   * process can send twice. Unset: 4 × SMTP_POOL_SIZE, so connections keep sending while outcomes commit.
+   */
+  DELIVERY_IN_FLIGHT: z.coerce.number().int().min(1).max(10_000).optional(),
   /** Delivery threads per worker process (encode, sign, SMTP), sharing SMTP_POOL_SIZE; 0 delivers on the main thread. */
   MAIL_THREADS: z.coerce.number().int().min(0).max(64).default(os.availableParallelism()),
   ATTACHMENTS_MAX_MB: z.coerce.number().positive().max(40).default(10),

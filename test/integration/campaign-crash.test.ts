@@ -10,7 +10,7 @@ import { SmtpSink } from '../setup/smtp-sink';
 
 const RECIPIENTS = 5000;
 // What can be sent again after a kill: messages SMTP accepted whose outcome was not yet recorded,
-// at most one per SMTP connection of the killed process (SMTP_POOL_SIZE, default 8).
+// at most the killed process's DELIVERY_IN_FLIGHT (8 here; unset, it is 4 × SMTP_POOL_SIZE).
 const DUPLICATE_BOUND = 8;
 
 const MAIN = path.resolve(__dirname, '../../dist/src/main.js');
@@ -63,6 +63,7 @@ test(`killing the worker in the middle of a ${RECIPIENTS}-recipient campaign los
     SYSTEM_EMAIL_FROM: api.env.SYSTEM_EMAIL_FROM,
     DATA_DIR: fs.mkdtempSync(path.join(os.tmpdir(), 'crash-worker-')),
     CAMPAIGN_BATCH_SIZE: '500',
+    DELIVERY_IN_FLIGHT: String(DUPLICATE_BOUND),
   };
   const first = startWorker(workerEnv);
   workers.push(first);

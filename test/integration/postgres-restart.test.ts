@@ -80,6 +80,7 @@ test(`kill -9 of the embedded PostgreSQL mid-campaign: the service stays up, /he
       HOST: '127.0.0.1',
       SMTP_URL: smtp.url,
       SMTP_POOL_SIZE: String(POOL_SIZE),
+      DELIVERY_IN_FLIGHT: String(POOL_SIZE),
       DNS_SERVERS: dns.address,
       TEMPORAL_DEV_SERVER_PORT: devServerPort,
       TEMPORAL_UI: 'off',

@@ -103,7 +103,7 @@ export interface DispatcherDeps {
   metrics?: Metrics;
 }
 
-/** Permits shared by every send slot of the process, so SMTP_POOL_SIZE bounds them all together. */
+/** Permits shared by every send slot of the process, so DELIVERY_IN_FLIGHT bounds them all together. */
 class Permits {
   private queue: Array<() => void> = [];
   constructor(private free: number) {}
@@ -280,7 +280,7 @@ export class EmailDispatcher {
     });
     // A slot holds one of the process's permits from sending a message until its outcome is recorded,
     // so a crash can send again only what SMTP accepted and was not yet recorded: at most one message
-    // per permit (SMTP_POOL_SIZE per process), whatever number of dispatchers and campaigns share it.
+    // per permit (DELIVERY_IN_FLIGHT per process), whatever number of dispatchers and campaigns share it.
     const slot = async () => {
       while (next < batch.length && !unreachable && failure === undefined && !signal?.aborted) {
         await this.permits.take();
