@@ -18,6 +18,8 @@ const PROJECT_DATA = [
   'events',
   'emails',
   'contact_counts',
+  // After `contacts`, whose deletion writes the deltas.
+  'contact_count_deltas',
   'bulk_jobs',
   'contact_imports',
   'idempotency_keys',

@@ -118,38 +118,58 @@ async function rawEventCounts(em: EntityManager, projectId: string, from: Date, 
   return rows.map((r) => ({ name: r.name, variant: r.variant, bucket: new Date(0), n: Number(r.n) }));
 }
 
-/**
- * Folds pending deltas into the hourly and daily counts, a slice at a time; safe to run twice or
- * concurrently (a delta is deleted by exactly one fold, in the transaction that adds it). Deltas of
- * deleted projects are dropped; counts that fall to zero stay (readers skip them). Answers the number
- * of deltas folded.
- */
-export async function foldActivityCounts(em: EntityManager, slice = 20_000): Promise<number> {
+/** Runs a fold statement (one slice per transaction, answering `n` moved) until a slice comes back short. */
+async function foldInSlices(em: EntityManager, statement: string, slice: number): Promise<number> {
   let folded = 0;
   for (;;) {
-    const [row] = await em.transactional((tx) =>
-      sql<{ n: number }>(
-        tx,
-        `WITH moved AS (
-           DELETE FROM activity_count_deltas WHERE id IN (
-             SELECT id FROM activity_count_deltas ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED)
-           RETURNING project_id, source, hour, name, variant, n),
-         summed AS (
-           SELECT project_id, source, hour, name, variant, sum(n) AS n FROM moved
-           WHERE EXISTS (SELECT 1 FROM projects p WHERE p.id = moved.project_id)
-           GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5),
-         hourly AS (
-           INSERT INTO activity_counts (project_id, source, hour, name, variant, n) SELECT * FROM summed
-           ON CONFLICT (project_id, source, hour, name, variant) DO UPDATE SET n = activity_counts.n + EXCLUDED.n),
-         daily AS (
-           INSERT INTO activity_counts_daily (project_id, source, day, name, variant, n)
-           SELECT project_id, source, date_trunc('day', hour, 'UTC'), name, variant, sum(n) FROM summed GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5
-           ON CONFLICT (project_id, source, day, name, variant) DO UPDATE SET n = activity_counts_daily.n + EXCLUDED.n)
-         SELECT count(*)::int AS n FROM moved`,
-        [slice],
-      ),
-    );
+    const [row] = await em.transactional((tx) => sql<{ n: number }>(tx, statement, [slice]));
     folded += row.n;
     if (row.n < slice) return folded;
   }
+}
+
+/**
+ * Folds pending deltas into the hourly and daily counts, and contact deltas into `contact_counts`, a
+ * slice at a time; safe to run twice or concurrently (a delta is deleted by exactly one fold, in the
+ * transaction that adds it). Deltas of deleted projects are dropped; counts that fall to zero stay
+ * (readers skip them). Answers the number of deltas folded.
+ */
+export async function foldActivityCounts(em: EntityManager, slice = 20_000): Promise<number> {
+  const activity = await foldInSlices(
+    em,
+    `WITH moved AS (
+       DELETE FROM activity_count_deltas WHERE id IN (
+         SELECT id FROM activity_count_deltas ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED)
+       RETURNING project_id, source, hour, name, variant, n),
+     summed AS (
+       SELECT project_id, source, hour, name, variant, sum(n) AS n FROM moved
+       WHERE EXISTS (SELECT 1 FROM projects p WHERE p.id = moved.project_id)
+       GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5),
+     hourly AS (
+       INSERT INTO activity_counts (project_id, source, hour, name, variant, n) SELECT * FROM summed
+       ON CONFLICT (project_id, source, hour, name, variant) DO UPDATE SET n = activity_counts.n + EXCLUDED.n),
+     daily AS (
+       INSERT INTO activity_counts_daily (project_id, source, day, name, variant, n)
+       SELECT project_id, source, date_trunc('day', hour, 'UTC'), name, variant, sum(n) FROM summed GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5
+       ON CONFLICT (project_id, source, day, name, variant) DO UPDATE SET n = activity_counts_daily.n + EXCLUDED.n)
+     SELECT count(*)::int AS n FROM moved`,
+    slice,
+  );
+  const contacts = await foldInSlices(
+    em,
+    // Only this fold writes contact_counts now; it adds to shard 0 (the other shards hold what was counted before).
+    `WITH moved AS (
+       DELETE FROM contact_count_deltas WHERE id IN (
+         SELECT id FROM contact_count_deltas ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED)
+       RETURNING project_id, n),
+     summed AS (
+       SELECT project_id, sum(n) AS n FROM moved
+       WHERE EXISTS (SELECT 1 FROM projects p WHERE p.id = moved.project_id) GROUP BY 1 ORDER BY 1),
+     counted AS (
+       INSERT INTO contact_counts (project_id, shard, n) SELECT project_id, 0, n FROM summed
+       ON CONFLICT (project_id, shard) DO UPDATE SET n = contact_counts.n + EXCLUDED.n)
+     SELECT count(*)::int AS n FROM moved`,
+    slice,
+  );
+  return activity + contacts;
 }

@@ -2,6 +2,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { sql } from '../../db/orm';
 import { forbidden } from '../../http/errors';
 import { countsBetween, sumByName } from '../activity/activity-counts';
+import { contactTotal } from '../contacts/contacts.service';
 
 export interface BillingLimits {
   /** Emails accepted per calendar month (UTC); null is no cap. */
@@ -41,13 +42,13 @@ export async function setBillingLimits(em: EntityManager, projectId: string, lim
 async function usage(em: EntityManager, projectId: string, now = new Date()) {
   const period = billingPeriod(now);
   const byType = sumByName(await countsBetween(em, projectId, 'email', period.start, period.end), true);
-  const [contacts] = await sql<{ n: string }>(em, `SELECT coalesce(sum(n), 0) AS n FROM contact_counts WHERE project_id = ?`, [projectId]);
+  const contacts = await contactTotal(em, projectId);
   const emails = (type: string) => byType.get(`accepted:${type}`) ?? 0;
   return {
     period,
     emails: emails('TRANSACTIONAL') + emails('MARKETING') + emails('HEADLESS'),
     byType: { TRANSACTIONAL: emails('TRANSACTIONAL'), MARKETING: emails('MARKETING'), HEADLESS: emails('HEADLESS') },
-    contacts: Number(contacts.n),
+    contacts,
   };
 }
 

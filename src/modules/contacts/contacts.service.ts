@@ -339,6 +339,16 @@ export interface ListQuery {
   dir: 'asc' | 'desc';
 }
 
+/** A project's contacts, from the maintained counts: what was folded plus the deltas not yet folded. */
+export async function contactTotal(em: EntityManager, projectId: string): Promise<number> {
+  const [c] = await sql<{ n: string }>(
+    em,
+    `SELECT (SELECT coalesce(sum(n), 0) FROM contact_counts WHERE project_id = ?) + (SELECT coalesce(sum(n), 0) FROM contact_count_deltas WHERE project_id = ?) AS n`,
+    [projectId, projectId],
+  );
+  return Number(c.n);
+}
+
 const likePattern = (s: string) => `%${s.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
 
 /** Cursor pages ordered by the sort column then id; `total` only on the first page. */
@@ -380,13 +390,8 @@ export async function listContacts(em: EntityManager, projectId: string, q: List
   const page = rows.slice(0, q.limit);
   let total = 0;
   if (!q.cursor) {
-    // Unfiltered, the maintained per-project count answers without counting (see contact_counts).
-    const [c] = await sql<{ n: string }>(
-      em,
-      unfiltered ? `SELECT coalesce(sum(n), 0) AS n FROM contact_counts WHERE project_id = ?` : `SELECT count(*) AS n FROM contacts WHERE ${filters}`,
-      filterParams,
-    );
-    total = Number(c.n);
+    // Unfiltered, the maintained per-project count answers without counting.
+    total = unfiltered ? await contactTotal(em, projectId) : Number((await sql<{ n: string }>(em, `SELECT count(*) AS n FROM contacts WHERE ${filters}`, filterParams))[0].n);
   }
   return {
     data: page.map(toContactDto),
