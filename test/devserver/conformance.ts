@@ -373,6 +373,10 @@ export function conformanceSuite(title: string, options: ConformanceOptions = {}
         expect(await scenario('schedule-to-start')).toMatchObject({ cause: 'TimeoutFailure', timeoutType: 'SCHEDULE_TO_START', retryState: 'TIMEOUT' });
       });
 
+      test('only schedule-to-close, and no worker takes the task: schedule-to-start (its default) fires first', async () => {
+        expect(await scenario('schedule-to-close-only-unpolled')).toMatchObject({ cause: 'TimeoutFailure', timeoutType: 'SCHEDULE_TO_START', retryState: 'TIMEOUT' });
+      });
+
       test('start-to-close timeout, retried then given up', async () => {
         expect(await scenario('start-to-close')).toMatchObject({ cause: 'TimeoutFailure', timeoutType: 'START_TO_CLOSE', retryState: 'MAXIMUM_ATTEMPTS_REACHED' });
       });

@@ -78,6 +78,23 @@ function timeoutFailure(message: string, timeoutType: number, details?: IPayload
   };
 }
 
+/**
+ * The activity timeout that fires at `now`, if any: the earliest due deadline, and of equal deadlines the
+ * lower timeout type, as Temporal orders its activity timers (so schedule-to-start, which defaults to
+ * schedule-to-close, wins over it when no worker ever took the task).
+ */
+function dueActivityTimeout(a: ActivityRecord, now: number): number | undefined {
+  const deadlines: Array<[at: number, type: number]> = [];
+  if (a.scheduleToCloseMs) deadlines.push([a.firstScheduledTime + a.scheduleToCloseMs, TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE]);
+  if (a.phase === 'scheduled' && a.scheduleToStartMs) deadlines.push([a.attemptScheduledTime + a.scheduleToStartMs, TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_START]);
+  if (a.phase === 'started' && a.started) {
+    if (a.startToCloseMs) deadlines.push([a.started.time + a.startToCloseMs, TimeoutType.TIMEOUT_TYPE_START_TO_CLOSE]);
+    if (a.heartbeatMs) deadlines.push([Math.max(a.started.time, a.lastHeartbeatTime ?? 0) + a.heartbeatMs, TimeoutType.TIMEOUT_TYPE_HEARTBEAT]);
+  }
+  const due = deadlines.filter(([at]) => at <= now).sort((x, y) => x[0] - y[0] || x[1] - y[1]);
+  return due[0]?.[1];
+}
+
 export class Execution implements TimerOwner {
   timerIndex = -1;
   timerAt = 0;
@@ -743,21 +760,14 @@ export class Execution implements TimerOwner {
     const dueTimers = s.timers.filter((t) => t.fireAt <= now).sort((a, b) => a.fireAt - b.fireAt || a.startedEventId - b.startedEventId);
     for (const t of dueTimers) this.fireTimer(t);
     for (const a of [...s.activities]) {
-      if (a.scheduleToCloseMs && a.firstScheduledTime + a.scheduleToCloseMs <= now) {
-        this.timeoutActivity(a, TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE);
+      const timeout = dueActivityTimeout(a, now);
+      if (timeout !== undefined) {
+        this.timeoutActivity(a, timeout);
       } else if (a.phase === 'backoff' && (a.nextAttemptAt ?? 0) <= now) {
         a.phase = 'scheduled';
         a.nextAttemptAt = undefined;
         a.attemptScheduledTime = now;
         this.outbox.push({ kind: 'activity', rec: a, attempt: a.attempt });
-      } else if (a.phase === 'scheduled' && a.scheduleToStartMs && a.attemptScheduledTime + a.scheduleToStartMs <= now) {
-        this.timeoutActivity(a, TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_START);
-      } else if (a.phase === 'started' && a.started) {
-        if (a.startToCloseMs && a.started.time + a.startToCloseMs <= now) {
-          this.timeoutActivity(a, TimeoutType.TIMEOUT_TYPE_START_TO_CLOSE);
-        } else if (a.heartbeatMs && Math.max(a.started.time, a.lastHeartbeatTime ?? 0) + a.heartbeatMs <= now) {
-          this.timeoutActivity(a, TimeoutType.TIMEOUT_TYPE_HEARTBEAT);
-        }
       }
     }
     return undefined;
