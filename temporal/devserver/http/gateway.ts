@@ -249,6 +249,5 @@ export function httpCallContext(req: http.IncomingMessage, res: http.ServerRespo
       else listeners.push(fn);
     },
     msUntilDeadline: () => Infinity,
-    requestCompressed: () => false,
   };
 }

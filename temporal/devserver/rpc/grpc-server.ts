@@ -14,8 +14,6 @@ export interface CallContext {
   onCancel(fn: () => void): void;
   /** Milliseconds left before the client gives up, or Infinity. */
   msUntilDeadline(): number;
-  /** Whether the request arrived compressed (gzip/deflate). */
-  requestCompressed(): boolean;
 }
 
 /** A handler returns a plain message object, or the exact bytes of an already-encoded response. */
@@ -35,12 +33,6 @@ function callContext(call: grpc.ServerUnaryCall<unknown, unknown>): CallContext 
       const d = call.getDeadline();
       const at = d instanceof Date ? d.getTime() : Number(d);
       return Number.isFinite(at) ? at - Date.now() : Infinity;
-    },
-    requestCompressed() {
-      // grpc-js strips grpc-encoding from the metadata; its call object still knows it. If a later
-      // grpc-js hides it, this answers false and nothing changes but speed.
-      const encoding = (call as unknown as { call?: { incomingEncoding?: string } }).call?.incomingEncoding;
-      return encoding === 'gzip' || encoding === 'deflate';
     },
   };
 }

@@ -36,8 +36,8 @@ export function describeNamespace(ns: NamespaceRecord): Loose<temporal.api.workf
       ownerEmail: ns.ownerEmail,
       data: ns.data,
       id: ns.id,
-      // workerPollCompleteOnShutdown stays false: workers then cancel their own polls at shutdown.
-      capabilities: { eagerWorkflowStart: false, syncUpdate: false, asyncUpdate: false },
+      // ShutdownWorker answers the worker's waiting polls, so it stops at once without cancelling them.
+      capabilities: { eagerWorkflowStart: false, syncUpdate: false, asyncUpdate: false, workerPollCompleteOnShutdown: true },
       supportsSchedules: false,
     },
     config: {
@@ -73,12 +73,8 @@ const systemInfo = () => ({
 export function workflowServiceHandlers(p: ServiceParts): Handlers {
   const { engine, ops, workflowTasks, activityTasks, history, visibility } = p;
   return {
-    GetSystemInfo: (_req: object, ctx) => {
-      // The worker's core gzips every request unless the server declines at connect time; on one
-      // machine that compression is pure cost (a zlib stream per message). Core reconnects without it.
-      if (ctx.requestCompressed()) throw unimplemented('grpc-encoding gzip is not supported by the dev server; send uncompressed');
-      return systemInfo();
-    },
+    // The worker's core gzips its requests; like Temporal, the server takes them (grpc-js inflates them).
+    GetSystemInfo: () => systemInfo(),
     GetClusterInfo: () => ({
       supportedClients: { 'temporal-cli': '< 2.0.0', 'temporal-go': '< 2.0.0', 'temporal-typescript': '< 2.0.0' },
       serverVersion: SERVER_VERSION,
@@ -141,7 +137,13 @@ export function workflowServiceHandlers(p: ServiceParts): Handlers {
     CountWorkflowExecutions: (req) => visibility.count(req),
 
     ShutdownWorker: (req: temporal.api.workflowservice.v1.IShutdownWorkerRequest) => {
-      if (req.stickyTaskQueue) workflowTasks.releaseSticky(engine.namespaces.get(req.namespace).name, req.stickyTaskQueue);
+      const ns = engine.namespaces.get(req.namespace).name;
+      if (req.stickyTaskQueue) workflowTasks.releaseSticky(ns, req.stickyTaskQueue);
+      engine.matching.completeWorkerPolls(ns, {
+        workerInstanceKey: req.workerInstanceKey || undefined,
+        identity: req.identity || undefined,
+        taskQueue: req.taskQueue || undefined,
+      });
       return {};
     },
     DescribeTaskQueue: (req: temporal.api.workflowservice.v1.IDescribeTaskQueueRequest) => {
