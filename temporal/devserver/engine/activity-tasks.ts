@@ -5,6 +5,7 @@
 import { decodeB64, decodeEvent, enums, type Loose, msToDurAlways, msToTs, Payloads, temporal, type IFailure, type IPayloads } from '../proto';
 import { invalidArgument, notFound } from '../rpc/errors';
 import { type CallContext, longPollWindow } from '../rpc/grpc-server';
+import { pollerOf } from './matching';
 import type { Engine } from './engine';
 import type { Execution } from './execution';
 import { retryPolicyProto } from './retry-policy';
@@ -66,7 +67,7 @@ export class ActivityTasks {
     const ns = this.engine.namespaces.get(req.namespace);
     const queue = req.taskQueue?.name;
     if (!queue) throw invalidArgument('TaskQueue is not set on request.');
-    const res = await this.engine.matching.poll(ns.name, 'activity', queue, req.identity ?? '', ctx, longPollWindow(ctx, POLL_WINDOW_MS));
+    const res = await this.engine.matching.poll(ns.name, 'activity', queue, pollerOf(req), ctx, longPollWindow(ctx, POLL_WINDOW_MS));
     return res ?? {};
   }
 

@@ -12,8 +12,19 @@ export interface QueuedTask {
   take(identity: string): Buffer | object | undefined;
 }
 
-interface Poller {
+/** Who polls: the worker's identity, and the instance key one worker (one task queue) sends with each poll. */
+export interface PollerId {
   identity: string;
+  workerInstanceKey?: string;
+}
+
+/** The poller of a poll request. */
+export const pollerOf = (req: { identity?: string | null; workerInstanceKey?: string | null }): PollerId => ({
+  identity: req.identity ?? '',
+  workerInstanceKey: req.workerInstanceKey || undefined,
+});
+
+interface Poller extends PollerId {
   ctx: CallContext;
   done: boolean;
   finish(result: Buffer | object | undefined): void;
@@ -66,9 +77,14 @@ export interface PollerInfo {
   lastAccessTime: number;
 }
 
+/** How long the polls of a worker that announced its shutdown are answered "no task" at once. */
+const SHUTDOWN_MEMORY_MS = 5 * 60_000;
+
 export class Matching {
   private readonly queues = new Map<string, TaskQueue>();
   private readonly timers = new Set<NodeJS.Timeout>();
+  /** `<namespace>\0<worker instance key>` -> until when its polls get "no task" at once. */
+  private readonly shutDown = new Map<string, number>();
 
   private queue(namespace: string, kind: QueueKind, name: string): TaskQueue {
     const key = `${namespace}\u0000${kind}\u0000${name}`;
@@ -98,7 +114,9 @@ export class Matching {
   }
 
   /** Long-polls `name` for up to `waitMs`; resolves undefined when nothing came (an empty response). */
-  poll(namespace: string, kind: QueueKind, name: string, identity: string, ctx: CallContext, waitMs: number): Promise<Buffer | object | undefined> {
+  poll(namespace: string, kind: QueueKind, name: string, who: PollerId, ctx: CallContext, waitMs: number): Promise<Buffer | object | undefined> {
+    const { identity } = who;
+    if (who.workerInstanceKey && (this.shutDown.get(`${namespace}\u0000${who.workerInstanceKey}`) ?? 0) > Date.now()) return Promise.resolve(undefined);
     const q = this.queue(namespace, kind, name);
     q.recentPollers.set(identity, Date.now());
     for (;;) {
@@ -107,7 +125,35 @@ export class Matching {
       const response = task.take(identity);
       if (response !== undefined) return Promise.resolve(response);
     }
-    return this.wait(ctx, waitMs, identity, (p) => q.pollers.push(p), (p) => q.pollers.remove(p));
+    return this.wait(ctx, waitMs, who, (p) => q.pollers.push(p), (p) => q.pollers.remove(p));
+  }
+
+  /**
+   * A worker is shutting down (ShutdownWorker): its waiting polls are answered "no task" now, so it
+   * stops without waiting out its long polls or cancelling them (a cancelled poll can race a task
+   * handed to it). Polls it still sends are answered the same way. Known by its instance key; a worker
+   * without one is known by its identity and task queue, and only its waiting polls are answered.
+   */
+  completeWorkerPolls(namespace: string, worker: { workerInstanceKey?: string; identity?: string; taskQueue?: string }): number {
+    const now = Date.now();
+    for (const [k, until] of this.shutDown) if (until <= now) this.shutDown.delete(k);
+    if (worker.workerInstanceKey) this.shutDown.set(`${namespace}\u0000${worker.workerInstanceKey}`, now + SHUTDOWN_MEMORY_MS);
+    const ours = (p: Poller) =>
+      worker.workerInstanceKey ? p.workerInstanceKey === worker.workerInstanceKey : !!worker.identity && p.identity === worker.identity;
+    let completed = 0;
+    for (const [key, q] of this.queues) {
+      const [ns, , name] = key.split('\u0000');
+      if (ns !== namespace || (!worker.workerInstanceKey && worker.taskQueue && name !== worker.taskQueue)) continue;
+      const waiting: Poller[] = [];
+      for (let p = q.pollers.shift(); p; p = q.pollers.shift()) waiting.push(p);
+      for (const p of waiting) {
+        if (ours(p)) {
+          p.finish(undefined);
+          completed++;
+        } else q.pollers.push(p);
+      }
+    }
+    return completed;
   }
 
   /** Removes a queue (a worker's sticky queue at its shutdown): waiting polls get "no task". */
@@ -122,13 +168,13 @@ export class Matching {
   private wait(
     ctx: CallContext,
     waitMs: number,
-    identity: string,
+    who: PollerId,
     enqueue: (p: Poller) => void,
     dequeue: (p: Poller) => void,
   ): Promise<Buffer | object | undefined> {
     return new Promise((resolve) => {
       const poller: Poller = {
-        identity,
+        ...who,
         ctx,
         done: false,
         finish: (result) => {

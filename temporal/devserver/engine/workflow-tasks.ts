@@ -9,6 +9,7 @@ import { status as grpcStatus } from '@grpc/grpc-js';
 import { durToMs, encodeWithHistory, enums, type IPayloads, msToTs, temporal } from '../proto';
 import { invalidArgument, notFound, queryFailed, RpcError } from '../rpc/errors';
 import { type CallContext, longPollWindow } from '../rpc/grpc-server';
+import { pollerOf } from './matching';
 import type { ActivityTasks } from './activity-tasks';
 import { WorkflowTaskCompletion } from './commands';
 import type { Engine, Tx } from './engine';
@@ -117,7 +118,7 @@ export class WorkflowTasks {
     const queue = req.taskQueue?.name;
     if (!queue) throw invalidArgument('TaskQueue is not set on request.');
     const window = longPollWindow(ctx, POLL_WINDOW_MS);
-    return (await this.engine.matching.poll(ns.name, 'workflow', queue, req.identity ?? '', ctx, window)) ?? {};
+    return (await this.engine.matching.poll(ns.name, 'workflow', queue, pollerOf(req), ctx, window)) ?? {};
   }
 
   /** The run and task a workflow-task token refers to, if that exact dispatch is still running. */
