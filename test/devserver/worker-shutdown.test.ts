@@ -4,11 +4,11 @@
  * workerPollCompleteOnShutdown), so it stops at once and no workflow task is lost on the way.
  */
 import net from 'node:net';
-import { NativeConnection, Worker, type WorkflowBundle } from '@temporalio/worker';
+import { NativeConnection, Worker } from '@temporalio/worker';
 import { temporal } from '@temporalio/proto';
 import * as workflows from './fixtures/workflows';
 import { createActivities } from './fixtures/activities';
-import { bundleWorkflows, eventually, TestEnv, uid } from './helpers/env';
+import { eventually, fileTestEnv, uid } from './helpers/env';
 
 /** A TCP relay in front of the server that counts the connections made through it. */
 async function countingRelay(target: string): Promise<{ address: string; connections: () => number; close: () => void }> {
@@ -36,26 +36,16 @@ async function countingRelay(target: string): Promise<{ address: string; connect
   };
 }
 
-let bundle: WorkflowBundle;
-let env: TestEnv;
-
-beforeAll(async () => {
-  bundle = await bundleWorkflows();
-  env = await TestEnv.create({ bundle });
-});
-
-afterAll(async () => {
-  await env?.teardown();
-});
+const file = fileTestEnv();
 
 test('a worker keeps the one connection it opened: its gzip-compressed calls are accepted', async () => {
-  const relay = await countingRelay(env.server.address);
+  const relay = await countingRelay(file.env.server.address);
   try {
     const connection = await NativeConnection.connect({ address: relay.address });
     const taskQueue = uid('tq');
-    const worker = await Worker.create({ connection, namespace: env.namespace, taskQueue, workflowBundle: bundle, activities: createActivities({ asyncCompletions: [] }) });
+    const worker = await Worker.create({ connection, namespace: file.env.namespace, taskQueue, workflowBundle: file.bundle, activities: createActivities({ asyncCompletions: [] }) });
     const run = worker.run();
-    const result = await env.client.workflow.execute(workflows.activityScenario, { taskQueue, workflowId: uid('gzip'), args: ['retry-then-succeed'] });
+    const result = await file.env.client.workflow.execute(workflows.activityScenario, { taskQueue, workflowId: uid('gzip'), args: ['retry-then-succeed'] });
     expect(result).toEqual({ result: 3 });
     worker.shutdown();
     await run;
@@ -67,12 +57,12 @@ test('a worker keeps the one connection it opened: its gzip-compressed calls are
 });
 
 test('namespaces announce poll completion on shutdown; a busy worker stops without waiting out its polls, and no workflow task fails or times out', async () => {
-  const ns = await env.connection.workflowService.describeNamespace({ namespace: env.namespace });
+  const ns = await file.env.connection.workflowService.describeNamespace({ namespace: file.env.namespace });
   expect(ns.namespaceInfo?.capabilities?.workerPollCompleteOnShutdown).toBe(true);
 
-  await env.startWorker({ shutdownGraceTime: '10s' });
+  await file.env.startWorker({ shutdownGraceTime: '10s' });
   const handles = await Promise.all(
-    Array.from({ length: 5 }, () => env.client.workflow.start(workflows.busyLoop, { taskQueue: env.taskQueue, workflowId: uid('busy') })),
+    Array.from({ length: 5 }, () => file.env.client.workflow.start(workflows.busyLoop, { taskQueue: file.env.taskQueue, workflowId: uid('busy') })),
   );
   const E = temporal.api.enums.v1.EventType;
   const eventsOf = async (h: (typeof handles)[number]) => (await h.fetchHistory()).events ?? [];
@@ -80,7 +70,7 @@ test('namespaces announce poll completion on shutdown; a busy worker stops witho
 
   // Not a speed figure: a worker left to wait out its long polls (or to time out cancelled ones) takes a minute.
   const t0 = Date.now();
-  await env.stopWorker();
+  await file.env.stopWorker();
   expect(Date.now() - t0).toBeLessThan(10_000);
   for (const h of handles) {
     const problems = (await eventsOf(h)).filter(

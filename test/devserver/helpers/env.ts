@@ -152,3 +152,16 @@ export class TestEnv {
     await this.server.stop();
   }
 }
+
+/** One TestEnv for a whole test file: created before its tests, torn down after them. */
+export function fileTestEnv(opts: Omit<TestEnvOptions, 'bundle'> = {}): { env: TestEnv; bundle: WorkflowBundle } {
+  const state = {} as { env: TestEnv; bundle: WorkflowBundle };
+  beforeAll(async () => {
+    state.bundle = await bundleWorkflows();
+    state.env = await TestEnv.create({ ...opts, bundle: state.bundle });
+  });
+  afterAll(async () => {
+    await state.env?.teardown();
+  });
+  return state;
+}
