@@ -36,13 +36,20 @@ export class InProcessSender implements MessageSender {
 }
 
 /**
+ * A thread's young generation, capped: left to V8's default on a large machine it grew the worker by
+ * about 200 MB (10,000-recipient campaign: 626–654 MB peak RSS, 445 MB with 16 MB, at the same
+ * rate). The old generation is not capped: a 40 MB message must never run a thread out of memory.
+ */
+const LIMITS = { maxYoungGenerationSizeMb: 16 };
+
+/**
  * Running TypeScript (the tests), a thread has no compiled file to load: it compiles the sources it
  * requires with swc, which the test runner brings. The built service loads the compiled file.
  */
 function startThread(workerData: unknown): Worker {
   const compiled = __filename.endsWith('.js');
   const entry = path.join(__dirname, `delivery-thread${compiled ? '.js' : '.ts'}`);
-  if (compiled) return new Worker(entry, { workerData });
+  if (compiled) return new Worker(entry, { workerData, resourceLimits: LIMITS });
   const swc = require.resolve('@swc/core', { paths: [__dirname] });
   const loader = `
     const fs = require('node:fs');
@@ -51,7 +58,7 @@ function startThread(workerData: unknown): Worker {
       filename, jsc: { parser: { syntax: 'typescript' }, target: 'es2022' }, module: { type: 'commonjs' },
     }).code, filename);
     require(${JSON.stringify(entry)});`;
-  return new Worker(loader, { eval: true, workerData });
+  return new Worker(loader, { eval: true, workerData, resourceLimits: LIMITS });
 }
 
 interface Thread {
