@@ -145,6 +145,8 @@ export type Config = z.output<typeof envSchema> & {
   spfValue: string;
   /** SYSTEM_EMAIL_FROM or its default. */
   systemEmailFrom: string;
+  /** DELIVERY_IN_FLIGHT or its default, 4 × SMTP_POOL_SIZE. */
+  deliveryInFlight: number;
   /** Port of the Temporal Web UI next to the built-in dev server; undefined when it is off. */
   temporalUiPort?: number;
 };
@@ -177,5 +179,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (temporalUiPort !== undefined && temporalUiPort > 65535) {
     throw new ConfigError(`Invalid configuration: TEMPORAL_UI_PORT: TEMPORAL_DEV_SERVER_PORT + 1000 is over 65535; set TEMPORAL_UI_PORT`);
   }
-  return { ...cfg, publicUrl, dataDir: path.resolve(cfg.DATA_DIR), spfValue, systemEmailFrom, temporalUiPort };
+  const deliveryInFlight = cfg.DELIVERY_IN_FLIGHT ?? 4 * cfg.SMTP_POOL_SIZE;
+  return { ...cfg, publicUrl, dataDir: path.resolve(cfg.DATA_DIR), spfValue, systemEmailFrom, temporalUiPort, deliveryInFlight };
 }

@@ -150,8 +150,8 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         shutdownTimeoutSeconds: config.SHUTDOWN_TIMEOUT_SECONDS,
         resolver,
         accountMail: { mailer, publicUrl: config.publicUrl, from: config.systemEmailFrom },
-        // As many send slots as SMTP connections: each slot holds at most one accepted, unrecorded message.
-        dispatcher: new EmailDispatcher({ orm, sender, queue, log, hub, links, retryBaseSeconds: config.EMAIL_RETRY_BASE_SECONDS, metrics, concurrency: config.DELIVERY_IN_FLIGHT ?? 4 * config.SMTP_POOL_SIZE }),
+        // DELIVERY_IN_FLIGHT send slots: each holds at most one message handed to SMTP whose outcome is not yet recorded.
+        dispatcher: new EmailDispatcher({ orm, sender, queue, log, hub, links, retryBaseSeconds: config.EMAIL_RETRY_BASE_SECONDS, metrics, concurrency: config.deliveryInFlight }),
         hub,
         segmentRefreshSeconds: config.SEGMENT_REFRESH_SECONDS,
         campaignBatchSize: config.CAMPAIGN_BATCH_SIZE,

@@ -21,6 +21,12 @@ test('PUBLIC_URL follows PORT unless set, and loses a trailing slash', () => {
   expect(loadConfig({ PUBLIC_URL: 'https://mail.example.com/' }).publicUrl).toBe('https://mail.example.com');
 });
 
+test('DELIVERY_IN_FLIGHT defaults to 4 × SMTP_POOL_SIZE', () => {
+  expect(loadConfig({}).deliveryInFlight).toBe(32);
+  expect(loadConfig({ SMTP_POOL_SIZE: '3' }).deliveryInFlight).toBe(12);
+  expect(loadConfig({ SMTP_POOL_SIZE: '3', DELIVERY_IN_FLIGHT: '5' }).deliveryInFlight).toBe(5);
+});
+
 test('DNS_SERVERS is a comma-separated host[:port] list', () => {
   expect(loadConfig({ DNS_SERVERS: '1.1.1.1, 127.0.0.1:5353' }).DNS_SERVERS).toEqual(['1.1.1.1', '127.0.0.1:5353']);
 });
