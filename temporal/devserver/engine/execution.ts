@@ -78,20 +78,25 @@ function timeoutFailure(message: string, timeoutType: number, details?: IPayload
   };
 }
 
+/** The timeouts an activity's current phase can reach, each with its deadline. */
+function activityTimeouts(a: ActivityRecord): Array<[at: number, type: number]> {
+  const out: Array<[at: number, type: number]> = [];
+  if (a.scheduleToCloseMs) out.push([a.firstScheduledTime + a.scheduleToCloseMs, TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE]);
+  if (a.phase === 'scheduled' && a.scheduleToStartMs) out.push([a.attemptScheduledTime + a.scheduleToStartMs, TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_START]);
+  if (a.phase === 'started' && a.started) {
+    if (a.startToCloseMs) out.push([a.started.time + a.startToCloseMs, TimeoutType.TIMEOUT_TYPE_START_TO_CLOSE]);
+    if (a.heartbeatMs) out.push([Math.max(a.started.time, a.lastHeartbeatTime ?? 0) + a.heartbeatMs, TimeoutType.TIMEOUT_TYPE_HEARTBEAT]);
+  }
+  return out;
+}
+
 /**
  * The activity timeout that fires at `now`, if any: the earliest due deadline, and of equal deadlines the
  * lower timeout type, as Temporal orders its activity timers (so schedule-to-start, which defaults to
  * schedule-to-close, wins over it when no worker ever took the task).
  */
 function dueActivityTimeout(a: ActivityRecord, now: number): number | undefined {
-  const deadlines: Array<[at: number, type: number]> = [];
-  if (a.scheduleToCloseMs) deadlines.push([a.firstScheduledTime + a.scheduleToCloseMs, TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE]);
-  if (a.phase === 'scheduled' && a.scheduleToStartMs) deadlines.push([a.attemptScheduledTime + a.scheduleToStartMs, TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_START]);
-  if (a.phase === 'started' && a.started) {
-    if (a.startToCloseMs) deadlines.push([a.started.time + a.startToCloseMs, TimeoutType.TIMEOUT_TYPE_START_TO_CLOSE]);
-    if (a.heartbeatMs) deadlines.push([Math.max(a.started.time, a.lastHeartbeatTime ?? 0) + a.heartbeatMs, TimeoutType.TIMEOUT_TYPE_HEARTBEAT]);
-  }
-  const due = deadlines.filter(([at]) => at <= now).sort((x, y) => x[0] - y[0] || x[1] - y[1]);
+  const due = activityTimeouts(a).filter(([at]) => at <= now).sort((x, y) => x[0] - y[0] || x[1] - y[1]);
   return due[0]?.[1];
 }
 
@@ -726,13 +731,8 @@ export class Execution implements TimerOwner {
   }
 
   private activityDeadline(a: ActivityRecord): number | undefined {
-    let at = a.scheduleToCloseMs ? a.firstScheduledTime + a.scheduleToCloseMs : Infinity;
+    let at = Math.min(...activityTimeouts(a).map(([t]) => t));
     if (a.phase === 'backoff') at = Math.min(at, a.nextAttemptAt ?? Infinity);
-    else if (a.phase === 'scheduled' && a.scheduleToStartMs) at = Math.min(at, a.attemptScheduledTime + a.scheduleToStartMs);
-    else if (a.phase === 'started' && a.started) {
-      if (a.startToCloseMs) at = Math.min(at, a.started.time + a.startToCloseMs);
-      if (a.heartbeatMs) at = Math.min(at, Math.max(a.started.time, a.lastHeartbeatTime ?? 0) + a.heartbeatMs);
-    }
     return at === Infinity ? undefined : at;
   }
 
