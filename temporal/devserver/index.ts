@@ -13,6 +13,7 @@ import { TimerQueue } from './engine/timer-queue';
 import { VisibilityService } from './engine/visibility-service';
 import { WorkflowOperations } from './engine/workflow-operations';
 import { WorkflowTasks } from './engine/workflow-tasks';
+import { WorkflowUpdates } from './engine/updates';
 import { startWebUi, type WebUiOptions } from './http';
 import type { UiServer } from './http/ui-server';
 import { PostgresStore } from './persistence/postgres-store';
@@ -104,11 +105,13 @@ export async function startDevServer(opts: DevServerOptions = {}): Promise<DevSe
       // Channelz bookkeeping costs on every call and nobody reads it here.
       'grpc.enable_channelz': 0,
     });
+    const ops = new WorkflowOperations(engine);
     const workflowService = {
       name: 'temporal.api.workflowservice.v1.WorkflowService',
       handlers: workflowServiceHandlers({
         engine,
-        ops: new WorkflowOperations(engine),
+        ops,
+        updates: new WorkflowUpdates(engine, ops),
         workflowTasks,
         activityTasks,
         history: new HistoryReader(engine),

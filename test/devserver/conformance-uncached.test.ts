@@ -6,5 +6,5 @@ import { conformanceSuite } from './conformance';
 
 conformanceSuite('dev server, worker without a workflow cache', {
   worker: { maxCachedWorkflows: 0 },
-  only: ['start', 'commands', 'activities', 'children', 'queries', 'history'],
+  only: ['start', 'commands', 'activities', 'children', 'queries', 'updates', 'history'],
 });

@@ -6,9 +6,12 @@
 import { status } from '@grpc/grpc-js';
 import Long from 'long';
 import {
+  WithStartWorkflowOperation,
   WorkflowExecutionAlreadyStartedError,
   WorkflowFailedError,
   WorkflowNotFoundError,
+  WorkflowUpdateFailedError,
+  WorkflowUpdateStage,
   type WorkflowHandle,
 } from '@temporalio/client';
 import { CancelledFailure, defineSearchAttributeKey, SearchAttributeType, TerminatedFailure } from '@temporalio/common';
@@ -26,7 +29,7 @@ export interface ConformanceOptions {
   server?: () => Promise<DevServerOptions> | DevServerOptions;
   worker?: Partial<WorkerOptions>;
   /** Run only the parts that matter for this configuration (keeps the whole suite quick). */
-  only?: Array<'system' | 'start' | 'commands' | 'activities' | 'children' | 'queries' | 'visibility' | 'history'>;
+  only?: Array<'system' | 'start' | 'commands' | 'activities' | 'children' | 'queries' | 'updates' | 'visibility' | 'history'>;
 }
 
 export function conformanceSuite(title: string, options: ConformanceOptions = {}): void {
@@ -485,6 +488,102 @@ export function conformanceSuite(title: string, options: ConformanceOptions = {}
         const handle = await start(workflows.waitForSignal, []);
         await expect(handle.query(workflows.failingQuery)).rejects.toThrow(/query handler failed/);
         await expect(handle.query('no-such-query')).rejects.toThrow();
+        await handle.terminate('done');
+      });
+    });
+
+    part('updates')('workflow updates', () => {
+      const Stage = enums.UpdateWorkflowExecutionLifecycleStage;
+      const EventType = enums.EventType;
+
+      test('a validator refuses, an accepted update answers and changes the workflow; only accepted updates are in the history', async () => {
+        const handle = await start(workflows.updatable, []);
+        const refused = await handle.executeUpdate(workflows.setValue, { args: ['bad'] }).catch((err) => err);
+        expect(refused).toBeInstanceOf(WorkflowUpdateFailedError);
+        expect(refused.cause.message).toBe('bad value refused');
+        expect(await handle.executeUpdate(workflows.setValue, { args: ['one'] })).toBe('set one');
+        expect(await handle.query(workflows.updateLog)).toEqual(['one']);
+        await handle.signal(workflows.unblock, 'finish');
+        expect(await handle.result()).toEqual(['one']);
+
+        const events = (await handle.fetchHistory()).events ?? [];
+        const accepted = events.filter((e) => e.eventType === EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED);
+        const completed = events.filter((e) => e.eventType === EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED);
+        expect(accepted).toHaveLength(1);
+        expect(accepted[0].workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest?.input?.name).toBe('setValue');
+        expect(completed).toHaveLength(1);
+        expect(Long.fromValue(completed[0].workflowExecutionUpdateCompletedEventAttributes!.acceptedEventId!).toNumber()).toBe(
+          Long.fromValue(accepted[0].eventId!).toNumber(),
+        );
+      });
+
+      test('startUpdate answers once accepted; the result follows when the handler finishes (after a signal and an activity)', async () => {
+        const handle = await start(workflows.updatable, []);
+        const update = await handle.startUpdate(workflows.slowUpdate, { args: ['later'], waitForStage: WorkflowUpdateStage.ACCEPTED });
+        // Asked without a stage to wait for, the server answers at once with the stage reached.
+        const now = await env.connection.workflowService.pollWorkflowExecutionUpdate({
+          namespace: env.namespace,
+          updateRef: { workflowExecution: { workflowId: handle.workflowId }, updateId: update.updateId },
+          waitPolicy: {},
+        });
+        expect(now.stage).toBe(Stage.UPDATE_WORKFLOW_EXECUTION_LIFECYCLE_STAGE_ACCEPTED);
+        expect(now.outcome).toBeFalsy();
+        await handle.signal(workflows.unblock, 'release');
+        expect(await update.result()).toBe('slow later');
+        await handle.signal(workflows.unblock, 'finish');
+        expect(await handle.result()).toEqual(['later']);
+      });
+
+      test('one update id is applied once; a retry gets the first outcome, also after the workflow closed', async () => {
+        const handle = await start(workflows.updatable, []);
+        const updateId = uid('update');
+        expect(await handle.executeUpdate(workflows.setValue, { args: ['once'], updateId })).toBe('set once');
+        expect(await handle.executeUpdate(workflows.setValue, { args: ['twice'], updateId })).toBe('set once');
+        await handle.signal(workflows.unblock, 'finish');
+        expect(await handle.result()).toEqual(['once']);
+        expect(await handle.executeUpdate(workflows.setValue, { args: ['after'], updateId })).toBe('set once');
+        await expect(handle.executeUpdate(workflows.setValue, { args: ['new'] })).rejects.toBeInstanceOf(WorkflowNotFoundError);
+        await expect(env.client.workflow.getHandle(uid('missing')).executeUpdate(workflows.setValue, { args: ['x'] })).rejects.toBeInstanceOf(
+          WorkflowNotFoundError,
+        );
+      });
+
+      test('an accepted update fails when its workflow closes before the handler finishes', async () => {
+        const handle = await start(workflows.updatable, []);
+        const update = await handle.startUpdate(workflows.slowUpdate, { args: ['never'], waitForStage: WorkflowUpdateStage.ACCEPTED });
+        await handle.signal(workflows.unblock, 'finish');
+        expect(await handle.result()).toEqual([]);
+        const err = await update.result().catch((e) => e);
+        expect(err).toBeInstanceOf(WorkflowUpdateFailedError);
+        expect(err.cause.message).toMatch(/Workflow completed before the Update completed/);
+      });
+
+      test('update-with-start starts the workflow with the update, then updates the running one; FAIL refuses it', async () => {
+        const workflowId = uid('update-with-start');
+        const operation = (workflowIdConflictPolicy: 'USE_EXISTING' | 'FAIL') =>
+          new WithStartWorkflowOperation(workflows.updatable, { workflowId, taskQueue: env.taskQueue, workflowIdConflictPolicy });
+        const first = operation('USE_EXISTING');
+        expect(await env.client.workflow.executeUpdateWithStart(workflows.setValue, { args: ['a'], startWorkflowOperation: first })).toBe('set a');
+        const handle = await first.workflowHandle();
+        const second = operation('USE_EXISTING');
+        expect(await env.client.workflow.executeUpdateWithStart(workflows.setValue, { args: ['b'], startWorkflowOperation: second })).toBe('set b');
+        expect((await (await second.workflowHandle()).describe()).runId).toBe((await handle.describe()).runId);
+        const third = operation('FAIL');
+        await expect(env.client.workflow.executeUpdateWithStart(workflows.setValue, { args: ['c'], startWorkflowOperation: third })).rejects.toBeInstanceOf(
+          WorkflowExecutionAlreadyStartedError,
+        );
+        await handle.signal(workflows.unblock, 'finish');
+        expect(await handle.result()).toEqual(['a', 'b']);
+      });
+
+      test('requests without an update id or name are INVALID_ARGUMENT', async () => {
+        const handle = await start(workflows.updatable, []);
+        const ws = env.connection.workflowService;
+        const base = { namespace: env.namespace, workflowExecution: { workflowId: handle.workflowId } };
+        await expect(ws.updateWorkflowExecution({ ...base, request: { input: { name: 'setValue' } } })).rejects.toMatchObject({ code: status.INVALID_ARGUMENT });
+        await expect(ws.updateWorkflowExecution({ ...base, request: { meta: { updateId: 'u' }, input: {} } })).rejects.toMatchObject({
+          code: status.INVALID_ARGUMENT,
+        });
         await handle.terminate('done');
       });
     });

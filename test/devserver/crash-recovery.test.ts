@@ -7,7 +7,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
+import { defaultPayloadConverter, defineSearchAttributeKey, SearchAttributeType, toPayloads } from '@temporalio/common';
+import { temporal } from '@temporalio/proto';
 import { NativeConnection, Worker, type WorkflowBundle } from '@temporalio/worker';
 import { freePort } from '../../src/db/embedded-postgres';
 import { startDevServer } from '../../temporal/devserver';
@@ -118,6 +119,59 @@ test('workflows waiting on a timer, a signal and an activity survive SIGKILL of 
     await run;
     await connection.close();
     await nativeConnection.close();
+  }
+}, 120_000);
+
+test('an admitted update survives SIGKILL of the server, and a completed one keeps its outcome', async () => {
+  const db = await createTestDatabase();
+  const port = await freePort();
+  const address = `127.0.0.1:${port}`;
+  children.push(startServerProcess(port, db));
+  await untilServing(address);
+  const connection = await Connection.connect({ address });
+  const client = new Client({ connection });
+  const taskQueue = uid('update-crash');
+  const runWorker = async () => {
+    const nativeConnection = await NativeConnection.connect({ address });
+    const worker = await Worker.create({ connection: nativeConnection, taskQueue, workflowBundle: bundle, activities: createActivities({ asyncCompletions: [] }) });
+    const run = worker.run();
+    return async () => {
+      worker.shutdown();
+      await run;
+      await nativeConnection.close();
+    };
+  };
+  try {
+    const handle = await client.workflow.start(workflows.updatable, { taskQueue, workflowId: uid('updatable') });
+    const completedId = uid('completed');
+    let stopWorker = await runWorker();
+    expect(await handle.executeUpdate(workflows.setValue, { args: ['before'], updateId: completedId })).toBe('set before');
+    await stopWorker();
+
+    // With no worker the update can only be admitted; the server says so, then dies.
+    const admittedId = uid('admitted');
+    const admitted = await connection.workflowService.updateWorkflowExecution({
+      namespace: 'default',
+      workflowExecution: { workflowId: handle.workflowId },
+      waitPolicy: { lifecycleStage: temporal.api.enums.v1.UpdateWorkflowExecutionLifecycleStage.UPDATE_WORKFLOW_EXECUTION_LIFECYCLE_STAGE_ADMITTED },
+      request: {
+        meta: { updateId: admittedId, identity: 'test' },
+        input: { name: 'setValue', args: { payloads: toPayloads(defaultPayloadConverter, 'after') } },
+      },
+    });
+    expect(admitted.stage).toBe(temporal.api.enums.v1.UpdateWorkflowExecutionLifecycleStage.UPDATE_WORKFLOW_EXECUTION_LIFECYCLE_STAGE_ADMITTED);
+    await killHard(children[children.length - 1]);
+    children.push(startServerProcess(port, db));
+    await untilServing(address);
+
+    stopWorker = await runWorker();
+    expect(await handle.getUpdateHandle<string>(admittedId).result()).toBe('set after');
+    expect(await handle.executeUpdate(workflows.setValue, { args: ['again'], updateId: completedId })).toBe('set before');
+    await handle.signal(workflows.unblock, 'finish');
+    expect(await handle.result()).toEqual(['before', 'after']);
+    await stopWorker();
+  } finally {
+    await connection.close();
   }
 }, 120_000);
 

@@ -10,6 +10,7 @@ import { EventType } from './history';
 import type { Engine, Tx } from './engine';
 import type { Execution } from './execution';
 import type { ActivityRecord, ChildRecord } from './state';
+import { hasUndeliveredUpdates, UpdateAnswers } from './updates';
 
 type ICommand = temporal.api.command.v1.ICommand;
 type ICompleteRequest = temporal.api.workflowservice.v1.IRespondWorkflowTaskCompletedRequest;
@@ -63,6 +64,8 @@ export class WorkflowTaskCompletion {
   private readonly deferred: (() => void)[] = [];
   /** Activities the completing worker asked to run itself (eager dispatch, saves a poll). */
   readonly eagerActivities: ActivityRecord[] = [];
+  /** The workflow's answers to updates (protocol messages), applied where their commands stand. */
+  private readonly updateAnswers: UpdateAnswers;
 
   constructor(
     private readonly engine: Engine,
@@ -70,6 +73,7 @@ export class WorkflowTaskCompletion {
     private readonly req: ICompleteRequest,
   ) {
     this.commands = req.commands ?? [];
+    this.updateAnswers = new UpdateAnswers(exec, req.messages ?? []);
   }
 
   /** Workflow ids of children this completion starts, so their current runs can be prefetched. */
@@ -96,8 +100,9 @@ export class WorkflowTaskCompletion {
         if (i !== this.commands.length - 1) {
           return bad(Cause.WORKFLOW_TASK_FAILED_CAUSE_BAD_COMPLETE_WORKFLOW_EXECUTION_ATTRIBUTES, 'invalid command sequence: a workflow completion must be the last command');
         }
-        // Events that arrived during the task must be seen before the workflow may close.
+        // Events and updates that arrived during the task must be seen before the workflow may close.
         if (this.exec.hasBufferedEvents) return bad(Cause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND, 'UnhandledCommand');
+        if (hasUndeliveredUpdates(this.exec)) return bad(Cause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_UPDATE, 'UnhandledUpdate');
       }
       switch (type) {
         case CT.COMMAND_TYPE_SCHEDULE_ACTIVITY_TASK: {
@@ -188,7 +193,7 @@ export class WorkflowTaskCompletion {
           return bad(Cause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND, `unknown command type ${type}`);
       }
     }
-    return undefined;
+    return this.updateAnswers.validate(this.commands);
   }
 
   /** Writes the completion and every command into the history; `validate` must have passed. */
@@ -203,6 +208,7 @@ export class WorkflowTaskCompletion {
       workerVersion: req.workerVersionStamp,
     });
     for (const c of this.commands) this.applyCommand(c, completedId, tx);
+    this.updateAnswers.applyRest();
     for (const effect of this.deferred) effect();
     if (req.forceCreateNewWorkflowTask && exec.running) exec.needsWorkflowTask = true;
   }
@@ -326,8 +332,8 @@ export class WorkflowTaskCompletion {
       case CT.COMMAND_TYPE_START_CHILD_WORKFLOW_EXECUTION:
         this.startChild(c.startChildWorkflowExecutionCommandAttributes!, completedId, tx);
         break;
-      default:
-        // Protocol messages belong to workflow updates, which the dev server does not offer.
+      case CT.COMMAND_TYPE_PROTOCOL_MESSAGE:
+        this.updateAnswers.applyCommand(c);
         break;
     }
   }

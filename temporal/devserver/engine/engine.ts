@@ -36,6 +36,7 @@ import { type NamespaceRecord, NamespaceRegistry } from './namespaces';
 import { normalizeRetryPolicy, decideRetry } from './retry-policy';
 import { type ExecutionRecord, type ParentRef, STATE_VERSION } from './state';
 import type { TimerQueue } from './timer-queue';
+import { abortUpdates } from './updates';
 
 const Status = enums.WorkflowExecutionStatus;
 const NORMAL_QUEUE = enums.TaskQueueKind.TASK_QUEUE_KIND_NORMAL;
@@ -455,6 +456,7 @@ export class Engine implements ExecutionHost {
     this.closedOrder.add(exec);
     const continued = s.status === Status.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW || s.newRunId !== undefined;
     if (s.parent && !continued) this.notifyParent(exec, tx);
+    abortUpdates(exec, continued);
     for (const child of s.children) {
       const target = this.currentExecution(child.namespace, child.workflowId);
       // The child may have continued as new; its current run still carries the first run id.

@@ -31,6 +31,7 @@ import { decideRetry, retryPolicyProto } from './retry-policy';
 import { decodeSearchAttributeValues } from './describe';
 import type { ActivityRecord, ExecutionRecord, TimerRecord, WorkflowTaskRecord } from './state';
 import type { Clock, TimerOwner } from './timer-queue';
+import { forgetSentUpdates } from './updates';
 
 const Status = enums.WorkflowExecutionStatus;
 const TimeoutType = enums.TimeoutType;
@@ -420,8 +421,8 @@ export class Execution implements TimerOwner {
 
   // ---------------------------------------------------------------- external events
 
-  /** Marks that a new event needs a decision; a pending transient task becomes a normal one. */
-  private wakeWorkflow(): void {
+  /** Marks that something new (an event, an update) needs a decision; a pending transient task becomes a normal one. */
+  wakeWorkflow(): void {
     this.needsWorkflowTask = true;
     this.makeTransientTaskNormal();
   }
@@ -788,6 +789,7 @@ export class Execution implements TimerOwner {
   resumeAfterLoad(): void {
     if (!this.running) return;
     if (this.s.wft) this.s.wft.started = undefined;
+    forgetSentUpdates(this);
     for (const a of this.s.activities) {
       a.started = undefined;
       if (a.phase === 'started') a.phase = 'scheduled';

@@ -59,6 +59,8 @@ export function isBufferable(type: EventTypeValue): boolean {
     case EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED:
     case EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
     case EventType.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED:
+    case EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+    case EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED:
       return false;
     default:
       return true;

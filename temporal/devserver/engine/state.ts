@@ -86,6 +86,27 @@ export interface ChildRecord {
   startedEventId: number;
 }
 
+/**
+ * A workflow update, from admission until its outcome. Admission is persisted with the run, so an
+ * update a client was told is admitted survives a restart of the server and is delivered again.
+ */
+export interface UpdateRecord {
+  updateId: string;
+  /** admitted: waits for the workflow to accept or reject it; aborted: the run closed first. */
+  stage: 'admitted' | 'accepted' | 'completed' | 'aborted';
+  /** Encoded temporal.api.update.v1.Request (base64) until accepted (then it is in the history). */
+  request?: string;
+  /** Runtime only (reset on load): the workflow task that carried the request to a worker. */
+  sentSeq?: number;
+  acceptedEventId?: number;
+  /** Its WorkflowExecutionUpdateCompleted event, when the workflow completed it. */
+  completedEventId?: number;
+  /** Encoded Outcome (base64) of an update that ended without a completion event (rejected, or accepted when the run closed). */
+  outcome?: string;
+  /** Whether the run continued as new before it could be delivered (the client retries on the new run). */
+  continued?: boolean;
+}
+
 export interface ExecutionRecord {
   v: number;
   namespace: string;
@@ -125,6 +146,8 @@ export interface ExecutionRecord {
   timers: TimerRecord[];
   children: ChildRecord[];
   cancelRequested: boolean;
+  /** Workflow updates of this run, oldest first (absent in records written before updates existed). */
+  updates?: UpdateRecord[];
   /** Events that arrived while a workflow task was running, encoded without event ids (base64). */
   buffered: string[];
   /** Run that continued this one (continue-as-new, retry), once closed. */

@@ -12,6 +12,7 @@ import type { Execution } from './execution';
 import type { NamespaceRecord } from './namespaces';
 
 type IStartRequest = temporal.api.workflowservice.v1.IStartWorkflowExecutionRequest;
+type StartResponse = temporal.api.workflowservice.v1.IStartWorkflowExecutionResponse;
 type ISignalWithStartRequest = temporal.api.workflowservice.v1.ISignalWithStartWorkflowExecutionRequest;
 
 const Status = enums.WorkflowExecutionStatus;
@@ -117,18 +118,28 @@ export class WorkflowOperations {
     exec.terminate('terminated by WorkflowIdConflictPolicy TERMINATE_EXISTING', undefined, identity);
   }
 
-  async start(req: IStartRequest): Promise<temporal.api.workflowservice.v1.IStartWorkflowExecutionResponse> {
-    const ns = this.engine.namespaces.get(req.namespace);
+  /**
+   * Validates a start and makes its workflow id's current run known; `startIn` then decides and
+   * starts inside an operation (the caller's, so update-with-start admits its update in the same one).
+   */
+  async prepareStart(ns: NamespaceRecord, req: IStartRequest): Promise<{ startIn(tx: Tx): StartResponse }> {
     this.validateStart(ns, req);
     await this.engine.prefetchCurrent(ns.name, req.workflowId!);
-    return this.engine.run((tx) => {
-      const decision = this.decideStart(ns, req, false);
-      if (decision.kind === 'dedupe') return { runId: decision.runId, started: true, status: Status.WORKFLOW_EXECUTION_STATUS_RUNNING };
-      if (decision.kind === 'existing') return { runId: decision.exec.s.runId, started: false, status: decision.exec.s.status };
-      this.terminateForConflict(tx, decision.terminate, req.identity ?? '');
-      const exec = this.createFromRequest(tx, ns, req);
-      return { runId: exec.s.runId, started: true, status: Status.WORKFLOW_EXECUTION_STATUS_RUNNING };
-    });
+    return {
+      startIn: (tx) => {
+        const decision = this.decideStart(ns, req, false);
+        if (decision.kind === 'dedupe') return { runId: decision.runId, started: true, status: Status.WORKFLOW_EXECUTION_STATUS_RUNNING };
+        if (decision.kind === 'existing') return { runId: decision.exec.s.runId, started: false, status: decision.exec.s.status };
+        this.terminateForConflict(tx, decision.terminate, req.identity ?? '');
+        const exec = this.createFromRequest(tx, ns, req);
+        return { runId: exec.s.runId, started: true, status: Status.WORKFLOW_EXECUTION_STATUS_RUNNING };
+      },
+    };
+  }
+
+  async start(req: IStartRequest): Promise<StartResponse> {
+    const prepared = await this.prepareStart(this.engine.namespaces.get(req.namespace), req);
+    return this.engine.run((tx) => prepared.startIn(tx));
   }
 
   async signalWithStart(req: ISignalWithStartRequest): Promise<object> {

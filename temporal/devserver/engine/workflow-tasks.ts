@@ -16,6 +16,7 @@ import type { Engine, Tx } from './engine';
 import type { Execution } from './execution';
 import { encodePageToken, HISTORY_PAGE_SIZE } from './history-pages';
 import { decodeToken, encodeToken } from './task-token';
+import { updateMessages } from './updates';
 
 const ws = temporal.api.workflowservice.v1;
 type IWorkflowQuery = temporal.api.query.v1.IWorkflowQuery;
@@ -26,6 +27,11 @@ const QUERY_TIMEOUT_MS = 60_000;
 const STICKY_TIMEOUT_MS = 10_000;
 const NORMAL_QUEUE = enums.TaskQueueKind.TASK_QUEUE_KIND_NORMAL;
 const Status = enums.WorkflowExecutionStatus;
+/** Completions refused because something arrived while the task ran: the retry will see it. */
+const RACES = new Set<number>([
+  enums.WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND,
+  enums.WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_UPDATE,
+]);
 
 interface PendingQuery {
   id: string;
@@ -107,6 +113,7 @@ export class WorkflowTasks {
         scheduledTime: msToTs(started.wft.scheduledTime),
         startedTime: msToTs(started.wft.started!.time),
         queries,
+        messages: updateMessages(exec, seq, sticky, started.startedEventId),
       },
       8,
       page,
@@ -146,7 +153,7 @@ export class WorkflowTasks {
       const bad = completion.validate();
       if (bad) {
         // A retry that keeps failing is dropped and left to time out, as Temporal does.
-        if (exec.s.wft!.attempt > 1 && bad.cause !== enums.WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND) {
+        if (exec.s.wft!.attempt > 1 && !RACES.has(bad.cause)) {
           return bad;
         }
         tx.touch(exec);

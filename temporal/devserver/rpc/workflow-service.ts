@@ -10,6 +10,7 @@ import { newNamespace, type NamespaceRecord, SYSTEM_SEARCH_ATTRIBUTES } from '..
 import type { VisibilityService } from '../engine/visibility-service';
 import type { WorkflowOperations } from '../engine/workflow-operations';
 import type { WorkflowTasks } from '../engine/workflow-tasks';
+import type { WorkflowUpdates } from '../engine/updates';
 import { durToMs } from '../proto';
 import { invalidArgument, unimplemented } from './errors';
 import type { Handlers } from './grpc-server';
@@ -20,6 +21,7 @@ export const SERVER_VERSION = '1.27.0';
 export interface ServiceParts {
   engine: Engine;
   ops: WorkflowOperations;
+  updates: WorkflowUpdates;
   workflowTasks: WorkflowTasks;
   activityTasks: ActivityTasks;
   history: HistoryReader;
@@ -37,7 +39,7 @@ export function describeNamespace(ns: NamespaceRecord): Loose<temporal.api.workf
       data: ns.data,
       id: ns.id,
       // ShutdownWorker answers the worker's waiting polls, so it stops at once without cancelling them.
-      capabilities: { eagerWorkflowStart: false, syncUpdate: false, asyncUpdate: false, workerPollCompleteOnShutdown: true },
+      capabilities: { eagerWorkflowStart: false, syncUpdate: true, asyncUpdate: true, workerPollCompleteOnShutdown: true },
       supportsSchedules: false,
     },
     config: {
@@ -71,7 +73,7 @@ const systemInfo = () => ({
 });
 
 export function workflowServiceHandlers(p: ServiceParts): Handlers {
-  const { engine, ops, workflowTasks, activityTasks, history, visibility } = p;
+  const { engine, ops, updates, workflowTasks, activityTasks, history, visibility } = p;
   return {
     // The worker's core gzips its requests; like Temporal, the server takes them (grpc-js inflates them).
     GetSystemInfo: () => systemInfo(),
@@ -115,6 +117,9 @@ export function workflowServiceHandlers(p: ServiceParts): Handlers {
     GetWorkflowExecutionHistory: (req, ctx) => history.get(req, ctx),
     GetWorkflowExecutionHistoryReverse: (req) => history.getReverse(req),
     QueryWorkflow: (req, ctx) => workflowTasks.query(req, ctx),
+    UpdateWorkflowExecution: (req, ctx) => updates.update(req, ctx),
+    PollWorkflowExecutionUpdate: (req, ctx) => updates.poll(req, ctx),
+    ExecuteMultiOperation: (req, ctx) => updates.updateWithStart(req, ctx),
 
     PollWorkflowTaskQueue: (req, ctx) => workflowTasks.poll(req, ctx),
     RespondWorkflowTaskCompleted: (req) => workflowTasks.complete(req),
