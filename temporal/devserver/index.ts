@@ -14,6 +14,7 @@ import { VisibilityService } from './engine/visibility-service';
 import { WorkflowOperations } from './engine/workflow-operations';
 import { WorkflowTasks } from './engine/workflow-tasks';
 import { WorkflowUpdates } from './engine/updates';
+import { Scheduler } from './schedules/scheduler';
 import { startWebUi, type WebUiOptions } from './http';
 import type { UiServer } from './http/ui-server';
 import { PostgresStore } from './persistence/postgres-store';
@@ -106,12 +107,16 @@ export async function startDevServer(opts: DevServerOptions = {}): Promise<DevSe
       'grpc.enable_channelz': 0,
     });
     const ops = new WorkflowOperations(engine);
+    const scheduler = new Scheduler(engine, ops);
+    const schedules = await scheduler.load();
+    if (schedules) log.info({ schedules }, 'resumed schedules from PostgreSQL');
     const workflowService = {
       name: 'temporal.api.workflowservice.v1.WorkflowService',
       handlers: workflowServiceHandlers({
         engine,
         ops,
         updates: new WorkflowUpdates(engine, ops),
+        scheduler,
         workflowTasks,
         activityTasks,
         history: new HistoryReader(engine),
@@ -146,6 +151,7 @@ export async function startDevServer(opts: DevServerOptions = {}): Promise<DevSe
         (stopped ??= (async () => {
           clearInterval(sweep);
           await webUi?.stop();
+          scheduler.stop();
           engine!.stop();
           timers.stop();
           await new Promise<void>((resolve) => {

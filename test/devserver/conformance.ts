@@ -6,6 +6,9 @@
 import { status } from '@grpc/grpc-js';
 import Long from 'long';
 import {
+  ScheduleAlreadyRunning,
+  ScheduleNotFoundError,
+  ScheduleOverlapPolicy,
   WithStartWorkflowOperation,
   WorkflowExecutionAlreadyStartedError,
   WorkflowFailedError,
@@ -29,7 +32,7 @@ export interface ConformanceOptions {
   server?: () => Promise<DevServerOptions> | DevServerOptions;
   worker?: Partial<WorkerOptions>;
   /** Run only the parts that matter for this configuration (keeps the whole suite quick). */
-  only?: Array<'system' | 'start' | 'commands' | 'activities' | 'children' | 'queries' | 'updates' | 'visibility' | 'history'>;
+  only?: Array<'system' | 'start' | 'commands' | 'activities' | 'children' | 'queries' | 'updates' | 'schedules' | 'visibility' | 'history'>;
 }
 
 export function conformanceSuite(title: string, options: ConformanceOptions = {}): void {
@@ -585,6 +588,179 @@ export function conformanceSuite(title: string, options: ConformanceOptions = {}
           code: status.INVALID_ARGUMENT,
         });
         await handle.terminate('done');
+      });
+    });
+
+    part('schedules')('schedules and cron workflows', () => {
+      const schedules = () => env.client.schedule;
+      const startAction = (fn: (...args: any[]) => Promise<unknown>, args: unknown[], workflowId: string) => // eslint-disable-line @typescript-eslint/no-explicit-any
+        ({ type: 'startWorkflow' as const, workflowType: fn, args, taskQueue: env.taskQueue, workflowId });
+      const runsOf = async (scheduleId: string) => {
+        const out: { workflowId: string; status: string }[] = [];
+        for await (const w of env.client.workflow.list({ query: `TemporalScheduledById = '${scheduleId}'` })) out.push({ workflowId: w.workflowId, status: w.status.name });
+        return out;
+      };
+
+      test('an interval schedule starts its workflows (id + scheduled time, TemporalScheduledById) and describes them', async () => {
+        const scheduleId = uid('every-second');
+        const workflowId = uid('scheduled');
+        const handle = await schedules().create({ scheduleId, spec: { intervals: [{ every: '1s' }] }, action: startAction(workflows.echoWorkflow, ['tick'], workflowId) });
+        try {
+          const desc = await eventually(async () => {
+            const d = await handle.describe();
+            expect(d.info.numActionsTaken).toBeGreaterThanOrEqual(2);
+            return d;
+          });
+          expect(desc.action).toMatchObject({ workflowId, workflowType: 'echoWorkflow', args: ['tick'] });
+          expect(desc.policies.overlap).toBe(ScheduleOverlapPolicy.SKIP);
+          expect(desc.info.nextActionTimes.length).toBe(10);
+          expect(desc.info.nextActionTimes[1].getTime() - desc.info.nextActionTimes[0].getTime()).toBe(1000);
+          const recent = desc.info.recentActions[0];
+          expect(recent.action.workflow.workflowId).toBe(`${workflowId}-${recent.scheduledAt.toISOString().replace('.000Z', 'Z')}`);
+          await eventually(async () => {
+            const runs = await runsOf(scheduleId);
+            expect(runs.filter((r) => r.status === 'COMPLETED').length).toBeGreaterThanOrEqual(2);
+            expect(runs.every((r) => r.workflowId.startsWith(`${workflowId}-`))).toBe(true);
+          });
+          expect(await env.client.workflow.getHandle(recent.action.workflow.workflowId).result()).toBe('tick');
+          const listed: string[] = [];
+          for await (const s of schedules().list()) listed.push(s.scheduleId);
+          expect(listed).toContain(scheduleId);
+        } finally {
+          await handle.delete();
+        }
+        await expect(handle.describe()).rejects.toBeInstanceOf(ScheduleNotFoundError);
+      });
+
+      test('paused: notes, no scheduled actions; trigger and backfill still act, backfill on exactly the matching times', async () => {
+        const scheduleId = uid('paused');
+        const handle = await schedules().create({
+          scheduleId,
+          spec: { intervals: [{ every: '1m' }] },
+          action: startAction(workflows.echoWorkflow, ['manual'], uid('manual')),
+          state: { paused: true, note: 'created paused' },
+        });
+        try {
+          await expect(schedules().create({ scheduleId, spec: { intervals: [{ every: '1h' }] }, action: startAction(workflows.echoWorkflow, [], uid('dup')) })).rejects.toBeInstanceOf(
+            ScheduleAlreadyRunning,
+          );
+          expect((await handle.describe()).state).toMatchObject({ paused: true, note: 'created paused' });
+          await handle.unpause('back on');
+          expect((await handle.describe()).state).toMatchObject({ paused: false, note: 'back on' });
+          await handle.pause('off again');
+          await handle.trigger();
+          const start = new Date(Math.floor(Date.now() / 60_000) * 60_000 - 10 * 60_000);
+          const end = new Date(start.getTime() + 3 * 60_000);
+          await handle.backfill({ start, end, overlap: ScheduleOverlapPolicy.ALLOW_ALL });
+          const matching = await env.connection.workflowService.listScheduleMatchingTimes({
+            namespace: env.namespace,
+            scheduleId,
+            startTime: { seconds: Long.fromNumber(start.getTime() / 1000) },
+            endTime: { seconds: Long.fromNumber(end.getTime() / 1000) },
+          });
+          // Both take the times after the range's start, up to and including its end.
+          expect(matching.startTime.map((t) => Long.fromValue(t.seconds!).toNumber() * 1000)).toEqual([1, 2, 3].map((i) => start.getTime() + i * 60_000));
+          const listed = async (query: string) => {
+            const out: string[] = [];
+            for await (const x of schedules().list({ query })) out.push(x.scheduleId);
+            return out;
+          };
+          expect(await listed(`ScheduleId = '${scheduleId}' AND TemporalSchedulePaused = true`)).toEqual([scheduleId]);
+          expect(await listed(`ScheduleId = '${scheduleId}' AND TemporalSchedulePaused = false`)).toEqual([]);
+          const d = await handle.describe();
+          expect(d.state).toMatchObject({ paused: true, note: 'off again' });
+          expect(d.info.numActionsTaken).toBe(4);
+          expect(d.info.recentActions.slice(1).map((a) => a.scheduledAt.getTime())).toEqual([1, 2, 3].map((i) => start.getTime() + i * 60_000));
+          await eventually(async () => expect((await handle.describe()).info.runningActions).toEqual([]));
+        } finally {
+          await handle.delete();
+        }
+      });
+
+      test('overlap: SKIP skips while its workflow runs, BUFFER_ONE starts the buffered one when it ends', async () => {
+        const make = (overlap: ScheduleOverlapPolicy) =>
+          schedules().create({
+            scheduleId: uid(`overlap-${overlap}`),
+            spec: { intervals: [{ every: '1s' }] },
+            action: startAction(workflows.waitForSignal, [], uid('waiting')),
+            policies: { overlap },
+          });
+        const skip = await make(ScheduleOverlapPolicy.SKIP);
+        const buffer = await make(ScheduleOverlapPolicy.BUFFER_ONE);
+        try {
+          await eventually(async () => {
+            expect((await skip.describe()).info.numActionsSkippedOverlap).toBeGreaterThanOrEqual(2);
+            expect((await buffer.describe()).raw.info?.bufferDropped?.toNumber()).toBeGreaterThanOrEqual(1);
+          });
+          for (const h of [skip, buffer]) {
+            const d = await h.describe();
+            expect(d.info.numActionsTaken).toBe(1);
+            expect(d.info.runningActions).toHaveLength(1);
+          }
+          await skip.pause();
+          await buffer.pause();
+          const bufferedFirst = (await buffer.describe()).info.runningActions[0].workflow.workflowId;
+          await env.client.workflow.getHandle(bufferedFirst).signal(workflows.unblock, 'done');
+          await eventually(async () => {
+            const d = await buffer.describe();
+            expect(d.info.numActionsTaken).toBe(2);
+            expect(d.info.runningActions[0].workflow.workflowId).not.toBe(bufferedFirst);
+          });
+          const skipped = (await skip.describe()).info.runningActions[0].workflow.workflowId;
+          await env.client.workflow.getHandle(skipped).signal(workflows.unblock, 'done');
+          await eventually(async () => expect((await skip.describe()).info.runningActions).toEqual([]));
+          expect((await skip.describe()).info.numActionsTaken).toBe(1);
+        } finally {
+          for (const h of [skip, buffer]) {
+            for (const a of (await h.describe()).info.runningActions) await env.client.workflow.getHandle(a.workflow.workflowId).terminate('test over');
+            await h.delete();
+          }
+        }
+      });
+
+      test('cron strings compile to calendars as Temporal describes them; a bad spec is refused', async () => {
+        const handle = await schedules().create({
+          scheduleId: uid('cron-spec'),
+          spec: { cronExpressions: ['30 12 * * MON-FRI'] },
+          action: startAction(workflows.echoWorkflow, [], uid('weekday')),
+          state: { paused: true },
+        });
+        try {
+          const d = await handle.describe();
+          expect(d.spec.calendars).toEqual([
+            expect.objectContaining({ hour: [{ start: 12, end: 12, step: 1 }], minute: [{ start: 30, end: 30, step: 1 }], dayOfWeek: [{ start: 'MONDAY', end: 'FRIDAY', step: 1 }] }),
+          ]);
+          for (const t of d.info.nextActionTimes) {
+            expect([t.getUTCHours(), t.getUTCMinutes()]).toEqual([12, 30]);
+            expect([0, 6]).not.toContain(t.getUTCDay());
+          }
+        } finally {
+          await handle.delete();
+        }
+        await expect(
+          schedules().create({ scheduleId: uid('bad'), spec: { cronExpressions: ['61 * * * *'] }, action: startAction(workflows.echoWorkflow, [], uid('bad')) }),
+        ).rejects.toThrow(TypeError);
+      });
+
+      test('a cron workflow runs again at each time, every run completed with the next one linked, until terminated', async () => {
+        const handle = await start(workflows.cronRun, [], { cronSchedule: '@every 1s' });
+        const runs = await eventually(async () => {
+          const out = [];
+          for await (const w of env.client.workflow.list({ query: `WorkflowId = '${handle.workflowId}' AND ExecutionStatus = 'Completed'` })) out.push(w);
+          expect(out.length).toBeGreaterThanOrEqual(2);
+          return out;
+        });
+        const first = runs.find((r) => r.runId === handle.firstExecutionRunId)!;
+        expect(first.status.name).toBe('COMPLETED');
+        // Each run's own result (following the chain would never end).
+        const resultOf = (runId: string) => env.client.workflow.getHandle(handle.workflowId, runId, { followRuns: false }).result();
+        expect(await resultOf(handle.firstExecutionRunId)).toBe('@every 1s after nothing');
+        const second = runs.find((r) => r.runId !== handle.firstExecutionRunId)!;
+        expect(await resultOf(second.runId)).toBe('@every 1s after a result');
+        await handle.terminate('enough');
+        const last = await env.client.workflow.getHandle(handle.workflowId).describe();
+        expect(last.status.name).toBe('TERMINATED');
+        await expect(start(workflows.cronRun, [], { cronSchedule: 'every day' })).rejects.toMatchObject({ cause: { code: status.INVALID_ARGUMENT } });
       });
     });
 

@@ -47,6 +47,18 @@ function killHard(child: ChildProcess): Promise<void> {
 }
 
 let bundle: WorkflowBundle;
+
+/** A worker of the fixtures on `taskQueue`; resolves to its stop function. */
+async function startWorker(address: string, taskQueue: string): Promise<() => Promise<void>> {
+  const nativeConnection = await NativeConnection.connect({ address });
+  const worker = await Worker.create({ connection: nativeConnection, taskQueue, workflowBundle: bundle, activities: createActivities({ asyncCompletions: [] }) });
+  const run = worker.run();
+  return async () => {
+    worker.shutdown();
+    await run;
+    await nativeConnection.close();
+  };
+}
 const children: ChildProcess[] = [];
 
 beforeAll(async () => {
@@ -131,16 +143,7 @@ test('an admitted update survives SIGKILL of the server, and a completed one kee
   const connection = await Connection.connect({ address });
   const client = new Client({ connection });
   const taskQueue = uid('update-crash');
-  const runWorker = async () => {
-    const nativeConnection = await NativeConnection.connect({ address });
-    const worker = await Worker.create({ connection: nativeConnection, taskQueue, workflowBundle: bundle, activities: createActivities({ asyncCompletions: [] }) });
-    const run = worker.run();
-    return async () => {
-      worker.shutdown();
-      await run;
-      await nativeConnection.close();
-    };
-  };
+  const runWorker = () => startWorker(address, taskQueue);
   try {
     const handle = await client.workflow.start(workflows.updatable, { taskQueue, workflowId: uid('updatable') });
     const completedId = uid('completed');
@@ -171,6 +174,55 @@ test('an admitted update survives SIGKILL of the server, and a completed one kee
     expect(await handle.result()).toEqual(['before', 'after']);
     await stopWorker();
   } finally {
+    await connection.close();
+  }
+}, 120_000);
+
+test('schedules survive SIGKILL of the server: their state, their clock, no action taken twice', async () => {
+  const db = await createTestDatabase();
+  const port = await freePort();
+  const address = `127.0.0.1:${port}`;
+  children.push(startServerProcess(port, db));
+  await untilServing(address);
+  const connection = await Connection.connect({ address });
+  const client = new Client({ connection });
+  const taskQueue = uid('schedule-crash');
+  const stopWorker = await startWorker(address, taskQueue);
+  const action = { type: 'startWorkflow' as const, workflowType: workflows.echoWorkflow, args: ['tick'] as [string], taskQueue };
+  try {
+    const ticking = await client.schedule.create({ scheduleId: uid('ticking'), spec: { intervals: [{ every: '1s' }] }, action: { ...action, workflowId: uid('tick') } });
+    const paused = await client.schedule.create({
+      scheduleId: uid('paused'),
+      spec: { cronExpressions: ['0 9 * * *'] },
+      action: { ...action, workflowId: uid('nine') },
+      state: { paused: true, note: 'kept across the crash' },
+    });
+    await eventually(async () => expect((await ticking.describe()).info.numActionsTaken).toBeGreaterThanOrEqual(2));
+
+    await killHard(children[children.length - 1]);
+    await new Promise((r) => setTimeout(r, 2500));
+    children.push(startServerProcess(port, db));
+    await untilServing(address);
+
+    const before = (await ticking.describe()).info.numActionsTaken;
+    const after = await eventually(async () => {
+      const d = await ticking.describe();
+      expect(d.info.numActionsTaken).toBeGreaterThanOrEqual(before + 2);
+      return d;
+    });
+    expect((await paused.describe()).state).toMatchObject({ paused: true, note: 'kept across the crash' });
+    await ticking.pause();
+    // Every action is one workflow run, and each scheduled time started at most one.
+    const runs: string[] = [];
+    for await (const w of client.workflow.list({ query: `TemporalScheduledById = '${ticking.scheduleId}'` })) runs.push(w.workflowId);
+    const taken = (await ticking.describe()).info.numActionsTaken;
+    expect(taken).toBeGreaterThanOrEqual(after.info.numActionsTaken);
+    expect(runs).toHaveLength(taken);
+    expect(new Set(runs).size).toBe(runs.length);
+    await ticking.delete();
+    await paused.delete();
+  } finally {
+    await stopWorker();
     await connection.close();
   }
 }, 120_000);

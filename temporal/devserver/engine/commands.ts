@@ -11,6 +11,7 @@ import type { Engine, Tx } from './engine';
 import type { Execution } from './execution';
 import type { ActivityRecord, ChildRecord } from './state';
 import { hasUndeliveredUpdates, UpdateAnswers } from './updates';
+import { cronError } from '../schedules/spec';
 
 type ICommand = temporal.api.command.v1.ICommand;
 type ICompleteRequest = temporal.api.workflowservice.v1.IRespondWorkflowTaskCompletedRequest;
@@ -161,10 +162,11 @@ export class WorkflowTaskCompletion {
             const cause = Cause.WORKFLOW_TASK_FAILED_CAUSE_BAD_START_CHILD_EXECUTION_ATTRIBUTES;
             if (!a.workflowId) return bad(cause, 'Required field WorkflowId is not set on command.');
             if (!a.workflowType?.name) return bad(cause, 'Required field WorkflowType is not set on command.');
-            if (a.cronSchedule) return bad(cause, 'cron schedules are not supported by the dev server');
+            if (a.cronSchedule && cronError(a.cronSchedule)) return bad(cause, `Invalid CronSchedule: ${cronError(a.cronSchedule)}`);
           }
-          if (type === CT.COMMAND_TYPE_CONTINUE_AS_NEW_WORKFLOW_EXECUTION && c.continueAsNewWorkflowExecutionCommandAttributes?.cronSchedule) {
-            return bad(Cause.WORKFLOW_TASK_FAILED_CAUSE_BAD_CONTINUE_AS_NEW_ATTRIBUTES, 'cron schedules are not supported by the dev server');
+          const canCron = c.continueAsNewWorkflowExecutionCommandAttributes?.cronSchedule;
+          if (type === CT.COMMAND_TYPE_CONTINUE_AS_NEW_WORKFLOW_EXECUTION && canCron && cronError(canCron)) {
+            return bad(Cause.WORKFLOW_TASK_FAILED_CAUSE_BAD_CONTINUE_AS_NEW_ATTRIBUTES, `Invalid CronSchedule: ${cronError(canCron)}`);
           }
           break;
         }
@@ -301,14 +303,18 @@ export class WorkflowTaskCompletion {
         exec.upsertMemo(memo);
         break;
       }
-      case CT.COMMAND_TYPE_COMPLETE_WORKFLOW_EXECUTION:
+      case CT.COMMAND_TYPE_COMPLETE_WORKFLOW_EXECUTION: {
+        const result = c.completeWorkflowExecutionCommandAttributes?.result;
+        const next = this.engine.cronNext(exec);
         exec.close(
           Status.WORKFLOW_EXECUTION_STATUS_COMPLETED,
           EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED,
-          { result: c.completeWorkflowExecutionCommandAttributes?.result ?? undefined, workflowTaskCompletedEventId: completedId },
+          { result: result ?? undefined, workflowTaskCompletedEventId: completedId, newExecutionRunId: next?.runId },
           false,
         );
+        if (next) this.engine.cronRun(tx, exec, next, { result });
         break;
+      }
       case CT.COMMAND_TYPE_FAIL_WORKFLOW_EXECUTION:
         this.failWorkflow(c.failWorkflowExecutionCommandAttributes?.failure, completedId, tx);
         break;
@@ -342,7 +348,8 @@ export class WorkflowTaskCompletion {
     const exec = this.exec;
     const s = exec.s;
     const decision = decideRetry(s.retryPolicy, s.attempt, failure, this.engine.timers.now(), s.executionExpiresAt);
-    const newRunId = decision.retry ? crypto.randomUUID() : undefined;
+    // A cron workflow that fails (retries exhausted) still runs again at its next time.
+    const next = decision.retry ? { runId: crypto.randomUUID(), backoffMs: decision.backoffMs } : this.engine.cronNext(exec);
     exec.close(
       Status.WORKFLOW_EXECUTION_STATUS_FAILED,
       EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
@@ -350,11 +357,12 @@ export class WorkflowTaskCompletion {
         failure: failure ?? undefined,
         retryState: decision.retry ? enums.RetryState.RETRY_STATE_IN_PROGRESS : decision.state,
         workflowTaskCompletedEventId: completedId,
-        newExecutionRunId: newRunId,
+        newExecutionRunId: next?.runId,
       },
       false,
     );
-    if (decision.retry) this.engine.retryRun(tx, exec, newRunId!, decision.backoffMs, failure);
+    if (decision.retry) this.engine.retryRun(tx, exec, next!.runId, next!.backoffMs, failure);
+    else if (next) this.engine.cronRun(tx, exec, next, { failure });
   }
 
   private continueAsNew(a: temporal.api.command.v1.IContinueAsNewWorkflowExecutionCommandAttributes, completedId: number, tx: Tx): void {
@@ -416,6 +424,7 @@ export class WorkflowTaskCompletion {
       lastCompletionResult: a.lastCompletionResult,
       backoffMs,
       executionExpiresAt: s.executionExpiresAt,
+      cronSchedule: a.cronSchedule || s.cronSchedule,
     });
   }
 
@@ -562,6 +571,7 @@ export class WorkflowTaskCompletion {
         workflowTaskCompletedEventId: completedId,
         workflowIdReusePolicy: a.workflowIdReusePolicy ?? 0,
         retryPolicy: a.retryPolicy ?? undefined,
+        cronSchedule: a.cronSchedule ?? undefined,
         header: a.header ?? undefined,
         memo: a.memo ?? undefined,
         searchAttributes: a.searchAttributes ?? undefined,
@@ -624,6 +634,7 @@ export class WorkflowTaskCompletion {
         parent: { namespace: ps.namespace, workflowId: ps.workflowId, runId: ps.runId, initiatedEventId },
         root: ps.root ?? { workflowId: ps.workflowId, runId: ps.runId },
         priority: a.priority,
+        cronSchedule: a.cronSchedule,
       });
       record.runId = child.s.runId;
       if (!parent.running) return;

@@ -27,7 +27,7 @@ import {
   tsToMs,
 } from '../proto';
 import { notFound, workflowCompleted } from '../rpc/errors';
-import type { CommitBatch, CurrentRunInfo, Store } from '../persistence/store';
+import type { CommitBatch, CurrentRunInfo, ScheduleWrite, Store } from '../persistence/store';
 import { visibilityRow } from './describe';
 import { Execution, mergePayloadMap, type ExecutionHost, type OutboxTask } from './execution';
 import { EventType } from './history';
@@ -37,6 +37,7 @@ import { normalizeRetryPolicy, decideRetry } from './retry-policy';
 import { type ExecutionRecord, type ParentRef, STATE_VERSION } from './state';
 import type { TimerQueue } from './timer-queue';
 import { abortUpdates } from './updates';
+import { cronBackoff } from '../schedules/spec';
 
 const Status = enums.WorkflowExecutionStatus;
 const NORMAL_QUEUE = enums.TaskQueueKind.TASK_QUEUE_KIND_NORMAL;
@@ -49,6 +50,8 @@ export class Tx {
   readonly touched = new Set<Execution>();
   readonly currentRuns: CommitBatch['currentRuns'] = [];
   readonly tasks: { exec: Execution; task: OutboxTask }[] = [];
+  /** Schedules this operation changed, written with it. */
+  readonly schedules: ScheduleWrite[] = [];
 
   touch(exec: Execution): Execution {
     this.touched.add(exec);
@@ -84,6 +87,7 @@ export interface NewRun {
   executionExpiresAt?: number;
   userMetadata?: object | null;
   priority?: object | null;
+  cronSchedule?: string | null;
 }
 
 export interface EngineOptions {
@@ -117,8 +121,9 @@ export class Engine implements ExecutionHost {
   private readonly maxClosedInMemory: number;
   private inFlightTotal = 0;
   private readonly inFlightOf = new WeakMap<Execution, number>();
-  /** Hooks other engine parts register to run when a run closes / when a tx is published. */
+  /** Hooks other engine parts register to run when a tx is published / when a run closes (inside the tx). */
   readonly onPublish: ((tx: Tx) => void)[] = [];
+  readonly onRunClosed: ((exec: Execution, tx: Tx) => void)[] = [];
   /** Dispatches tasks created by operations (set by the workflow-task and activity-task parts). */
   dispatchTask: (exec: Execution, task: OutboxTask) => void = () => {};
   private stopped = false;
@@ -156,7 +161,7 @@ export class Engine implements ExecutionHost {
     } catch (err) {
       error = err;
     }
-    if (tx.touched.size) {
+    if (tx.touched.size || tx.schedules.length) {
       const batch = this.settle(tx);
       if (this.store && batch) await this.store.commit(batch);
       this.publish(tx);
@@ -178,7 +183,7 @@ export class Engine implements ExecutionHost {
         }
       }
     }
-    const batch: CommitBatch | undefined = this.store ? { executions: [], currentRuns: tx.currentRuns } : undefined;
+    const batch: CommitBatch | undefined = this.store ? { executions: [], currentRuns: tx.currentRuns, schedules: tx.schedules } : undefined;
     for (const exec of tx.touched) {
       exec.maybeScheduleWorkflowTask();
       exec.s.stateTransitions++;
@@ -307,7 +312,8 @@ export class Engine implements ExecutionHost {
   createRun(tx: Tx, p: NewRun): Execution {
     const now = this.timers.now();
     const runId = p.runId ?? crypto.randomUUID();
-    const backoffMs = p.backoffMs ?? 0;
+    // A cron workflow's first run waits for the schedule's first time.
+    const backoffMs = p.backoffMs ?? (p.cronSchedule ? (cronBackoff(p.cronSchedule, now) ?? 0) : 0);
     const executionTime = now + backoffMs;
     let runTimeoutMs = p.runTimeoutMs;
     if (p.executionTimeoutMs && (!runTimeoutMs || runTimeoutMs > p.executionTimeoutMs)) runTimeoutMs = p.executionTimeoutMs;
@@ -338,6 +344,7 @@ export class Engine implements ExecutionHost {
       parent: p.parent,
       root: p.root,
       retryPolicy: p.retryPolicy ? normalizeRetryPolicy(p.retryPolicy) : undefined,
+      cronSchedule: p.cronSchedule || undefined,
       memo: Object.keys(memo).length ? encodeB64(Memo, { fields: memo }) : undefined,
       searchAttributes: Object.keys(searchAttributes).length ? encodeB64(SearchAttributes, { indexedFields: searchAttributes }) : undefined,
       nextEventId: 1,
@@ -377,6 +384,7 @@ export class Engine implements ExecutionHost {
         attempt: record.attempt,
         workflowExecutionExpirationTime: executionExpiresAt ? msToTs(executionExpiresAt) : undefined,
         firstWorkflowTaskBackoff: msToDur(backoffMs),
+        cronSchedule: p.cronSchedule || undefined,
         memo: record.memo ? { fields: memo } : undefined,
         searchAttributes: record.searchAttributes ? { indexedFields: searchAttributes } : undefined,
         header: p.header ?? undefined,
@@ -405,18 +413,57 @@ export class Engine implements ExecutionHost {
     const decision = executionExpired
       ? ({ retry: false, state: enums.RetryState.RETRY_STATE_TIMEOUT } as const)
       : decideRetry(s.retryPolicy, s.attempt, { message: 'retry on timeout', applicationFailureInfo: {} }, now, s.executionExpiresAt);
-    const newRunId = decision.retry ? crypto.randomUUID() : undefined;
+    const next = decision.retry ? { runId: crypto.randomUUID(), backoffMs: decision.backoffMs } : this.cronNext(exec);
     exec.close(
       Status.WORKFLOW_EXECUTION_STATUS_TIMED_OUT,
       EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT,
-      { retryState: decision.retry ? enums.RetryState.RETRY_STATE_IN_PROGRESS : decision.state, newExecutionRunId: newRunId },
+      { retryState: decision.retry ? enums.RetryState.RETRY_STATE_IN_PROGRESS : decision.state, newExecutionRunId: next?.runId },
       true,
     );
-    if (decision.retry) this.retryRun(tx, exec, newRunId!, decision.backoffMs, failure);
+    if (decision.retry) this.retryRun(tx, exec, next!.runId, next!.backoffMs, failure);
+    else if (next) this.cronRun(tx, exec, next, { failure });
+  }
+
+  /** The next run of a cron workflow closing now (none if it has no schedule or its schedule has no more times). */
+  cronNext(exec: Execution): { runId: string; backoffMs: number } | undefined {
+    const cron = exec.s.cronSchedule;
+    if (!cron) return undefined;
+    const backoffMs = cronBackoff(cron, this.timers.now());
+    return backoffMs === undefined ? undefined : { runId: crypto.randomUUID(), backoffMs };
+  }
+
+  /** Starts a cron workflow's next run, which carries the closed run's result or failure. */
+  cronRun(
+    tx: Tx,
+    prev: Execution,
+    next: { runId: string; backoffMs: number },
+    outcome: { result?: IPayloads | null; failure?: IFailure | null },
+  ): Execution {
+    return this.nextRun(tx, prev, next.runId, next.backoffMs, {
+      initiator: enums.ContinueAsNewInitiator.CONTINUE_AS_NEW_INITIATOR_CRON_SCHEDULE,
+      attempt: 1,
+      continuedFailure: outcome.failure,
+      lastCompletionResult: outcome.result,
+    });
   }
 
   /** Starts the next attempt of a run that failed or timed out under a retry policy. */
   retryRun(tx: Tx, prev: Execution, runId: string, backoffMs: number, failure: IFailure | null | undefined): Execution {
+    return this.nextRun(tx, prev, runId, backoffMs, {
+      initiator: enums.ContinueAsNewInitiator.CONTINUE_AS_NEW_INITIATOR_RETRY,
+      attempt: prev.s.attempt + 1,
+      continuedFailure: failure,
+    });
+  }
+
+  /** The run that follows a closed one of the same workflow (retry, cron): same input and settings. */
+  private nextRun(
+    tx: Tx,
+    prev: Execution,
+    runId: string,
+    backoffMs: number,
+    how: { initiator: number; attempt: number; continuedFailure?: IFailure | null; lastCompletionResult?: IPayloads | null },
+  ): Execution {
     const s = prev.s;
     s.newRunId = runId;
     const started = prev.startedAttributes();
@@ -435,16 +482,18 @@ export class Engine implements ExecutionHost {
       identity: 'history-service',
       requestId: crypto.randomUUID(),
       retryPolicy: started.retryPolicy,
-      attempt: s.attempt + 1,
+      attempt: how.attempt,
       memo: { fields: prev.memoFields() },
       searchAttributes: { indexedFields: prev.searchAttributeFields() },
       parent: s.parent,
       root: s.root,
       continuedExecutionRunId: s.runId,
-      initiator: enums.ContinueAsNewInitiator.CONTINUE_AS_NEW_INITIATOR_RETRY,
-      continuedFailure: failure,
+      initiator: how.initiator,
+      continuedFailure: how.continuedFailure,
+      lastCompletionResult: how.lastCompletionResult,
       backoffMs,
       executionExpiresAt: s.executionExpiresAt,
+      cronSchedule: s.cronSchedule,
     });
   }
 
@@ -457,6 +506,7 @@ export class Engine implements ExecutionHost {
     const continued = s.status === Status.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW || s.newRunId !== undefined;
     if (s.parent && !continued) this.notifyParent(exec, tx);
     abortUpdates(exec, continued);
+    for (const hook of this.onRunClosed) hook(exec, tx);
     for (const child of s.children) {
       const target = this.currentExecution(child.namespace, child.workflowId);
       // The child may have continued as new; its current run still carries the first run id.

@@ -132,6 +132,8 @@ export interface ExecutionRecord {
   parent?: ParentRef;
   root?: { workflowId: string; runId: string };
   retryPolicy?: RetryPolicyRecord;
+  /** A cron workflow's schedule: each run that closes (other than by cancel or terminate) starts the next at its next time. */
+  cronSchedule?: string;
   /** Encoded Memo / SearchAttributes (base64). */
   memo?: string;
   searchAttributes?: string;

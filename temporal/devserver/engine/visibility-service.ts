@@ -5,26 +5,30 @@
  */
 import { temporal } from '../proto';
 import { invalidArgument } from '../rpc/errors';
-import { parseVisibilityQuery, STATUS_BY_NAME, type VisibilityQuery } from '../visibility/query';
+import { type AttributeResolver, parseVisibilityQuery, STATUS_BY_NAME, type VisibilityQuery } from '../visibility/query';
 import { evaluate, rowComparator } from '../visibility/row';
 import { executionInfo, visibilityRow } from './describe';
 import type { Engine } from './engine';
-import { SYSTEM_SEARCH_ATTRIBUTES } from './namespaces';
+import { type NamespaceRecord, SYSTEM_SEARCH_ATTRIBUTES } from './namespaces';
 import type { ExecutionRecord } from './state';
 
 const MAX_PAGE = 1000;
+
+/** The search attributes a query may name in `ns`: the system ones and the namespace's own. */
+export function attributeResolver(ns: NamespaceRecord, extra: Record<string, number> = {}): AttributeResolver {
+  return (name) => {
+    const system = SYSTEM_SEARCH_ATTRIBUTES[name] ?? extra[name];
+    if (system !== undefined) return { type: system, system: true };
+    const custom = ns.searchAttributes[name];
+    return custom !== undefined ? { type: custom, system: false } : undefined;
+  };
+}
 
 export class VisibilityService {
   constructor(private readonly engine: Engine) {}
 
   private parse(namespace: string, query: string | null | undefined): VisibilityQuery {
-    const ns = this.engine.namespaces.get(namespace);
-    return parseVisibilityQuery(query, (name) => {
-      const system = SYSTEM_SEARCH_ATTRIBUTES[name];
-      if (system !== undefined) return { type: system, system: true };
-      const custom = ns.searchAttributes[name];
-      return custom !== undefined ? { type: custom, system: false } : undefined;
-    });
+    return parseVisibilityQuery(query, attributeResolver(this.engine.namespaces.get(namespace)));
   }
 
   /** Matching records of runs in memory, in query order. */

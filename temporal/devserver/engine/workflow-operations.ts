@@ -10,6 +10,7 @@ import { executionInfo } from './describe';
 import type { Engine, Tx } from './engine';
 import type { Execution } from './execution';
 import type { NamespaceRecord } from './namespaces';
+import { cronError } from '../schedules/spec';
 
 type IStartRequest = temporal.api.workflowservice.v1.IStartWorkflowExecutionRequest;
 type StartResponse = temporal.api.workflowservice.v1.IStartWorkflowExecutionResponse;
@@ -54,7 +55,11 @@ export class WorkflowOperations {
     if (!req.workflowId) throw invalidArgument('WorkflowId is not set on request.');
     if (!req.workflowType?.name) throw invalidArgument('WorkflowType is not set on request.');
     if (!req.taskQueue?.name) throw invalidArgument('TaskQueue is not set on request.');
-    if (req.cronSchedule) throw invalidArgument('cron schedules are not supported by the dev server');
+    if (req.cronSchedule) {
+      const error = cronError(req.cronSchedule);
+      if (error) throw invalidArgument(`Invalid CronSchedule: ${error}`);
+      if (durToMs(req.workflowStartDelay)) throw invalidArgument('CronSchedule and WorkflowStartDelay may not be used together.');
+    }
     for (const d of [req.workflowExecutionTimeout, req.workflowRunTimeout, req.workflowTaskTimeout, req.workflowStartDelay]) {
       if (durToMs(d) < 0) throw invalidArgument('Timeouts and delays must not be negative.');
     }
@@ -106,7 +111,8 @@ export class WorkflowOperations {
       retryPolicy: req.retryPolicy,
       memo: req.memo,
       searchAttributes: req.searchAttributes,
-      backoffMs: durToMs(req.workflowStartDelay),
+      backoffMs: req.cronSchedule ? undefined : durToMs(req.workflowStartDelay),
+      cronSchedule: req.cronSchedule,
       userMetadata: req.userMetadata,
       priority: req.priority,
     });

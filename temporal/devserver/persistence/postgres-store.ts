@@ -62,6 +62,15 @@ const MIGRATIONS: string[] = [
     PRIMARY KEY (namespace, workflow_id)
   );
   `,
+  `
+  CREATE TABLE schedules (
+    namespace text NOT NULL,
+    schedule_id text NOT NULL,
+    state text NOT NULL,
+    deleted boolean NOT NULL,
+    PRIMARY KEY (namespace, schedule_id)
+  );
+  `,
 ];
 
 function quoteIdent(name: string): string {
@@ -195,7 +204,9 @@ export class PostgresStore implements Store {
     const latest = new Map<string, CommitBatch['executions'][number]>();
     const history: { ns: string[]; run: string[]; first: number[]; events: Buffer[] } = { ns: [], run: [], first: [], events: [] };
     const current = new Map<string, { namespace: string; workflowId: string; runId: string }>();
+    const schedules = new Map<string, CommitBatch['schedules'][number]>();
     for (const b of batches) {
+      for (const w of b.schedules) schedules.set(`${w.namespace}/${w.scheduleId}`, w);
       for (const w of b.executions) {
         latest.set(`${w.row.namespace}/${w.row.runId}`, w);
         if (w.events.length) {
@@ -210,6 +221,7 @@ export class PostgresStore implements Store {
     const writes = [...latest.values()];
     const rows = writes.map((w) => w.row);
     const cur = [...current.values()];
+    const sch = [...schedules.values()];
     // One statement, so one round trip and one implicit transaction for the whole group.
     await this.writer.query(
       `WITH h AS (
@@ -219,6 +231,10 @@ export class PostgresStore implements Store {
          INSERT INTO current_runs (namespace, workflow_id, run_id)
          SELECT * FROM unnest($5::text[], $6::text[], $7::text[])
          ON CONFLICT (namespace, workflow_id) DO UPDATE SET run_id = excluded.run_id
+       ), s AS (
+         INSERT INTO schedules (namespace, schedule_id, state, deleted)
+         SELECT * FROM unnest($27::text[], $28::text[], $29::text[], $30::boolean[])
+         ON CONFLICT (namespace, schedule_id) DO UPDATE SET state = excluded.state, deleted = excluded.deleted
        )
        INSERT INTO executions (namespace, run_id, workflow_id, workflow_type, task_queue, status, start_time,
          execution_time, close_time, history_length, history_size_bytes, state_transitions, parent_workflow_id,
@@ -259,6 +275,10 @@ export class PostgresStore implements Store {
         writes.map((w) => w.startRequestId),
         rows.map((r) => JSON.stringify(r.searchAttributes)),
         writes.map((w) => w.state),
+        sch.map((w) => w.namespace),
+        sch.map((w) => w.scheduleId),
+        sch.map((w) => w.state),
+        sch.map((w) => w.deleted),
       ],
     );
   }
@@ -275,6 +295,11 @@ export class PostgresStore implements Store {
       `INSERT INTO namespaces (name, data) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET data = excluded.data`,
       [ns.name, JSON.stringify(ns)],
     );
+  }
+
+  async loadSchedules(): Promise<string[]> {
+    const { rows } = await this.pool.query<{ state: string }>('SELECT state FROM schedules WHERE NOT deleted ORDER BY namespace, schedule_id');
+    return rows.map((r) => r.state);
   }
 
   private static collectHistory(rows: { events: Buffer }[]): Buffer[] {

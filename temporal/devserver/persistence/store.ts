@@ -20,8 +20,17 @@ export interface ExecutionWrite {
   events: Buffer[];
 }
 
+/** A schedule's state as of the end of an operation (JSON), or its deletion. */
+export interface ScheduleWrite {
+  namespace: string;
+  scheduleId: string;
+  state: string;
+  deleted: boolean;
+}
+
 export interface CommitBatch {
   executions: ExecutionWrite[];
+  schedules: ScheduleWrite[];
   /** workflow id -> run id pointers that moved to a new run. */
   currentRuns: { namespace: string; workflowId: string; runId: string }[];
 }
@@ -47,6 +56,8 @@ export interface Store {
   commit(batch: CommitBatch): Promise<void>;
   loadNamespaces(): Promise<NamespaceRecord[]>;
   saveNamespace(ns: NamespaceRecord): Promise<void>;
+  /** States (JSON) of every schedule not deleted. */
+  loadSchedules(): Promise<string[]>;
   /** Every run still open, with its full history: the working set after a restart. */
   loadOpenExecutions(): Promise<PersistedExecution[]>;
   loadExecution(namespace: string, runId: string): Promise<PersistedExecution | undefined>;

@@ -11,6 +11,7 @@ import type { VisibilityService } from '../engine/visibility-service';
 import type { WorkflowOperations } from '../engine/workflow-operations';
 import type { WorkflowTasks } from '../engine/workflow-tasks';
 import type { WorkflowUpdates } from '../engine/updates';
+import type { Scheduler } from '../schedules/scheduler';
 import { durToMs } from '../proto';
 import { invalidArgument, unimplemented } from './errors';
 import type { Handlers } from './grpc-server';
@@ -22,6 +23,7 @@ export interface ServiceParts {
   engine: Engine;
   ops: WorkflowOperations;
   updates: WorkflowUpdates;
+  scheduler: Scheduler;
   workflowTasks: WorkflowTasks;
   activityTasks: ActivityTasks;
   history: HistoryReader;
@@ -40,7 +42,7 @@ export function describeNamespace(ns: NamespaceRecord): Loose<temporal.api.workf
       id: ns.id,
       // ShutdownWorker answers the worker's waiting polls, so it stops at once without cancelling them.
       capabilities: { eagerWorkflowStart: false, syncUpdate: true, asyncUpdate: true, workerPollCompleteOnShutdown: true },
-      supportsSchedules: false,
+      supportsSchedules: true,
     },
     config: {
       workflowExecutionRetentionTtl: msToDur(ns.retentionMs),
@@ -60,7 +62,7 @@ const systemInfo = () => ({
     signalAndQueryHeader: true,
     internalErrorDifferentiation: true,
     activityFailureIncludeHeartbeat: true,
-    supportsSchedules: false,
+    supportsSchedules: true,
     encodedFailureAttributes: true,
     buildIdBasedVersioning: false,
     upsertMemo: true,
@@ -73,7 +75,7 @@ const systemInfo = () => ({
 });
 
 export function workflowServiceHandlers(p: ServiceParts): Handlers {
-  const { engine, ops, updates, workflowTasks, activityTasks, history, visibility } = p;
+  const { engine, ops, updates, scheduler, workflowTasks, activityTasks, history, visibility } = p;
   return {
     // The worker's core gzips its requests; like Temporal, the server takes them (grpc-js inflates them).
     GetSystemInfo: () => systemInfo(),
@@ -120,6 +122,14 @@ export function workflowServiceHandlers(p: ServiceParts): Handlers {
     UpdateWorkflowExecution: (req, ctx) => updates.update(req, ctx),
     PollWorkflowExecutionUpdate: (req, ctx) => updates.poll(req, ctx),
     ExecuteMultiOperation: (req, ctx) => updates.updateWithStart(req, ctx),
+
+    CreateSchedule: (req) => scheduler.create(req),
+    DescribeSchedule: (req) => scheduler.describe(req),
+    UpdateSchedule: (req) => scheduler.update(req),
+    PatchSchedule: (req) => scheduler.patch(req),
+    DeleteSchedule: (req) => scheduler.delete(req),
+    ListSchedules: (req) => scheduler.list(req),
+    ListScheduleMatchingTimes: (req) => scheduler.matchingTimes(req),
 
     PollWorkflowTaskQueue: (req, ctx) => workflowTasks.poll(req, ctx),
     RespondWorkflowTaskCompleted: (req) => workflowTasks.complete(req),
