@@ -116,7 +116,7 @@ const envSchema = z.object({
   S3_SESSION_TOKEN: z.string().min(1).optional(),
   /** Public base URL of the bucket's objects; unset, the service serves them at PUBLIC_URL/uploads/... */
   S3_PUBLIC_URL: urlWithScheme(['http:', 'https:']).optional(),
-  /** How often the standing activity-counts workflow folds count deltas into the hourly and daily counts. */
+  /** How often the activity-counts schedule folds count deltas into the hourly and daily counts (its interval). */
   ACTIVITY_FOLD_SECONDS: z.coerce.number().int().min(1).max(86_400).default(60),
   /** Bounce and complaint rates are judged over this many days (of mail sent since the last review). */
   SECURITY_WINDOW_DAYS: z.coerce.number().positive().max(90).default(7),

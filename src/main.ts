@@ -158,13 +158,12 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         automation: new AutomationRuntime({ orm, hub, links, resolver, allowPrivateWebhooks: config.WEBHOOK_ALLOW_PRIVATE, log }),
         automationDispatcher: new AutomationDispatcher({ orm, temporal, queue: automationQueue, log }),
         idempotencyTtlHours: config.IDEMPOTENCY_TTL_HOURS,
-        activityFoldSeconds: config.ACTIVITY_FOLD_SECONDS,
         domainCheckIntervalSeconds: config.DOMAIN_CHECK_INTERVAL_SECONDS,
         dispatchIdleSeconds: config.DISPATCH_IDLE_SECONDS,
       });
       workerHealth = () => workerPolls(temporal, worker);
       stops.push(() => worker.stop());
-      await ensureStandingWorkflows(temporal, counts);
+      await ensureStandingWorkflows(temporal, counts, { activityFoldSeconds: config.ACTIVITY_FOLD_SECONDS });
     }
 
     let url: string | undefined;

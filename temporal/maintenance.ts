@@ -1,4 +1,4 @@
-import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
+import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, WorkflowNotFoundError } from '@temporalio/client';
 import type { TemporalClient } from './client';
 import { workflowIds } from './task-queues';
 
@@ -19,21 +19,67 @@ async function wakeOrStart(t: TemporalClient, d: { type: string; id: string; sha
   await t.client.workflow.signalWithStart(d.type, { workflowId: d.id, taskQueue: t.taskQueue, args: [{ shard: d.shard }], signal: 'wake', signalArgs: [] });
 }
 
+/** Periodic work with a fixed interval: a Temporal Schedule, one short workflow run per time. */
+interface PeriodicWork {
+  scheduleId: string;
+  workflowType: string;
+  everyMs: number;
+  /** The looping workflow this schedule replaced (before 2026-11), ended when found running. */
+  legacyType: string;
+}
+
+const periodicWork = (settings: { activityFoldSeconds: number }): PeriodicWork[] => [
+  { scheduleId: workflowIds.maintenance(), workflowType: 'maintenancePurgeWorkflow', everyMs: 10 * 60_000, legacyType: 'maintenanceWorkflow' },
+  { scheduleId: workflowIds.activityCounts(), workflowType: 'activityCountsFoldWorkflow', everyMs: settings.activityFoldSeconds * 1000, legacyType: 'activityCountsWorkflow' },
+];
+
 /**
- * The service's standing executions: `maintenance`, `activity-counts` and the email and automation dispatchers. Every
- * worker process calls this at start; executions that already run are left as they are, except that
- * sleeping dispatchers are woken to look at what was queued while no worker ran.
+ * Creates the schedule (acting once at once), or brings an existing one's interval, workflow and task
+ * queue in line with this process's settings. A time missed while nothing ran is made up once at
+ * most (overlap SKIP, one-minute catch-up window).
  */
-export async function ensureStandingWorkflows(t: TemporalClient, counts: DispatcherCounts): Promise<void> {
-  for (const [type, workflowId] of [
-    ['maintenanceWorkflow', workflowIds.maintenance()],
-    ['activityCountsWorkflow', workflowIds.activityCounts()],
-  ]) {
-    try {
-      await t.client.workflow.start(type, { workflowId, taskQueue: t.taskQueue, workflowIdConflictPolicy: 'USE_EXISTING' });
-    } catch (err) {
-      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
-    }
+async function ensureSchedule(t: TemporalClient, w: PeriodicWork): Promise<void> {
+  const spec = { intervals: [{ every: w.everyMs }] };
+  const action = { type: 'startWorkflow' as const, workflowType: w.workflowType, workflowId: w.scheduleId, taskQueue: t.taskQueue };
+  const policies = { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: 60_000 };
+  try {
+    await t.client.schedule.create({ scheduleId: w.scheduleId, spec, action, policies, state: { triggerImmediately: true } });
+    return;
+  } catch (err) {
+    if (!(err instanceof ScheduleAlreadyRunning)) throw err;
+  }
+  const handle = t.client.schedule.getHandle(w.scheduleId);
+  const current = await handle.describe();
+  const same =
+    current.spec.intervals?.length === 1 &&
+    current.spec.intervals[0].every === w.everyMs &&
+    current.action.type === 'startWorkflow' &&
+    current.action.workflowType === w.workflowType &&
+    current.action.taskQueue === t.taskQueue;
+  if (!same) await handle.update((prev) => ({ ...prev, spec, action, policies: { ...prev.policies, ...policies } }));
+}
+
+/** Ends a looping workflow of an older version still running under the schedule's id. */
+async function endLegacyLoop(t: TemporalClient, w: PeriodicWork): Promise<void> {
+  const handle = t.client.workflow.getHandle(w.scheduleId);
+  try {
+    const d = await handle.describe();
+    if (d.status.name === 'RUNNING' && d.type === w.legacyType) await handle.terminate(`replaced by the ${w.scheduleId} schedule`);
+  } catch (err) {
+    if (!(err instanceof WorkflowNotFoundError)) throw err;
+  }
+}
+
+/**
+ * The service's standing work: the `maintenance` and `activity-counts` schedules and the email and
+ * automation dispatchers. Every worker process calls this at start; what already exists is left as
+ * it is (schedules are brought in line with the settings), and sleeping dispatchers are woken to look
+ * at what was queued while no worker ran.
+ */
+export async function ensureStandingWorkflows(t: TemporalClient, counts: DispatcherCounts, settings: { activityFoldSeconds: number }): Promise<void> {
+  for (const w of periodicWork(settings)) {
+    await endLegacyLoop(t, w);
+    await ensureSchedule(t, w);
   }
   for (const kind of ['email', 'automation'] as const) for (const d of dispatchers(kind, counts)) await wakeOrStart(t, d);
 }

@@ -28,8 +28,6 @@ export interface ActivityDeps {
   accountMail: { mailer: Mailer; publicUrl: string; from: string };
   hub: ActivityHub;
   idempotencyTtlHours: number;
-  /** How often the activity-counts workflow folds deltas. */
-  activityFoldSeconds: number;
   domainCheckIntervalSeconds: number;
   segmentRefreshSeconds: number;
   campaignBatchSize: number;
@@ -170,8 +168,8 @@ export function createActivities(deps: ActivityDeps) {
     },
 
     /** Folds the pending count deltas; answers when to fold next (the worker's setting, read afresh each round). */
-    async foldActivityCounts(): Promise<{ folded: number; nextInSeconds: number }> {
-      return { folded: await foldActivityCounts(deps.orm.em.fork()), nextInSeconds: deps.activityFoldSeconds };
+    async foldActivityCounts(): Promise<{ folded: number }> {
+      return { folded: await foldActivityCounts(deps.orm.em.fork()) };
     },
   };
 }

@@ -108,6 +108,8 @@ export async function startDevServer(opts: DevServerOptions = {}): Promise<DevSe
     });
     const ops = new WorkflowOperations(engine);
     const scheduler = new Scheduler(engine, ops);
+    const visibility = new VisibilityService(engine);
+    visibility.scheduleRows = (namespace) => scheduler.visibilityRows(namespace);
     const schedules = await scheduler.load();
     if (schedules) log.info({ schedules }, 'resumed schedules from PostgreSQL');
     const workflowService = {
@@ -120,7 +122,7 @@ export async function startDevServer(opts: DevServerOptions = {}): Promise<DevSe
         workflowTasks,
         activityTasks,
         history: new HistoryReader(engine),
-        visibility: new VisibilityService(engine),
+        visibility,
         saveNamespace,
       }),
     };

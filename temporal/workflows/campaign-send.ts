@@ -3,6 +3,7 @@ import {
   condition,
   continueAsNew,
   defineSignal,
+  defineUpdate,
   isCancellation,
   proxyActivities,
   setHandler,
@@ -10,8 +11,13 @@ import {
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 
-/** A new time for a scheduled campaign (null: send now). */
-export const rescheduleSignal = defineSignal<[string | null]>('reschedule');
+/**
+ * Moves a scheduled campaign's send time (null: now) and answers the time it will send at; refused
+ * once sending has begun, so the caller never reports a move that did not happen.
+ */
+export const rescheduleUpdate = defineUpdate<{ scheduledFor: string | null }, [string | null]>('reschedule');
+/** How versions before 2026-11 moved the time; kept so runs that received it replay the same. */
+const legacyRescheduleSignal = defineSignal<[string | null]>('reschedule');
 
 const { startCampaignSend, completeCampaign, cancelCampaignDelivery } = proxyActivities<Activities>({
   startToCloseTimeout: '10 minutes',
@@ -36,24 +42,40 @@ export interface CampaignSendInput {
 }
 
 /**
- * `campaign-send:<campaignId>`: sleeps durably until `scheduledFor` (a reschedule signal moves it),
+ * `campaign-send:<campaignId>`: sleeps durably until `scheduledFor` (the reschedule update moves it),
  * fixes the audience, then delivers batch by batch until every recipient is accounted for, and marks
  * the campaign SENT. Cancelling the workflow (POST /campaigns/:id/cancel) stops it: a scheduled
  * campaign sends nothing, a sending one sends nothing more than what was already in flight.
  */
 export async function campaignSendWorkflow(input: CampaignSendInput): Promise<void> {
   let at = input.scheduledFor;
-  setHandler(rescheduleSignal, (next) => {
+  let sending = !!input.resumed;
+  setHandler(legacyRescheduleSignal, (next) => {
     at = next;
   });
+  setHandler(
+    rescheduleUpdate,
+    (next) => {
+      at = next;
+      return { scheduledFor: next };
+    },
+    {
+      validator: (next) => {
+        if (sending) throw new Error('the campaign is already being sent');
+        if (next !== null && Number.isNaN(Date.parse(next))) throw new Error(`"${next}" is not a date`);
+      },
+    },
+  );
   try {
     if (!input.resumed) {
+      // Until the time that holds when the wait ends comes: a move during the wait starts it again.
       for (;;) {
         const target = at;
         const wait = target === null ? 0 : Date.parse(target) - Date.now();
         if (wait <= 0) break;
-        if (!(await condition(() => at !== target, wait))) break;
+        await condition(() => at !== target, wait);
       }
+      sending = true;
       const started = await startCampaignSend({ campaignId: input.campaignId });
       if (!started.proceed) return;
     }

@@ -8,6 +8,6 @@ export { contactImportWorkflow } from './contact-import';
 export { contactSnoozeWorkflow } from './contact-snooze';
 export { domainVerificationWorkflow } from './domain-verification';
 export { emailDispatchWorkflow } from './email-dispatch';
-export { maintenanceWorkflow } from './maintenance';
-export { activityCountsWorkflow } from './activity-counts';
+export { maintenancePurgeWorkflow } from './maintenance';
+export { activityCountsFoldWorkflow } from './activity-counts';
 export { segmentRefreshWorkflow } from './segment-refresh';

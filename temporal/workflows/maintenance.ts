@@ -1,4 +1,4 @@
-import { continueAsNew, proxyActivities, sleep } from '@temporalio/workflow';
+import { proxyActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 
 const { purgeExpired } = proxyActivities<Activities>({
@@ -6,15 +6,10 @@ const { purgeExpired } = proxyActivities<Activities>({
   retry: { initialInterval: '10 seconds', maximumInterval: '5 minutes' },
 });
 
-const INTERVAL = '10 minutes';
-/** Rounds per run before continuing as new, so history stays bounded (about 6 events a round). */
-const ROUNDS_PER_RUN = 100;
-
-/** `maintenance`: purges expired idempotency keys and past rate-limit windows every ten minutes, forever. */
-export async function maintenanceWorkflow(): Promise<void> {
-  for (let round = 0; round < ROUNDS_PER_RUN; round++) {
-    await purgeExpired();
-    await sleep(INTERVAL);
-  }
-  await continueAsNew<typeof maintenanceWorkflow>();
+/**
+ * One run of the `maintenance` schedule (every ten minutes): purges expired idempotency keys and
+ * past rate-limit windows.
+ */
+export async function maintenancePurgeWorkflow(): Promise<void> {
+  await purgeExpired();
 }

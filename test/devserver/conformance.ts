@@ -630,6 +630,13 @@ export function conformanceSuite(title: string, options: ConformanceOptions = {}
           await handle.delete();
         }
         await expect(handle.describe()).rejects.toBeInstanceOf(ScheduleNotFoundError);
+        // Counted as Temporal counts its scheduler workflows (the Web UI's "N Schedules").
+        const division = async () => (await env.client.workflow.count(`TemporalNamespaceDivision = 'TemporalScheduler' AND ExecutionStatus = 'Running'`)).count;
+        const before = await division();
+        const other = await schedules().create({ scheduleId: uid('counted'), spec: { intervals: [{ every: '1h' }] }, action: startAction(workflows.echoWorkflow, [], uid('c')), state: { paused: true } });
+        expect(await division()).toBe(before + 1);
+        await other.delete();
+        expect(await division()).toBe(before);
       });
 
       test('paused: notes, no scheduled actions; trigger and backfill still act, backfill on exactly the matching times', async () => {

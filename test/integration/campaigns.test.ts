@@ -1,3 +1,5 @@
+import pg from 'pg';
+import { rescheduleCampaignWorkflow } from '../../src/modules/campaigns/campaign-send';
 import { dbQuery } from '../setup/db';
 import { ZoneDnsServer } from '../../src/dns/zone-server';
 import { verifiedDomain } from '../setup/sender';
@@ -191,6 +193,35 @@ describe('sending', () => {
     expect((await smtp.waitFor(2)).map((m) => m.envelope.to[0]).sort()).toEqual(['early@s.test', 'joined@s.test']);
     await svc.api.post('/contacts', { email: 'toolate@s.test' }, key);
     expect((await svc.api.get(`/campaigns/${c.id}`, key)).body.totalRecipients).toBe(2);
+    // The move went through the workflow's reschedule update: accepted and answered in its history.
+    const events = (await svc.temporal.client.workflow.getHandle(`campaign-send:${c.id}`).fetchHistory()).events ?? [];
+    const accepted = events.filter((e) => e.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest?.input?.name === 'reschedule');
+    expect(accepted).toHaveLength(1);
+    expect(events.some((e) => e.workflowExecutionUpdateCompletedEventAttributes?.outcome?.success)).toBe(true);
+  });
+
+  test('a move that reaches the workflow after sending began is refused (400 CAMPAIGN_NOT_SENDABLE) and changes nothing', async () => {
+    const { key, from } = await setup('Late mover');
+    await svc.api.post('/contacts', { email: 'late@m.test' }, key);
+    const c = (await svc.api.post('/campaigns', base(from), key)).body.data;
+    const at = new Date(Date.now() + 1500).toISOString();
+    expect((await svc.api.post(`/campaigns/${c.id}/send`, { scheduledFor: at }, key)).body.data.status).toBe('SCHEDULED');
+    // Hold the campaign row, as a concurrent move request would, while its time comes and sending begins.
+    const holder = new pg.Client({ connectionString: svc.databaseUrl });
+    await holder.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT id FROM campaigns WHERE id = $1 FOR UPDATE', [c.id]);
+      const handle = svc.temporal.client.workflow.getHandle(`campaign-send:${c.id}`);
+      await until(async () => (await handle.describe()).raw.pendingActivities?.some((a) => a.activityType?.name === 'startCampaignSend') || undefined);
+      const refused = await rescheduleCampaignWorkflow(svc.temporal, c.id, new Date(Date.now() + 3600_000)).catch((err) => err);
+      expect(refused).toMatchObject({ status: 400, code: 'CAMPAIGN_NOT_SENDABLE', message: expect.stringContaining('already being sent') });
+    } finally {
+      await holder.query('COMMIT');
+      await holder.end();
+    }
+    await whenStatus(key, c.id, 'SENT');
+    expect((await svc.api.get(`/campaigns/${c.id}`, key)).body.scheduledFor).toBe(at);
   });
 
   test('send: scheduledFor null sends at once; another project’s campaign is 404; an id that is not a UUID is 422', async () => {

@@ -1,7 +1,7 @@
 /**
  * An operator in the Temporal Web UI of the embedded dev server, in headless Chromium (Debian's
- * `chromium`, driven by puppeteer-core): the list shows the standing maintenance workflow and a
- * count, a ProjectId search finds a project's contact-snooze workflow, its page shows its history
+ * `chromium`, driven by puppeteer-core): the list shows the maintenance runs and a count, the
+ * Schedules page the service's schedules, a ProjectId search finds a project's contact-snooze workflow, its page shows its history
  * and call stack (a query, answered by the worker), and cancelling it from the page cancels it. The page may ask no host but its own.
  *
  * The first run in a checkout builds webui/ (about a minute on two cores); later runs reuse it.
@@ -66,7 +66,7 @@ describe('Temporal Web UI', () => {
     }
   };
 
-  test('the workflow list shows the standing maintenance workflow and a count', async () => {
+  test('the workflow list shows the maintenance runs and a count', async () => {
     await page.goto(`${ui}/`, { waitUntil: 'load' });
     await page.waitForFunction(() => location.pathname === '/namespaces/default/workflows');
     await waitForText('maintenance');
@@ -75,6 +75,16 @@ describe('Temporal Web UI', () => {
     expect(count).toBeGreaterThan(0);
     // The status chips come from CountWorkflowExecutions … GROUP BY ExecutionStatus.
     await waitForText(/\d+ Running/);
+  });
+
+  test('the Schedules page lists the service\'s schedules, and a schedule\'s page shows its spec and recent runs', async () => {
+    await page.goto(`${ui}/namespaces/default/schedules`, { waitUntil: 'load' });
+    await waitForText('activity-counts');
+    await waitForText('maintenance');
+    await waitForText(/\b2 Schedules\b/);
+    await page.goto(`${ui}/namespaces/default/schedules/maintenance`, { waitUntil: 'load' });
+    await waitForText('maintenancePurgeWorkflow');
+    await waitForText(/maintenance-\d{4}-\d{2}-\d{2}T/);
   });
 
   test('a ProjectId search finds the contact-snooze workflow; its page shows the history and call stack; cancelling it cancels it', async () => {

@@ -1,6 +1,8 @@
 import type { TemporalClient } from '../../../temporal/client';
 import { searchAttributes, workflowIds } from '../../../temporal/task-queues';
-import { rescheduleSignal } from '../../../temporal/workflows/campaign-send';
+import { WorkflowUpdateFailedError } from '@temporalio/client';
+import { badRequest } from '../../http/errors';
+import { rescheduleUpdate } from '../../../temporal/workflows/campaign-send';
 
 /** Starts `campaign-send:<campaignId>`; it sleeps until `scheduledFor` when there is one. */
 export async function startCampaignWorkflow(t: TemporalClient, c: { id: string; projectId: string; scheduledFor: Date | null }): Promise<void> {
@@ -15,9 +17,17 @@ export async function startCampaignWorkflow(t: TemporalClient, c: { id: string; 
   });
 }
 
-/** Moves a scheduled campaign's send time (null: now). */
+/**
+ * Moves a scheduled campaign's send time (null: now) through the workflow's `reschedule` update,
+ * which refuses once sending has begun (the time came while this request waited for the row).
+ */
 export async function rescheduleCampaignWorkflow(t: TemporalClient, campaignId: string, at: Date | null): Promise<void> {
-  await t.client.workflow.getHandle(workflowIds.campaignSend(campaignId)).signal(rescheduleSignal, at?.toISOString() ?? null);
+  try {
+    await t.client.workflow.getHandle(workflowIds.campaignSend(campaignId)).executeUpdate(rescheduleUpdate, { args: [at?.toISOString() ?? null] });
+  } catch (err) {
+    if (err instanceof WorkflowUpdateFailedError) throw badRequest(`The campaign cannot be moved: ${err.cause?.message ?? err.message}`, 'CAMPAIGN_NOT_SENDABLE');
+    throw err;
+  }
 }
 
 export async function cancelCampaignWorkflow(t: TemporalClient, campaignId: string): Promise<void> {

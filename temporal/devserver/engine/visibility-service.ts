@@ -5,8 +5,8 @@
  */
 import { temporal } from '../proto';
 import { invalidArgument } from '../rpc/errors';
-import { type AttributeResolver, parseVisibilityQuery, STATUS_BY_NAME, type VisibilityQuery } from '../visibility/query';
-import { evaluate, rowComparator } from '../visibility/row';
+import { type AttributeResolver, type Expr, parseVisibilityQuery, STATUS_BY_NAME, type VisibilityQuery } from '../visibility/query';
+import { evaluate, rowComparator, type VisibilityRow } from '../visibility/row';
 import { executionInfo, visibilityRow } from './describe';
 import type { Engine } from './engine';
 import { type NamespaceRecord, SYSTEM_SEARCH_ATTRIBUTES } from './namespaces';
@@ -24,7 +24,17 @@ export function attributeResolver(ns: NamespaceRecord, extra: Record<string, num
   };
 }
 
+/** Whether a query asks for the TemporalScheduler division (the Web UI counts schedules so). */
+function asksForSchedules(expr: Expr | undefined): boolean {
+  if (!expr) return false;
+  if (expr.kind === 'and') return expr.items.some(asksForSchedules);
+  return expr.kind === 'cmp' && expr.field.name === 'TemporalNamespaceDivision' && expr.op === '=' && expr.value === 'TemporalScheduler';
+}
+
 export class VisibilityService {
+  /** Schedules as visibility rows, for counts in the TemporalScheduler division (set by the server). */
+  scheduleRows: (namespace: string) => VisibilityRow[] = () => [];
+
   constructor(private readonly engine: Engine) {}
 
   private parse(namespace: string, query: string | null | undefined): VisibilityQuery {
@@ -73,6 +83,8 @@ export class VisibilityService {
   async count(req: temporal.api.workflowservice.v1.ICountWorkflowExecutionsRequest): Promise<object> {
     const query = this.parse(req.namespace ?? '', req.query);
     if (query.groupBy) return this.countByStatus(req.namespace!, query);
+    // Temporal's schedules are system workflows in that division; here they are counted from the scheduler.
+    if (asksForSchedules(query.where)) return { count: this.scheduleRows(req.namespace!).filter((row) => evaluate(query.where!, row)).length, groups: [] };
     const count = this.engine.store ? await this.engine.store.count(req.namespace!, query) : this.inMemory(req.namespace!, query).length;
     return { count, groups: [] };
   }

@@ -205,7 +205,11 @@ export class Scheduler {
   }
 
   private due(sched: Schedule): void {
-    this.serial(() => this.process(sched, [])).catch((err) => this.engine.log.error({ err, scheduleId: sched.rec.scheduleId }, 'schedule action failed'));
+    // A skipping clock holds still until the schedule's starts exist (they wait on the store first).
+    this.engine.timers.lock();
+    this.serial(() => this.process(sched, []))
+      .catch((err) => this.engine.log.error({ err, scheduleId: sched.rec.scheduleId }, 'schedule action failed'))
+      .finally(() => this.engine.timers.unlock());
   }
 
   private validated(ns: NamespaceRecord, schedule: ISchedule | null | undefined): ISchedule {
@@ -353,24 +357,7 @@ export class Scheduler {
     const ns = this.engine.namespaces.get(req.namespace);
     const query = parseVisibilityQuery(req.query, attributeResolver(ns, { ScheduleId: enums.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD }));
     if (query.groupBy || query.orderBy.length) throw invalidArgument(`invalid query "${req.query}": schedules are listed by id only`);
-    const matches = (s: Schedule) => {
-      if (!query.where) return true;
-      const row: VisibilityRow = {
-        namespace: s.rec.namespace,
-        workflowId: s.rec.scheduleId,
-        runId: '',
-        workflowType: s.proto.action?.startWorkflow?.workflowType?.name ?? '',
-        taskQueue: s.proto.action?.startWorkflow?.taskQueue?.name ?? '',
-        status: Status.WORKFLOW_EXECUTION_STATUS_RUNNING,
-        startTime: s.rec.createTime,
-        executionTime: s.rec.createTime,
-        historyLength: 0,
-        historySizeBytes: 0,
-        stateTransitions: s.rec.conflictToken,
-        searchAttributes: { ...decodeSearchAttributeValues(s.rec.searchAttributes), ScheduleId: s.rec.scheduleId, TemporalSchedulePaused: s.paused },
-      };
-      return evaluate(query.where, row);
-    };
+    const matches = (s: Schedule) => !query.where || evaluate(query.where, this.row(s));
     const all = [...this.schedules.values()]
       .filter((s) => s.rec.namespace === ns.name && matches(s))
       .sort((a, b) => a.rec.scheduleId.localeCompare(b.rec.scheduleId));
@@ -393,6 +380,34 @@ export class Scheduler {
       })),
       nextPageToken: from + size < all.length ? Buffer.from(String(from + size)) : undefined,
     };
+  }
+
+  /** A schedule as visibility sees it: Temporal's scheduler workflow, running in the TemporalScheduler division. */
+  private row(s: Schedule): VisibilityRow {
+    return {
+      namespace: s.rec.namespace,
+      workflowId: s.rec.scheduleId,
+      runId: '',
+      workflowType: s.proto.action?.startWorkflow?.workflowType?.name ?? '',
+      taskQueue: s.proto.action?.startWorkflow?.taskQueue?.name ?? '',
+      status: Status.WORKFLOW_EXECUTION_STATUS_RUNNING,
+      startTime: s.rec.createTime,
+      executionTime: s.rec.createTime,
+      historyLength: 0,
+      historySizeBytes: 0,
+      stateTransitions: s.rec.conflictToken,
+      searchAttributes: {
+        ...decodeSearchAttributeValues(s.rec.searchAttributes),
+        ScheduleId: s.rec.scheduleId,
+        TemporalSchedulePaused: s.paused,
+        TemporalNamespaceDivision: 'TemporalScheduler',
+      },
+    };
+  }
+
+  /** Visibility rows of a namespace's schedules (what counts in the TemporalScheduler division see). */
+  visibilityRows(namespace: string): VisibilityRow[] {
+    return [...this.schedules.values()].filter((s) => s.rec.namespace === namespace).map((s) => this.row(s));
   }
 
   matchingTimes(req: temporal.api.workflowservice.v1.IListScheduleMatchingTimesRequest): object {
