@@ -61,6 +61,30 @@ async function startWorker(address: string, taskQueue: string): Promise<() => Pr
 }
 const children: ChildProcess[] = [];
 
+/**
+ * A dev server process on a fresh database and a client of it; `crash` kills it with SIGKILL, waits
+ * `downMs` and starts it again on the same database.
+ */
+async function crashableServer(): Promise<{ address: string; connection: Connection; client: Client; crash(downMs?: number): Promise<void> }> {
+  const db = await createTestDatabase();
+  const port = await freePort();
+  const address = `127.0.0.1:${port}`;
+  children.push(startServerProcess(port, db));
+  await untilServing(address);
+  const connection = await Connection.connect({ address });
+  return {
+    address,
+    connection,
+    client: new Client({ connection }),
+    crash: async (downMs = 0) => {
+      await killHard(children[children.length - 1]);
+      await new Promise((r) => setTimeout(r, downMs));
+      children.push(startServerProcess(port, db));
+      await untilServing(address);
+    },
+  };
+}
+
 beforeAll(async () => {
   installRuntime();
   bundle = await bundleWorkflows();
@@ -71,15 +95,8 @@ afterAll(async () => {
 });
 
 test('workflows waiting on a timer, a signal and an activity survive SIGKILL of the server', async () => {
-  const db = await createTestDatabase();
-  const port = await freePort();
-  const address = `127.0.0.1:${port}`;
-  children.push(startServerProcess(port, db));
-  await untilServing(address);
-
-  const connection = await Connection.connect({ address });
+  const { address, connection, client, crash } = await crashableServer();
   const nativeConnection = await NativeConnection.connect({ address });
-  const client = new Client({ connection });
   await registerSearchAttributes(connection, 'default');
   const taskQueue = uid('crash');
   const asyncCompletions: AsyncCompletion[] = [];
@@ -109,11 +126,8 @@ test('workflows waiting on a timer, a signal and an activity survive SIGKILL of 
     });
     await signals.signal(workflows.unblock, 'before the crash');
 
-    await killHard(children[0]);
     // The timer comes due while the server is down.
-    await new Promise((r) => setTimeout(r, 3000));
-    children.push(startServerProcess(port, db));
-    await untilServing(address);
+    await crash(3000);
 
     await signal.signal(workflows.unblock, 'after the crash');
     await signals.signal(workflows.unblock, 'after the crash');
@@ -135,13 +149,7 @@ test('workflows waiting on a timer, a signal and an activity survive SIGKILL of 
 }, 120_000);
 
 test('an admitted update survives SIGKILL of the server, and a completed one keeps its outcome', async () => {
-  const db = await createTestDatabase();
-  const port = await freePort();
-  const address = `127.0.0.1:${port}`;
-  children.push(startServerProcess(port, db));
-  await untilServing(address);
-  const connection = await Connection.connect({ address });
-  const client = new Client({ connection });
+  const { address, connection, client, crash } = await crashableServer();
   const taskQueue = uid('update-crash');
   const runWorker = () => startWorker(address, taskQueue);
   try {
@@ -163,9 +171,7 @@ test('an admitted update survives SIGKILL of the server, and a completed one kee
       },
     });
     expect(admitted.stage).toBe(temporal.api.enums.v1.UpdateWorkflowExecutionLifecycleStage.UPDATE_WORKFLOW_EXECUTION_LIFECYCLE_STAGE_ADMITTED);
-    await killHard(children[children.length - 1]);
-    children.push(startServerProcess(port, db));
-    await untilServing(address);
+    await crash();
 
     stopWorker = await runWorker();
     expect(await handle.getUpdateHandle<string>(admittedId).result()).toBe('set after');
@@ -179,13 +185,7 @@ test('an admitted update survives SIGKILL of the server, and a completed one kee
 }, 120_000);
 
 test('schedules survive SIGKILL of the server: their state, their clock, no action taken twice', async () => {
-  const db = await createTestDatabase();
-  const port = await freePort();
-  const address = `127.0.0.1:${port}`;
-  children.push(startServerProcess(port, db));
-  await untilServing(address);
-  const connection = await Connection.connect({ address });
-  const client = new Client({ connection });
+  const { address, connection, client, crash } = await crashableServer();
   const taskQueue = uid('schedule-crash');
   const stopWorker = await startWorker(address, taskQueue);
   const action = { type: 'startWorkflow' as const, workflowType: workflows.echoWorkflow, args: ['tick'] as [string], taskQueue };
@@ -199,10 +199,7 @@ test('schedules survive SIGKILL of the server: their state, their clock, no acti
     });
     await eventually(async () => expect((await ticking.describe()).info.numActionsTaken).toBeGreaterThanOrEqual(2));
 
-    await killHard(children[children.length - 1]);
-    await new Promise((r) => setTimeout(r, 2500));
-    children.push(startServerProcess(port, db));
-    await untilServing(address);
+    await crash(2500);
 
     const before = (await ticking.describe()).info.numActionsTaken;
     const after = await eventually(async () => {
