@@ -198,6 +198,24 @@ describe.each(modes)('HTTP API (%s)', (_mode, options) => {
     expect(again.status).toBe(404);
   });
 
+  test('schedules: list, describe, pause and trigger as the Web UI does them', async () => {
+    const scheduleId = uid('ui-schedule');
+    await client.schedule.create({
+      scheduleId,
+      spec: { intervals: [{ every: '1h' }] },
+      action: { type: 'startWorkflow', workflowType: 'noWorkerNeeded', workflowId: uid('scheduled'), taskQueue },
+    });
+    const list = await call(base, 'GET', '/api/v1/namespaces/default/schedules');
+    expect(list.body.schedules.map((x: { scheduleId: string }) => x.scheduleId)).toContain(scheduleId);
+    const path = `/api/v1/namespaces/default/schedules/${scheduleId}`;
+    expect((await call(base, 'POST', `${path}/patch`, { patch: { pause: 'paused from the UI' } })).status).toBe(200);
+    expect((await call(base, 'POST', `${path}/patch`, { patch: { triggerImmediately: { overlapPolicy: 'SCHEDULE_OVERLAP_POLICY_ALLOW_ALL' } } })).status).toBe(200);
+    const described = await call(base, 'GET', path);
+    expect(described.body.schedule.state).toMatchObject({ paused: true, notes: 'paused from the UI' });
+    expect(described.body.info.actionCount).toBe('1');
+    await client.schedule.getHandle(scheduleId).delete();
+  });
+
   test('errors in grpc-gateway shape', async () => {
     const missing = await call(base, 'GET', `/api/v1/namespaces/default/workflows/${uid('nope')}`);
     expect(missing.status).toBe(404);
