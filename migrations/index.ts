@@ -10,6 +10,7 @@ import { Migration20261121000800_activity_counts } from './Migration202611210008
 import { Migration20261121000900_security_and_billing } from './Migration20261121000900_security_and_billing';
 import { Migration20261124001500_email_claim_owner } from './Migration20261124001500_email_claim_owner';
 import { Migration20261125001600_contact_count_deltas } from './Migration20261125001600_contact_count_deltas';
+import { Migration20261125001700_webhook_endpoints } from './Migration20261125001700_webhook_endpoints';
 
 /** Every migration in the order it runs; append new ones, never edit landed ones. */
 export const migrationsList = [
@@ -25,4 +26,5 @@ export const migrationsList = [
   { name: 'Migration20261121000900_security_and_billing', class: Migration20261121000900_security_and_billing },
   { name: 'Migration20261124001500_email_claim_owner', class: Migration20261124001500_email_claim_owner },
   { name: 'Migration20261125001600_contact_count_deltas', class: Migration20261125001600_contact_count_deltas },
+  { name: 'Migration20261125001700_webhook_endpoints', class: Migration20261125001700_webhook_endpoints },
 ];

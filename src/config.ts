@@ -66,6 +66,10 @@ const envSchema = z.object({
   EMAIL_RETRY_BASE_SECONDS: z.coerce.number().int().min(1).max(3600).default(30),
   /** Standing `automation-dispatch:<n>` executions that turn recorded events into automation starts and wake-ups. */
   AUTOMATION_DISPATCHERS: z.coerce.number().int().min(1).max(64).default(1),
+  /** Standing executions sending webhook deliveries (each sends to every endpoint, one endpoint's at a time per drain). */
+  WEBHOOK_DISPATCHERS: z.coerce.number().int().min(1).max(64).default(1),
+  /** Seconds before a failed webhook delivery's first retry; each later one waits six times longer (capped at 12 h). */
+  WEBHOOK_RETRY_BASE_SECONDS: z.coerce.number().positive().max(3600).default(5),
   /** How long a dispatcher's drain activity waits for more work before its execution sleeps (until signalled). */
   DISPATCH_IDLE_SECONDS: z.coerce.number().int().min(1).max(600).default(10),
   /** Let WEBHOOK steps call private, loopback and metadata addresses (tests, private deployments). */

@@ -26,6 +26,8 @@ import { Links } from './mail/links';
 import { ActivityHub } from './modules/events/contact-activity';
 import { LiveMembership } from './modules/segments/live-membership';
 import { AUTOMATION_OUTBOX_CHANNEL, AutomationDispatcher } from './modules/workflows/automation-dispatch';
+import { WebhookDispatcher } from './modules/webhook-endpoints/webhook-dispatch';
+import { WEBHOOK_DELIVERIES_CHANNEL } from './modules/webhook-endpoints/webhook-endpoints.service';
 import { AutomationRuntime } from './modules/workflows/automation-runtime';
 import { connectTemporal, ensureSearchAttributes, type TemporalClient } from '../temporal/client';
 import { startDevServer } from '../temporal/devserver';
@@ -125,8 +127,8 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         await sender.close();
       });
       // Queued work wakes this process's running drains, or else the sleeping dispatcher executions.
-      const counts = { emailDispatchers: config.EMAIL_DISPATCHERS, automationDispatchers: config.AUTOMATION_DISPATCHERS };
-      const listen = async (channel: string, kind: 'email' | 'automation') => {
+      const counts = { emailDispatchers: config.EMAIL_DISPATCHERS, automationDispatchers: config.AUTOMATION_DISPATCHERS, webhookDispatchers: config.WEBHOOK_DISPATCHERS };
+      const listen = async (channel: string, kind: 'email' | 'automation' | 'webhook') => {
         const queue = new QueueSignal(databaseUrl, channel, log);
         const waker = dispatcherWaker(temporal, kind, counts, (err) => log.warn({ err, kind }, 'could not wake dispatchers'));
         queue.onIdleNotification(waker.notify);
@@ -139,6 +141,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
       };
       const queue = await listen(EMAIL_QUEUED_CHANNEL, 'email');
       const automationQueue = await listen(AUTOMATION_OUTBOX_CHANNEL, 'automation');
+      const webhookQueue = await listen(WEBHOOK_DELIVERIES_CHANNEL, 'webhook');
       const worker: RunningWorker = await startWorker({
         address: temporal.address,
         namespace: temporal.namespace,
@@ -157,6 +160,14 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         campaignBatchSize: config.CAMPAIGN_BATCH_SIZE,
         automation: new AutomationRuntime({ orm, hub, links, resolver, allowPrivateWebhooks: config.WEBHOOK_ALLOW_PRIVATE, log }),
         automationDispatcher: new AutomationDispatcher({ orm, temporal, queue: automationQueue, log }),
+        webhookDispatcher: new WebhookDispatcher({
+          orm,
+          queue: webhookQueue,
+          log,
+          resolver,
+          allowPrivate: config.WEBHOOK_ALLOW_PRIVATE,
+          retryBaseSeconds: config.WEBHOOK_RETRY_BASE_SECONDS,
+        }),
         idempotencyTtlHours: config.IDEMPOTENCY_TTL_HOURS,
         domainCheckIntervalSeconds: config.DOMAIN_CHECK_INTERVAL_SECONDS,
         dispatchIdleSeconds: config.DISPATCH_IDLE_SECONDS,

@@ -5,14 +5,21 @@ import { workflowIds } from './task-queues';
 export interface DispatcherCounts {
   emailDispatchers: number;
   automationDispatchers: number;
+  webhookDispatchers: number;
 }
 
-type Dispatcher = 'email' | 'automation';
+type Dispatcher = 'email' | 'automation' | 'webhook';
 
-const dispatchers = (kind: Dispatcher, counts: DispatcherCounts) =>
-  kind === 'email'
-    ? Array.from({ length: counts.emailDispatchers }, (_, shard) => ({ type: 'emailDispatchWorkflow', id: workflowIds.emailDispatch(shard), shard }))
-    : Array.from({ length: counts.automationDispatchers }, (_, shard) => ({ type: 'automationDispatchWorkflow', id: workflowIds.automationDispatch(shard), shard }));
+const DISPATCHERS = {
+  email: { type: 'emailDispatchWorkflow', id: workflowIds.emailDispatch, count: (c: DispatcherCounts) => c.emailDispatchers },
+  automation: { type: 'automationDispatchWorkflow', id: workflowIds.automationDispatch, count: (c: DispatcherCounts) => c.automationDispatchers },
+  webhook: { type: 'webhookDispatchWorkflow', id: workflowIds.webhookDispatch, count: (c: DispatcherCounts) => c.webhookDispatchers },
+};
+
+const dispatchers = (kind: Dispatcher, counts: DispatcherCounts) => {
+  const d = DISPATCHERS[kind];
+  return Array.from({ length: d.count(counts) }, (_, shard) => ({ type: d.type, id: d.id(shard), shard }));
+};
 
 /** Starts a dispatcher that does not run, and wakes it either way (signal-with-start). */
 async function wakeOrStart(t: TemporalClient, d: { type: string; id: string; shard: number }): Promise<void> {
@@ -71,8 +78,8 @@ async function endLegacyLoop(t: TemporalClient, w: PeriodicWork): Promise<void> 
 }
 
 /**
- * The service's standing work: the `maintenance` and `activity-counts` schedules and the email and
- * automation dispatchers. Every worker process calls this at start; what already exists is left as
+ * The service's standing work: the `maintenance` and `activity-counts` schedules and the email,
+ * automation and webhook dispatchers. Every worker process calls this at start; what already exists is left as
  * it is (schedules are brought in line with the settings), and sleeping dispatchers are woken to look
  * at what was queued while no worker ran.
  */
@@ -81,7 +88,7 @@ export async function ensureStandingWorkflows(t: TemporalClient, counts: Dispatc
     await endLegacyLoop(t, w);
     await ensureSchedule(t, w);
   }
-  for (const kind of ['email', 'automation'] as const) for (const d of dispatchers(kind, counts)) await wakeOrStart(t, d);
+  for (const kind of ['email', 'automation', 'webhook'] as const) for (const d of dispatchers(kind, counts)) await wakeOrStart(t, d);
 }
 
 /**

@@ -21,6 +21,7 @@ export const workflowIds = {
   emailDispatch: (shard: number) => `email-dispatch:${shard}`,
   segment: (segmentId: string) => `segment:${segmentId}`,
   automationDispatch: (shard: number) => `automation-dispatch:${shard}`,
+  webhookDispatch: (shard: number) => `webhook-dispatch:${shard}`,
 };
 
 /** Keyword search attributes every execution carries, so an operator finds a project's work in the Web UI. */

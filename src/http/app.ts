@@ -12,6 +12,7 @@ import { S3Bucket } from '../modules/uploads/s3';
 import { contactRoutes } from '../modules/contacts/contacts.routes';
 import { scheduleSnoozeEnd } from '../modules/contacts/snooze-timer';
 import { domainRoutes } from '../modules/domains/domains.routes';
+import { webhookEndpointRoutes } from '../modules/webhook-endpoints/webhook-endpoints.routes';
 import { templateRoutes } from '../modules/templates/templates.routes';
 import { emailRoutes } from '../modules/emails/emails.routes';
 import { trackingRoutes } from '../modules/emails/tracking.routes';
@@ -119,6 +120,7 @@ export function createApp(deps: AppDeps): Koa {
     : undefined;
   uploadRoutes(router, guards, { store: { dataDir: config.dataDir, bucket }, publicUrl: config.S3_PUBLIC_URL ?? config.publicUrl, maxBytes: config.UPLOAD_MAX_MB * 2 ** 20 });
   domainRoutes(router, guards, { temporal: deps.temporal, resolver: deps.resolver, spfValue: config.spfValue });
+  webhookEndpointRoutes(router, guards);
   activityRoutes(router, guards);
   analyticsRoutes(router, guards);
   securityRoutes(router, guards, security);

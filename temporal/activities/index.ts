@@ -13,6 +13,7 @@ import type { EmailDispatcher } from '../../src/modules/emails/dispatch';
 import type { Mailer } from '../../src/mail/transport';
 import { type AccountEmail, sendAccountEmail } from '../../src/modules/accounts/account-emails';
 import type { AutomationDispatcher } from '../../src/modules/workflows/automation-dispatch';
+import type { WebhookDispatcher } from '../../src/modules/webhook-endpoints/webhook-dispatch';
 import type { AutomationRuntime, WaitEnd } from '../../src/modules/workflows/automation-runtime';
 import type { ActivityHub } from '../../src/modules/events/contact-activity';
 import { computeMembership, refreshCount } from '../../src/modules/segments/segments.service';
@@ -33,6 +34,7 @@ export interface ActivityDeps {
   campaignBatchSize: number;
   automation: AutomationRuntime;
   automationDispatcher: AutomationDispatcher;
+  webhookDispatcher: WebhookDispatcher;
   /** How long a dispatcher's drain waits for more work before its execution goes to sleep. */
   dispatchIdleSeconds: number;
 }
@@ -157,6 +159,11 @@ export function createActivities(deps: ActivityDeps) {
     /** Starts executions and wakes waiting ones from the automation outbox until it has been empty a while. */
     async drainAutomationOutbox() {
       return deps.automationDispatcher.drain(drainWindow(deps));
+    },
+
+    /** Sends due webhook deliveries until there have been none for a while. */
+    async drainWebhookDeliveries() {
+      return deps.webhookDispatcher.drain(drainWindow(deps));
     },
 
     async purgeExpired(): Promise<{ idempotencyKeys: number; rateLimitWindows: number }> {

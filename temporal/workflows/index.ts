@@ -11,3 +11,4 @@ export { emailDispatchWorkflow } from './email-dispatch';
 export { maintenancePurgeWorkflow } from './maintenance';
 export { activityCountsFoldWorkflow } from './activity-counts';
 export { segmentRefreshWorkflow } from './segment-refresh';
+export { webhookDispatchWorkflow } from './webhook-dispatch';

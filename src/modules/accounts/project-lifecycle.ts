@@ -8,6 +8,8 @@ import type { TemporalClient } from '../../../temporal/client';
  * and invitations, and its rate-limit window stay.
  */
 const PROJECT_DATA = [
+  // Its deliveries go with it (cascade).
+  'webhook_endpoints',
   'automation_outbox',
   'workflows',
   'campaigns',

@@ -9,6 +9,8 @@ export class WebhookError extends Error {
     message: string,
     /** Worth trying again (timeouts, 5xx, network) or not (refused address, 4xx). */
     readonly retryable: boolean,
+    /** The HTTP status the receiver answered, when it answered. */
+    readonly status?: number,
   ) {
     super(message);
   }
@@ -96,8 +98,8 @@ export async function callWebhook(req: WebhookRequest, deps: WebhookDeps): Promi
       }
       continue;
     }
-    if (res.status >= 500 || res.status === 429) throw new WebhookError(`webhook answered ${res.status}`, true);
-    if (res.status >= 400) throw new WebhookError(`webhook answered ${res.status}`, false);
+    if (res.status >= 500 || res.status === 429) throw new WebhookError(`webhook answered ${res.status}`, true, res.status);
+    if (res.status >= 400) throw new WebhookError(`webhook answered ${res.status}`, false, res.status);
     return res;
   }
   throw new WebhookError(`more than ${MAX_REDIRECTS} redirects`, false);

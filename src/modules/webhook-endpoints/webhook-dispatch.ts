@@ -1,0 +1,155 @@
+import type { MikroORM } from '@mikro-orm/postgresql';
+import type { Logger } from 'pino';
+import type { Resolver } from '../../dns/resolver';
+import { sql } from '../../db/orm';
+import type { QueueSignal } from '../../db/work-queue';
+import { callWebhook, WebhookError } from '../workflows/webhook';
+import { type DeliveryRow, type EndpointRow, signatureHeader, signingSecrets } from './webhook-endpoints.service';
+
+/** Attempts per delivery before it is FAILED (about a day with the default base of 5 s). */
+export const MAX_ATTEMPTS = 8;
+/** An endpoint that has failed every attempt for this long is disabled. */
+const FAILING_DISABLES_MS = 5 * 86_400_000;
+/** Deliveries of one endpoint claimed per round, and sent at once to it. */
+const PER_ENDPOINT_CLAIM = 64;
+const PER_ENDPOINT_CONCURRENCY = 16;
+const CLAIM_BATCH = 1000;
+/** Long enough for a claimed endpoint batch at the 10 s timeout (64 / 16 × 10 s), with room. */
+const CLAIM_SECONDS = 120;
+const TIMEOUT_MS = 10_000;
+
+export interface WebhookDispatcherDeps {
+  orm: MikroORM;
+  queue: QueueSignal;
+  log: Logger;
+  resolver: Resolver;
+  allowPrivate: boolean;
+  /** The first retry waits this long; each later one six times longer (capped at 12 h), with ±10% jitter. */
+  retryBaseSeconds: number;
+}
+
+/** How long to wait before attempt `attempts + 1`. */
+export function retryDelayMs(baseSeconds: number, attempts: number): number {
+  const delay = Math.min(baseSeconds * 1000 * 6 ** (attempts - 1), 12 * 3600_000);
+  return Math.round(delay * (0.9 + Math.random() * 0.2));
+}
+
+/**
+ * Sends webhook deliveries: claims due ones with SKIP LOCKED (at most PER_ENDPOINT_CLAIM per endpoint,
+ * never one of an endpoint this drain is still sending to), sends each endpoint's on its own, so a slow
+ * or dead endpoint holds up only itself, and records every attempt on the delivery row.
+ */
+export class WebhookDispatcher {
+  constructor(private readonly deps: WebhookDispatcherDeps) {}
+
+  async drain(opts: { idleMs: number; maxMs: number; heartbeat: () => void; signal?: AbortSignal }): Promise<{ sent: number; idle: boolean; nextDueInSeconds: number | null }> {
+    const busy = new Map<string, Promise<void>>();
+    const report = { sent: 0 };
+    const { idle } = await this.deps.queue.drain(opts, async () => {
+      const rows = await sql<DeliveryRow>(
+        this.deps.orm.em.fork(),
+        `WITH due AS (
+           SELECT id FROM webhook_deliveries WHERE id IN (
+             SELECT id FROM (
+               SELECT d.id, row_number() OVER (PARTITION BY d.endpoint_id ORDER BY d.next_attempt_at, d.id) AS rn
+               FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id
+               WHERE d.status = 'PENDING' AND d.next_attempt_at <= now() AND (d.claimed_until IS NULL OR d.claimed_until < now())
+                 AND (w.enabled OR d.event_type = 'webhook.test') AND d.endpoint_id <> ALL (?::uuid[])
+             ) x WHERE rn <= ? LIMIT ?
+           ) FOR UPDATE SKIP LOCKED
+         )
+         UPDATE webhook_deliveries d SET claimed_until = now() + make_interval(secs => ?) FROM due WHERE d.id = due.id RETURNING d.*`,
+        [[...busy.keys()], PER_ENDPOINT_CLAIM, CLAIM_BATCH, CLAIM_SECONDS],
+      );
+      const byEndpoint = new Map<string, DeliveryRow[]>();
+      for (const r of rows) byEndpoint.set(r.endpoint_id, [...(byEndpoint.get(r.endpoint_id) ?? []), r]);
+      for (const [endpointId, group] of byEndpoint) {
+        const sending = this.sendGroup(endpointId, group)
+          .then((n) => void (report.sent += n))
+          .catch((err) => this.deps.log.warn({ err, endpointId }, 'webhook deliveries failed; claims expire and they are tried again'))
+          .finally(() => busy.delete(endpointId));
+        busy.set(endpointId, sending);
+      }
+      return rows.length;
+    });
+    await Promise.all(busy.values());
+    const [next] = await sql<{ due: number | null }>(
+      this.deps.orm.em.fork(),
+      `SELECT extract(epoch FROM min(greatest(d.next_attempt_at, coalesce(d.claimed_until, d.next_attempt_at))) - now())::float AS due
+       FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id
+       WHERE d.status = 'PENDING' AND (w.enabled OR d.event_type = 'webhook.test')`,
+    );
+    return { ...report, idle, nextDueInSeconds: next.due === null ? null : Math.max(0, next.due) };
+  }
+
+  /** One endpoint's claimed deliveries, PER_ENDPOINT_CONCURRENCY at a time; answers how many succeeded. */
+  private async sendGroup(endpointId: string, group: DeliveryRow[]): Promise<number> {
+    const [endpoint] = await sql<EndpointRow>(this.deps.orm.em.fork(), `SELECT * FROM webhook_endpoints WHERE id = ?`, [endpointId]);
+    if (!endpoint) return 0;
+    let next = 0;
+    let succeeded = 0;
+    const worker = async () => {
+      while (next < group.length) {
+        if (await this.attempt(endpoint, group[next++])) succeeded++;
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(PER_ENDPOINT_CONCURRENCY, group.length) }, worker));
+    return succeeded;
+  }
+
+  private async attempt(endpoint: EndpointRow, d: DeliveryRow): Promise<boolean> {
+    const timestamp = Math.floor(Date.now() / 1000);
+    const headers = {
+      'content-type': 'application/json',
+      'webhook-id': d.id,
+      'webhook-timestamp': String(timestamp),
+      'webhook-signature': signatureHeader(signingSecrets(endpoint), d.id, timestamp, d.body),
+    };
+    let status: number | undefined;
+    let error: string | undefined;
+    try {
+      const res = await callWebhook(
+        { url: endpoint.url, method: 'POST', headers, body: d.body },
+        { resolver: this.deps.resolver, allowPrivate: this.deps.allowPrivate, timeoutMs: TIMEOUT_MS },
+      );
+      status = res.status;
+      if (res.status < 200 || res.status >= 300) error = `answered ${res.status}`;
+    } catch (err) {
+      status = err instanceof WebhookError ? err.status : undefined;
+      error = (err as Error).message;
+    }
+    const em = this.deps.orm.em.fork();
+    if (!error) {
+      await sql(
+        em,
+        `UPDATE webhook_deliveries SET status = 'SUCCEEDED', attempts = attempts + 1, last_status_code = ?, last_error = NULL,
+           delivered_at = now(), claimed_until = NULL WHERE id = ?`,
+        [status, d.id],
+      );
+      if (endpoint.failing_since) await sql(em, `UPDATE webhook_endpoints SET failing_since = NULL WHERE id = ?`, [endpoint.id]);
+      return true;
+    }
+    const attempts = d.attempts + 1;
+    const gone = status === 410;
+    const final = gone || attempts >= MAX_ATTEMPTS;
+    await sql(
+      em,
+      `UPDATE webhook_deliveries SET status = ?, attempts = ?, last_status_code = ?, last_error = ?,
+         next_attempt_at = now() + make_interval(secs => ?), claimed_until = NULL WHERE id = ?`,
+      [final ? 'FAILED' : 'PENDING', attempts, status ?? null, error.slice(0, 1000), final ? 0 : retryDelayMs(this.deps.retryBaseSeconds, attempts) / 1000, d.id],
+    );
+    // A 410 disables the endpoint at once; failing everything for FAILING_DISABLES_MS does too.
+    await sql(
+      em,
+      `UPDATE webhook_endpoints SET failing_since = coalesce(failing_since, now()),
+         enabled = CASE WHEN ? OR coalesce(failing_since, now()) < now() - make_interval(secs => ?) THEN false ELSE enabled END,
+         disabled_reason = CASE WHEN ? THEN 'The endpoint answered 410 Gone'
+           WHEN coalesce(failing_since, now()) < now() - make_interval(secs => ?) THEN 'Every delivery failed for 5 days'
+           ELSE disabled_reason END,
+         updated_at = now()
+       WHERE id = ? AND enabled`,
+      [gone, FAILING_DISABLES_MS / 1000, gone, FAILING_DISABLES_MS / 1000, endpoint.id],
+    );
+    return false;
+  }
+}
