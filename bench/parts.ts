@@ -82,7 +82,7 @@ async function main(): Promise<void> {
 
   row('render placeholders (render, html mode)', perCall(2000, () => render(BODY, { name: 'User 1' }, 'html')));
   row('html-to-text of the rendered HTML', perCall(2000, () => htmlToText(html)));
-  row('tracking links and pixel (addTracking)', perCall(2000, (i) => addTracking(html, String(i), links)));
+  row('tracking links and pixel (addTracking)', perCall(2000, (i) => addTracking(html, String(i), links, { opens: true, clicks: true })));
   row('composeMessage (all of the above, per recipient)', perCall(1000, (i) => message(i)));
   row('RSA-2048 signature, parsed key', perCall(1000, (i) => crypto.sign('sha256', Buffer.from(String(i)), pair.privateKey)));
   row('encodeMessage without DKIM', await perCallAsync(2000, (i) => encodeMessage(samples[i % 200])));

@@ -11,6 +11,8 @@ import { Migration20261121000900_security_and_billing } from './Migration2026112
 import { Migration20261124001500_email_claim_owner } from './Migration20261124001500_email_claim_owner';
 import { Migration20261125001600_contact_count_deltas } from './Migration20261125001600_contact_count_deltas';
 import { Migration20261125001700_webhook_endpoints } from './Migration20261125001700_webhook_endpoints';
+import { Migration20261125001800_tracking_controls } from './Migration20261125001800_tracking_controls';
+import { Migration20261125001900_webhook_endpoint_due } from './Migration20261125001900_webhook_endpoint_due';
 
 /** Every migration in the order it runs; append new ones, never edit landed ones. */
 export const migrationsList = [
@@ -27,4 +29,6 @@ export const migrationsList = [
   { name: 'Migration20261124001500_email_claim_owner', class: Migration20261124001500_email_claim_owner },
   { name: 'Migration20261125001600_contact_count_deltas', class: Migration20261125001600_contact_count_deltas },
   { name: 'Migration20261125001700_webhook_endpoints', class: Migration20261125001700_webhook_endpoints },
+  { name: 'Migration20261125001800_tracking_controls', class: Migration20261125001800_tracking_controls },
+  { name: 'Migration20261125001900_webhook_endpoint_due', class: Migration20261125001900_webhook_endpoint_due },
 ];

@@ -14,6 +14,7 @@ import type { Mailer } from '../../src/mail/transport';
 import { type AccountEmail, sendAccountEmail } from '../../src/modules/accounts/account-emails';
 import type { AutomationDispatcher } from '../../src/modules/workflows/automation-dispatch';
 import type { WebhookDispatcher } from '../../src/modules/webhook-endpoints/webhook-dispatch';
+import { purgeWebhookDeliveries } from '../../src/modules/webhook-endpoints/webhook-endpoints.service';
 import type { AutomationRuntime, WaitEnd } from '../../src/modules/workflows/automation-runtime';
 import type { ActivityHub } from '../../src/modules/events/contact-activity';
 import { computeMembership, refreshCount } from '../../src/modules/segments/segments.service';
@@ -166,11 +167,12 @@ export function createActivities(deps: ActivityDeps) {
       return deps.webhookDispatcher.drain(drainWindow(deps));
     },
 
-    async purgeExpired(): Promise<{ idempotencyKeys: number; rateLimitWindows: number }> {
+    async purgeExpired(): Promise<{ idempotencyKeys: number; rateLimitWindows: number; webhookDeliveries: number }> {
       const em = deps.orm.em.fork();
       return {
         idempotencyKeys: await purgeExpiredIdempotencyKeys(em, deps.idempotencyTtlHours),
         rateLimitWindows: await purgeRateLimitWindows(em),
+        webhookDeliveries: await purgeWebhookDeliveries(em),
       };
     },
 

@@ -7,8 +7,8 @@ const { purgeExpired } = proxyActivities<Activities>({
 });
 
 /**
- * One run of the `maintenance` schedule (every ten minutes): purges expired idempotency keys and
- * past rate-limit windows.
+ * One run of the `maintenance` schedule (every ten minutes): purges expired idempotency keys, past
+ * rate-limit windows and webhook deliveries finished 30 days ago.
  */
 export async function maintenancePurgeWorkflow(): Promise<void> {
   await purgeExpired();

@@ -124,7 +124,7 @@ test('a project can turn tracking off, or keep it for MARKETING mail only', asyn
   smtp.received.length = 0;
 
   const settings = await svc.api.patch(`/users/@me/projects/${acct.project.id}`, { settings: { tracking: 'marketing' } }, { cookie: acct.cookie });
-  expect(settings.body.settings).toEqual({ tracking: 'marketing', unsubscribeFooter: true });
+  expect(settings.body.settings).toEqual({ tracking: 'marketing', trackOpens: true, trackClicks: true, unsubscribeFooter: true });
   const transactional = await deliver({ to: 'tx@example.org', body: '<p><a href="https://a.example/">a</a></p>' });
   expect(pixelOf(transactional.html)).toBeUndefined();
   smtp.received.length = 0;
@@ -178,4 +178,44 @@ test('unsubscribe, subscribe and manage pages: GET shows, POST acts, RFC 8058 on
   const forged = `/unsubscribe/${contactId}?token=AAAAAAAAAAAAAAAAAAAAAA`;
   expect((await svc.api.get(forged)).status).toBe(404);
   expect((await svc.api.request('POST', forged)).status).toBe(404);
+});
+
+test('tracking switches: the project, then a template or campaign, then the send decide opens and clicks; unsubscribe links stay', async () => {
+  const owner = await createAccount(svc.api, 'Switches');
+  const k = { key: owner.project.secretKey };
+  await verifiedDomain(svc.api, dns, owner.project.secretKey, 'switch.test');
+  const body = '<html><body><p><a href="https://shop.example/a">A</a></p></body></html>';
+  const sendAs = async (extra: Record<string, unknown>) => {
+    smtp.received.length = 0;
+    const res = await svc.api.post('/v1/send', { from: 'hi@switch.test', to: 'sw@example.org', subject: 'S', body, ...extra }, k);
+    if (res.status !== 200) throw new Error(JSON.stringify(res.body));
+    const html = String((await smtp.waitFor(1))[0].parsed.html);
+    return { pixel: !!pixelOf(html), clicks: hrefs(html).some((h) => h.includes('/t/c/')), plainLink: hrefs(html).includes('https://shop.example/a'), html };
+  };
+
+  // The project turns opens off: no pixel, links still tracked.
+  const patched = await svc.api.patch(`/users/@me/projects/${owner.project.id}`, { tracking: { opens: false } }, { cookie: owner.cookie });
+  expect(patched.body.tracking).toEqual({ opens: false, clicks: true });
+  expect(await sendAs({})).toMatchObject({ pixel: false, clicks: true });
+
+  // A template overrides the project (opens on, clicks off: the link exactly as written) ...
+  const template = (await svc.api.post('/templates', { name: 't', subject: 'S', body, from: 'hi@switch.test', type: 'TRANSACTIONAL', tracking: { opens: true, clicks: false } }, k)).body;
+  expect(template.tracking).toEqual({ opens: true, clicks: false });
+  expect(await sendAs({ template: template.id, subject: undefined, body: undefined })).toMatchObject({ pixel: true, clicks: false, plainLink: true });
+  // ... and a send overrides the template, switch by switch.
+  expect(await sendAs({ template: template.id, subject: undefined, body: undefined, tracking: { clicks: true } })).toMatchObject({ pixel: true, clicks: true });
+  expect((await svc.api.post('/v1/send', { from: 'hi@switch.test', to: 'x@example.org', subject: 'S', body, tracking: { pixel: true } }, k)).status).toBe(422);
+
+  // A campaign with both off: no pixel, links as written, and its unsubscribe link still works.
+  await svc.api.post('/contacts', { email: 'reader@example.org', subscribed: true }, k);
+  const campaign = (
+    await svc.api.post('/campaigns', { name: 'c', subject: 'S', body, from: 'hi@switch.test', audienceType: 'ALL', tracking: { opens: false, clicks: false } }, k)
+  ).body.data;
+  expect(campaign.tracking).toEqual({ opens: false, clicks: false });
+  smtp.received.length = 0;
+  expect((await svc.api.post(`/campaigns/${campaign.id}/send`, {}, k)).status).toBe(200);
+  const html = String((await smtp.waitFor(1))[0].parsed.html);
+  expect(pixelOf(html)).toBeUndefined();
+  expect(hrefs(html)).toContain('https://shop.example/a');
+  expect(hrefs(html).some((h) => h.includes('/unsubscribe/'))).toBe(true);
 });

@@ -29,6 +29,11 @@ export const createProjectSchema = z.object({
 export const updateProjectSchema = z.object({
   name: z.string().trim().min(1).max(100).optional(),
   settings: projectSettingsSchema.partial().optional(),
+  tracking: z
+    .object({ opens: z.boolean().optional(), clicks: z.boolean().optional() })
+    .strict()
+    .optional()
+    .meta({ description: 'Open and click tracking of the project’s mail (settings.trackOpens / trackClicks)' }),
 });
 
 const roleSchema = z.enum(['OWNER', 'ADMIN', 'MEMBER']);
@@ -46,6 +51,7 @@ export const projectResponse = z.object({
   disabled: z.boolean(),
   disabledReason: z.string().nullable(),
   settings: projectSettingsSchema,
+  tracking: z.object({ opens: z.boolean(), clicks: z.boolean() }),
   createdAt: dateTime,
   updatedAt: dateTime,
   role: roleSchema.optional().meta({ description: 'The caller’s role in the project' }),

@@ -26,6 +26,7 @@ export const toProjectDto = (p: Project, role?: Role) => ({
   disabled: p.disabled,
   disabledReason: p.disabledReason,
   settings: withDefaults(p.settings),
+  tracking: { opens: withDefaults(p.settings).trackOpens, clicks: withDefaults(p.settings).trackClicks },
   createdAt: p.createdAt.toISOString(),
   updatedAt: p.updatedAt.toISOString(),
   ...(role ? { role } : {}),
@@ -103,12 +104,14 @@ export function requireRole(role: Role, allowed: Role[], action: string): void {
 export async function updateProject(
   em: EntityManager,
   projectId: string,
-  patch: { name?: string; settings?: Partial<ProjectSettings> },
+  patch: { name?: string; settings?: Partial<ProjectSettings>; tracking?: { opens?: boolean; clicks?: boolean } },
   role: Role,
 ) {
   const project = await em.findOneOrFail(Project, { id: projectId });
   if (patch.name !== undefined) project.name = patch.name;
-  if (patch.settings) project.settings = { ...withDefaults(project.settings), ...patch.settings };
+  const tracking = patch.tracking ? { trackOpens: patch.tracking.opens, trackClicks: patch.tracking.clicks } : {};
+  const changes = Object.fromEntries(Object.entries({ ...patch.settings, ...tracking }).filter(([, v]) => v !== undefined));
+  if (Object.keys(changes).length) project.settings = { ...withDefaults(project.settings), ...changes };
   await em.flush();
   return toProjectDto(project, role);
 }

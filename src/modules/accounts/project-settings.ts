@@ -7,6 +7,9 @@ export const projectSettingsSchema = z
   .object({
     /** Open and click tracking: on all mail, only on MARKETING mail, or off. */
     tracking: z.enum(['all', 'marketing', 'off']),
+    /** Where `tracking` allows it: the open pixel, and click-tracking links (templates, campaigns and sends may override). */
+    trackOpens: z.boolean(),
+    trackClicks: z.boolean(),
     /** The unsubscribe footer MARKETING mail carries before `</body>`. */
     unsubscribeFooter: z.boolean(),
   })
@@ -14,7 +17,26 @@ export const projectSettingsSchema = z
 
 export type ProjectSettings = z.output<typeof projectSettingsSchema>;
 
-export const DEFAULT_PROJECT_SETTINGS: ProjectSettings = { tracking: 'all', unsubscribeFooter: true };
+export const DEFAULT_PROJECT_SETTINGS: ProjectSettings = { tracking: 'all', trackOpens: true, trackClicks: true, unsubscribeFooter: true };
+
+/** Open and click tracking switched on or off for a template, campaign or send; an absent switch follows the level above. */
+export const trackingOverrideSchema = z
+  .object({ opens: z.boolean().optional(), clicks: z.boolean().optional() })
+  .strict()
+  .meta({ description: 'Open pixel and click-tracking links on or off; an absent switch follows the level above (send → template or campaign → project)' });
+
+export type TrackingOverride = z.output<typeof trackingOverrideSchema>;
+
+/** What a message gets: each switch from the most specific level that sets it, else the project's. */
+export function effectiveTracking(
+  settings: ProjectSettings,
+  marketing: boolean,
+  ...overrides: Array<TrackingOverride | null | undefined>
+): { opens: boolean; clicks: boolean } {
+  const scoped = settings.tracking === 'all' || (settings.tracking === 'marketing' && marketing);
+  const pick = (key: 'opens' | 'clicks', project: boolean) => overrides.find((o) => o?.[key] !== undefined)?.[key] ?? (scoped && project);
+  return { opens: pick('opens', settings.trackOpens), clicks: pick('clicks', settings.trackClicks) };
+}
 
 export function withDefaults(stored: unknown): ProjectSettings {
   const parsed = projectSettingsSchema.partial().safeParse(stored ?? {});

@@ -27,6 +27,7 @@ export async function queueTestSend(em: EntityManager, c: CampaignRow, email: st
       contact: { id: upsert.contact.id, email: upsert.contact.email, data: upsert.contact.data },
       headers: {},
       settings,
+      tracking: [c.tracking],
       links,
     });
     await queueEmail(tx, {

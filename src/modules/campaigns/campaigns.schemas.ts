@@ -1,3 +1,4 @@
+import { trackingOverrideSchema } from '../accounts/project-settings';
 import { z } from 'zod';
 import { badRequest } from '../../http/errors';
 import { pageQuery, sortQuery } from '../../http/pagination';
@@ -29,6 +30,7 @@ export const campaignSchema = z.object({
   audienceType: z.enum(['ALL', 'SEGMENT', 'FILTERED']),
   segmentId: z.uuid().nullable().optional().meta({ description: 'Required when audienceType is SEGMENT' }),
   audienceCondition: conditionInput.optional().meta({ description: 'Required when audienceType is FILTERED' }),
+  tracking: trackingOverrideSchema.nullable().optional(),
 });
 
 export type CampaignInput = z.output<typeof campaignSchema>;
@@ -60,6 +62,7 @@ export const campaignResponse = z.object({
   fromName: z.string().nullable(),
   replyTo: z.string().nullable(),
   type: z.enum(TEMPLATE_TYPES),
+  tracking: trackingOverrideSchema.nullable(),
   status: z.enum(CAMPAIGN_STATUSES),
   audienceType: z.enum(['ALL', 'SEGMENT', 'FILTERED']),
   segmentId: z.string().nullable().optional().meta({ description: 'Only when audienceType is SEGMENT' }),

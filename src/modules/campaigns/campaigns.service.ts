@@ -8,6 +8,7 @@ import { compileCondition } from '../segments/conditions/compile';
 import { loadSegmentRefs } from '../segments/conditions/facts';
 import type { ConditionTree } from '../segments/conditions/tree';
 import { checkCondition, membersWhere } from '../segments/segments.service';
+import type { TrackingOverride } from '../accounts/project-settings';
 import type { CampaignInput, CampaignStatus } from './campaigns.schemas';
 
 export interface CampaignRow {
@@ -21,6 +22,7 @@ export interface CampaignRow {
   from_name: string | null;
   reply_to: string | null;
   type: 'TRANSACTIONAL' | 'MARKETING' | 'HEADLESS';
+  tracking: TrackingOverride | null;
   status: CampaignStatus;
   audience_type: 'ALL' | 'SEGMENT' | 'FILTERED';
   segment_id: string | null;
@@ -51,6 +53,7 @@ export const toCampaignDto = (c: CampaignRow) => ({
   fromName: c.from_name,
   replyTo: c.reply_to,
   type: c.type,
+  tracking: c.tracking,
   status: c.status,
   audienceType: c.audience_type,
   ...(c.audience_type === 'SEGMENT' ? { segmentId: c.segment_id } : {}),
@@ -88,6 +91,7 @@ function campaignValues(input: CampaignInput, audience: Awaited<ReturnType<typeo
     input.audienceType,
     audience.segmentId,
     audience.condition ? JSON.stringify(audience.condition) : null,
+    input.tracking ? JSON.stringify(input.tracking) : null,
   ];
 }
 
@@ -117,8 +121,8 @@ export async function createCampaign(em: EntityManager, projectId: string, input
   const [row] = await sql<CampaignRow>(
     em,
     `INSERT INTO campaigns (id, project_id, name, description, subject, body, from_email, from_name, reply_to, type,
-                            audience_type, segment_id, audience_condition)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb) RETURNING *`,
+                            audience_type, segment_id, audience_condition, tracking)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?::jsonb) RETURNING *`,
     [newId(), projectId, ...campaignValues(input, audience)],
   );
   return row;
@@ -135,7 +139,7 @@ export async function replaceCampaign(em: EntityManager, projectId: string, id: 
   const [row] = await sql<CampaignRow>(
     em,
     `UPDATE campaigns SET name = ?, description = ?, subject = ?, body = ?, from_email = ?, from_name = ?, reply_to = ?, type = ?,
-       audience_type = ?, segment_id = ?, audience_condition = ?::jsonb, updated_at = now()
+       audience_type = ?, segment_id = ?, audience_condition = ?::jsonb, tracking = ?::jsonb, updated_at = now()
      WHERE project_id = ? AND id = ? AND status IN ('DRAFT', 'SCHEDULED') RETURNING *`,
     [...campaignValues(input, audience), projectId, id],
   );
@@ -157,9 +161,9 @@ export async function duplicateCampaign(em: EntityManager, projectId: string, id
   const [row] = await sql<CampaignRow>(
     em,
     `INSERT INTO campaigns (id, project_id, name, description, subject, body, from_email, from_name, reply_to, type,
-                            audience_type, segment_id, audience_condition)
+                            audience_type, segment_id, audience_condition, tracking)
      SELECT ?, project_id, name || ' (copy)', description, subject, body, from_email, from_name, reply_to, type,
-            audience_type, segment_id, audience_condition
+            audience_type, segment_id, audience_condition, tracking
      FROM campaigns WHERE project_id = ? AND id = ? RETURNING *`,
     [newId(), projectId, id],
   );

@@ -13,7 +13,7 @@ import { type EventRecord, type EventRow, toEventRecord } from '../events/events
 import { newId } from '../../db/ids';
 import type { Links } from '../../mail/links';
 import type { Metrics } from '../../metrics';
-import { projectSettings, type ProjectSettings } from '../accounts/project-settings';
+import { projectSettings, type ProjectSettings, type TrackingOverride } from '../accounts/project-settings';
 import { composeMessage, type EmailType } from './emails.service';
 
 export interface QueuedEmail {
@@ -328,7 +328,7 @@ export class EmailDispatcher {
     if (todo.length === 0) return { rendered: out, skipped };
     const campaigns = new Map(
       (
-        await sql<{ id: string; subject: string; body: string; type: EmailType }>(em, `SELECT id, subject, body, type FROM campaigns WHERE id = ANY(?::uuid[])`, [
+        await sql<{ id: string; subject: string; body: string; type: EmailType; tracking: TrackingOverride | null }>(em, `SELECT id, subject, body, type, tracking FROM campaigns WHERE id = ANY(?::uuid[])`, [
           [...new Set(todo.map((e) => e.campaign_id!))],
         ])
       ).map((c) => [c.id, c]),
@@ -360,6 +360,7 @@ export class EmailDispatcher {
           contact,
           headers: {},
           settings: settings.get(e.project_id)!,
+          tracking: [campaign.tracking],
           links: this.deps.links,
         }),
       );

@@ -1,3 +1,4 @@
+import { trackingOverrideSchema } from '../accounts/project-settings';
 import { z } from 'zod';
 import { emailSchema } from '../../http/validate';
 import { dataMapSchema } from '../contacts/data-map';
@@ -86,6 +87,7 @@ export const sendSchema = z
     headers: z.record(headerName, headerValue).optional(),
     reply: emailSchema.optional(),
     attachments: z.array(attachment).max(MAX_ATTACHMENTS).optional(),
+    tracking: trackingOverrideSchema.optional(),
   })
   .superRefine((v, ctx) => {
     if (!v.template) {

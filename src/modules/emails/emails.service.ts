@@ -9,7 +9,7 @@ import type { Links } from '../../mail/links';
 import { render, templateVariables } from '../../mail/render';
 import { htmlToTextTemplate } from '../../mail/text';
 import { addTracking, insertBeforeBodyEnd, unsubscribeFooter } from '../../mail/tracking';
-import { projectSettings, type ProjectSettings } from '../accounts/project-settings';
+import { effectiveTracking, projectSettings, type ProjectSettings, type TrackingOverride } from '../accounts/project-settings';
 import { resolveDataMap } from '../contacts/data-map';
 import { upsertContact } from '../contacts/contacts.service';
 import { assertVerifiedSender } from '../domains/domains.service';
@@ -94,6 +94,8 @@ interface ComposeInput {
   values?: Record<string, unknown>;
   headers: Record<string, string>;
   settings: ProjectSettings;
+  /** Tracking switches of the send, then of the template or campaign (the first that sets one wins). */
+  tracking?: Array<TrackingOverride | null | undefined>;
   links: Links;
 }
 
@@ -111,8 +113,7 @@ export function composeMessage(c: ComposeInput) {
   if (footer) html = insertBeforeBodyEnd(html, unsubscribeFooter(contactLinks.unsubscribeUrl));
   const textTemplate = htmlToTextTemplate(footer ? insertBeforeBodyEnd(c.body, unsubscribeFooter('{{unsubscribeUrl}}')) : c.body);
   const text = (textTemplate && render(textTemplate, vars, 'text').trim()) || null;
-  const tracked = c.settings.tracking === 'all' || (c.settings.tracking === 'marketing' && marketing);
-  if (tracked) html = addTracking(html, c.emailId, c.links);
+  html = addTracking(html, c.emailId, c.links, effectiveTracking(c.settings, marketing, ...(c.tracking ?? [])));
   const headers = { ...c.headers };
   const callerUnsubscribe = Object.keys(headers).some((h) => h.toLowerCase() === 'list-unsubscribe');
   if (marketing) {
@@ -242,6 +243,7 @@ export async function sendEmails(
         values: resolved.values,
         headers: input.headers ?? {},
         settings,
+        tracking: [input.tracking, template?.tracking],
         links: deps.links,
       });
       await queueEmail(tx, {

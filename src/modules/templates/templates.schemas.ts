@@ -4,6 +4,7 @@ import { pageQuery, sortQuery } from '../../http/pagination';
 import { queryEnum, queryText } from '../../http/query';
 import { dateTime, offsetList, sameShape } from '../../http/responses';
 import { emailSchema } from '../../http/validate';
+import { trackingOverrideSchema } from '../accounts/project-settings';
 import type { listTemplates, templateUsage, toTemplateDto } from './templates.service';
 
 export const TEMPLATE_TYPES = ['TRANSACTIONAL', 'MARKETING', 'HEADLESS'] as const;
@@ -26,6 +27,7 @@ export const templateFields = {
   fromName: displayName.nullable().optional(),
   replyTo: emailSchema.nullable().optional(),
   type: z.enum(TEMPLATE_TYPES).optional(),
+  tracking: trackingOverrideSchema.nullable().optional(),
 };
 
 export const REQUIRED_TEMPLATE_FIELDS = ['name', 'subject', 'body', 'from'] as const;
@@ -40,6 +42,7 @@ export const updateTemplateSchema = z.object({
   fromName: templateFields.fromName,
   replyTo: templateFields.replyTo,
   type: templateFields.type,
+  tracking: templateFields.tracking,
 });
 
 export type CreateTemplate = z.output<typeof createTemplateSchema>;
@@ -62,6 +65,7 @@ export const templateResponse = z.object({
   fromName: z.string().nullable(),
   replyTo: z.string().nullable(),
   type: z.enum(TEMPLATE_TYPES),
+  tracking: trackingOverrideSchema.nullable(),
   projectId: z.string(),
   createdAt: dateTime,
   updatedAt: dateTime,

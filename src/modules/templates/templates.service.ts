@@ -3,6 +3,7 @@ import { newId } from '../../db/ids';
 import { sql } from '../../db/orm';
 import { conflict, notFound } from '../../http/errors';
 import { assertVerifiedSender } from '../domains/domains.service';
+import type { TrackingOverride } from '../accounts/project-settings';
 import type { CreateTemplate, UpdateTemplate } from './templates.schemas';
 
 export interface TemplateRow {
@@ -16,6 +17,7 @@ export interface TemplateRow {
   from_name: string | null;
   reply_to: string | null;
   type: 'TRANSACTIONAL' | 'MARKETING' | 'HEADLESS';
+  tracking: TrackingOverride | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -30,6 +32,7 @@ export const toTemplateDto = (t: TemplateRow) => ({
   fromName: t.from_name,
   replyTo: t.reply_to,
   type: t.type,
+  tracking: t.tracking,
   projectId: t.project_id,
   createdAt: new Date(t.created_at).toISOString(),
   updatedAt: new Date(t.updated_at).toISOString(),
@@ -39,8 +42,8 @@ export async function createTemplate(em: EntityManager, projectId: string, input
   await assertVerifiedSender(em, projectId, input.from);
   const [row] = await sql<TemplateRow>(
     em,
-    `INSERT INTO templates (id, project_id, name, description, subject, body, from_email, from_name, reply_to, type)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *`,
+    `INSERT INTO templates (id, project_id, name, description, subject, body, from_email, from_name, reply_to, type, tracking)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb) RETURNING *`,
     [
       newId(),
       projectId,
@@ -52,6 +55,7 @@ export async function createTemplate(em: EntityManager, projectId: string, input
       input.fromName ?? null,
       input.replyTo ?? null,
       input.type ?? 'MARKETING',
+      input.tracking ? JSON.stringify(input.tracking) : null,
     ],
   );
   return row;
@@ -72,6 +76,7 @@ const COLUMN_OF: Record<keyof UpdateTemplate, string> = {
   fromName: 'from_name',
   replyTo: 'reply_to',
   type: 'type',
+  tracking: 'tracking',
 };
 
 export async function updateTemplate(em: EntityManager, projectId: string, id: string, patch: UpdateTemplate): Promise<TemplateRow> {
@@ -83,7 +88,7 @@ export async function updateTemplate(em: EntityManager, projectId: string, id: s
     em,
     `UPDATE templates SET ${entries.map(([k]) => `${COLUMN_OF[k]} = ?`).join(', ')}, updated_at = now()
      WHERE project_id = ? AND id = ? RETURNING *`,
-    [...entries.map(([, v]) => v), projectId, id],
+    [...entries.map(([k, v]) => (k === 'tracking' && v !== null ? JSON.stringify(v) : v)), projectId, id],
   );
   return row;
 }

@@ -28,6 +28,8 @@ export interface WebhookDispatcherDeps {
   retryBaseSeconds: number;
 }
 
+type DrainOptions = { idleMs: number; maxMs: number; heartbeat: () => void; signal?: AbortSignal };
+
 /** How long to wait before attempt `attempts + 1`. */
 export function retryDelayMs(baseSeconds: number, attempts: number): number {
   const delay = Math.min(baseSeconds * 1000 * 6 ** (attempts - 1), 12 * 3600_000);
@@ -42,29 +44,15 @@ export function retryDelayMs(baseSeconds: number, attempts: number): number {
 export class WebhookDispatcher {
   constructor(private readonly deps: WebhookDispatcherDeps) {}
 
-  async drain(opts: { idleMs: number; maxMs: number; heartbeat: () => void; signal?: AbortSignal }): Promise<{ sent: number; idle: boolean; nextDueInSeconds: number | null }> {
+  async drain(opts: DrainOptions): Promise<{ sent: number; idle: boolean; nextDueInSeconds: number | null }> {
     const busy = new Map<string, Promise<void>>();
     const report = { sent: 0 };
     const { idle } = await this.deps.queue.drain(opts, async () => {
-      const rows = await sql<DeliveryRow>(
-        this.deps.orm.em.fork(),
-        `WITH due AS (
-           SELECT id FROM webhook_deliveries WHERE id IN (
-             SELECT id FROM (
-               SELECT d.id, row_number() OVER (PARTITION BY d.endpoint_id ORDER BY d.next_attempt_at, d.id) AS rn
-               FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id
-               WHERE d.status = 'PENDING' AND d.next_attempt_at <= now() AND (d.claimed_until IS NULL OR d.claimed_until < now())
-                 AND (w.enabled OR d.event_type = 'webhook.test') AND d.endpoint_id <> ALL (?::uuid[])
-             ) x WHERE rn <= ? LIMIT ?
-           ) FOR UPDATE SKIP LOCKED
-         )
-         UPDATE webhook_deliveries d SET claimed_until = now() + make_interval(secs => ?) FROM due WHERE d.id = due.id RETURNING d.*`,
-        [[...busy.keys()], PER_ENDPOINT_CLAIM, CLAIM_BATCH, CLAIM_SECONDS],
-      );
+      const rows = await this.claim({ exclude: [...busy.keys()] });
       const byEndpoint = new Map<string, DeliveryRow[]>();
       for (const r of rows) byEndpoint.set(r.endpoint_id, [...(byEndpoint.get(r.endpoint_id) ?? []), r]);
       for (const [endpointId, group] of byEndpoint) {
-        const sending = this.sendGroup(endpointId, group)
+        const sending = this.sendEndpoint(endpointId, group, opts)
           .then((n) => void (report.sent += n))
           .catch((err) => this.deps.log.warn({ err, endpointId }, 'webhook deliveries failed; claims expire and they are tried again'))
           .finally(() => busy.delete(endpointId));
@@ -82,22 +70,59 @@ export class WebhookDispatcher {
     return { ...report, idle, nextDueInSeconds: next.due === null ? null : Math.max(0, next.due) };
   }
 
-  /** One endpoint's claimed deliveries, PER_ENDPOINT_CONCURRENCY at a time; answers how many succeeded. */
-  private async sendGroup(endpointId: string, group: DeliveryRow[]): Promise<number> {
-    const [endpoint] = await sql<EndpointRow>(this.deps.orm.em.fork(), `SELECT * FROM webhook_endpoints WHERE id = ?`, [endpointId]);
-    if (!endpoint) return 0;
-    let next = 0;
+  /**
+   * Claims due deliveries: at most PER_ENDPOINT_CLAIM of each endpoint, of one endpoint (`only`) or of
+   * any but those this drain is sending to (`exclude`).
+   */
+  private claim(which: { only?: string; exclude?: string[] }): Promise<DeliveryRow[]> {
+    return sql<DeliveryRow>(
+      this.deps.orm.em.fork(),
+      // Endpoint by endpoint through (endpoint_id, next_attempt_at): a dead endpoint's backlog is never scanned.
+      // Locking re-checks the row, so a delivery another dispatcher claimed meanwhile is left alone.
+      `WITH due AS (
+         SELECT d.id FROM webhook_endpoints w
+         CROSS JOIN LATERAL (
+           SELECT d.id FROM webhook_deliveries d
+           WHERE d.endpoint_id = w.id AND d.status = 'PENDING' AND d.next_attempt_at <= now()
+             AND (d.claimed_until IS NULL OR d.claimed_until < now()) AND (w.enabled OR d.event_type = 'webhook.test')
+           ORDER BY d.next_attempt_at LIMIT ?
+         ) d
+         WHERE (?::uuid IS NULL OR w.id = ?::uuid) AND w.id <> ALL (?::uuid[])
+         LIMIT ?
+       ), locked AS (
+         SELECT id FROM webhook_deliveries
+         WHERE id IN (SELECT id FROM due) AND status = 'PENDING' AND (claimed_until IS NULL OR claimed_until < now())
+         FOR UPDATE SKIP LOCKED
+       )
+       UPDATE webhook_deliveries d SET claimed_until = now() + make_interval(secs => ?) FROM locked WHERE d.id = locked.id RETURNING d.*`,
+      [PER_ENDPOINT_CLAIM, which.only ?? null, which.only ?? null, which.exclude ?? [], CLAIM_BATCH, CLAIM_SECONDS],
+    );
+  }
+
+  /**
+   * Sends one endpoint's deliveries, PER_ENDPOINT_CONCURRENCY at a time, and claims its next due ones
+   * as each batch ends, until none are due (so a busy endpoint never waits for the others' round);
+   * answers how many succeeded.
+   */
+  private async sendEndpoint(endpointId: string, first: DeliveryRow[], opts: DrainOptions): Promise<number> {
     let succeeded = 0;
-    const worker = async () => {
-      while (next < group.length) {
-        if (await this.attempt(endpoint, group[next++])) succeeded++;
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(PER_ENDPOINT_CONCURRENCY, group.length) }, worker));
+    for (let batch = first; batch.length && !opts.signal?.aborted; batch = await this.claim({ only: endpointId })) {
+      // Read afresh per batch: a rotated secret signs from the next batch on.
+      const [endpoint] = await sql<EndpointRow>(this.deps.orm.em.fork(), `SELECT * FROM webhook_endpoints WHERE id = ?`, [endpointId]);
+      if (!endpoint) break;
+      let next = 0;
+      const worker = async () => {
+        while (next < batch.length) {
+          if (await this.attempt(endpoint, batch[next++], opts.signal)) succeeded++;
+        }
+      };
+      await Promise.all(Array.from({ length: Math.min(PER_ENDPOINT_CONCURRENCY, batch.length) }, worker));
+      opts.heartbeat();
+    }
     return succeeded;
   }
 
-  private async attempt(endpoint: EndpointRow, d: DeliveryRow): Promise<boolean> {
+  private async attempt(endpoint: EndpointRow, d: DeliveryRow, signal?: AbortSignal): Promise<boolean> {
     const timestamp = Math.floor(Date.now() / 1000);
     const headers = {
       'content-type': 'application/json',
@@ -110,7 +135,7 @@ export class WebhookDispatcher {
     try {
       const res = await callWebhook(
         { url: endpoint.url, method: 'POST', headers, body: d.body },
-        { resolver: this.deps.resolver, allowPrivate: this.deps.allowPrivate, timeoutMs: TIMEOUT_MS },
+        { resolver: this.deps.resolver, allowPrivate: this.deps.allowPrivate, timeoutMs: TIMEOUT_MS, signal },
       );
       status = res.status;
       if (res.status < 200 || res.status >= 300) error = `answered ${res.status}`;

@@ -191,6 +191,17 @@ export async function retryDelivery(em: EntityManager, projectId: string, endpoi
   return row;
 }
 
+/** Finished deliveries are kept in the log this long. */
+const DELIVERY_LOG_DAYS = 30;
+
+/** Drops finished deliveries older than DELIVERY_LOG_DAYS (the maintenance schedule's purge). */
+export async function purgeWebhookDeliveries(em: EntityManager): Promise<number> {
+  const rows = await sql(em, `DELETE FROM webhook_deliveries WHERE status <> 'PENDING' AND created_at < now() - make_interval(days => ?) RETURNING 1`, [
+    DELIVERY_LOG_DAYS,
+  ]);
+  return rows.length;
+}
+
 /** An endpoint's deliveries, newest first, by cursor (the id of the previous page's last one). */
 export async function listDeliveries(
   em: EntityManager,

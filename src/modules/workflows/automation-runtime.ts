@@ -237,6 +237,7 @@ export class AutomationRuntime {
         values: x.context,
         headers: {},
         settings,
+        tracking: [template.tracking],
         links: this.deps.links,
       });
       await queueEmail(tx, {

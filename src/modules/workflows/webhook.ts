@@ -75,6 +75,8 @@ export interface WebhookDeps {
   /** true: no address is refused; a function: these private addresses are allowed (tests). */
   allowPrivate: boolean | ((ip: string) => boolean);
   timeoutMs?: number;
+  /** Aborts the call in flight (a worker shutting down). */
+  signal?: AbortSignal;
 }
 
 export async function callWebhook(req: WebhookRequest, deps: WebhookDeps): Promise<WebhookResponse> {
@@ -89,7 +91,7 @@ export async function callWebhook(req: WebhookRequest, deps: WebhookDeps): Promi
   for (let hop = 0; hop <= MAX_REDIRECTS; hop++) {
     if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new WebhookError(`unsupported scheme ${url.protocol}`, false);
     const address = await addressOf(url.hostname.replace(/^\[|\]$/g, ''), deps);
-    const res = await send(url, address, method, req.headers, body, deps.timeoutMs ?? 10_000);
+    const res = await send(url, address, method, req.headers, body, deps.timeoutMs ?? 10_000, deps.signal);
     if (res.status >= 300 && res.status < 400 && res.headers.location) {
       url = new URL(res.headers.location, url);
       if (res.status === 303 || ((res.status === 301 || res.status === 302) && method === 'POST')) {
@@ -120,7 +122,15 @@ async function addressOf(host: string, deps: WebhookDeps): Promise<string> {
   return candidates[0];
 }
 
-function send(url: URL, address: string, method: string, headers: Record<string, string>, body: string | undefined, timeoutMs: number): Promise<WebhookResponse> {
+function send(
+  url: URL,
+  address: string,
+  method: string,
+  headers: Record<string, string>,
+  body: string | undefined,
+  timeoutMs: number,
+  signal?: AbortSignal,
+): Promise<WebhookResponse> {
   return new Promise((resolve, reject) => {
     const client = url.protocol === 'https:' ? https : http;
     const request = client.request(
@@ -137,6 +147,7 @@ function send(url: URL, address: string, method: string, headers: Record<string,
           else cb(null, address, family);
         }) as never,
         timeout: timeoutMs,
+        signal,
       },
       (res) => {
         const chunks: Buffer[] = [];
