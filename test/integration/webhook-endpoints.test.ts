@@ -110,6 +110,7 @@ test('every event family reaches the endpoints subscribed to it, signed, with em
   const all = await addEndpoint('/all');
   const email = await addEndpoint('/email', { events: ['email.*'] });
   const custom = await addEndpoint('/custom', { events: ['signed-up', 'contact.unsubscribed'] });
+  const segments = await addEndpoint('/segments', { events: ['segment.*'] });
 
   const track = await svc.api.post('/v1/track', { email: 'fan@hooks.test', event: 'signed-up', data: { plan: 'pro' } }, { key: acct.project.publicKey });
   expect(track.status).toBe(200);
@@ -118,12 +119,21 @@ test('every event family reaches the endpoints subscribed to it, signed, with em
   const emailId = sent.body.data.emails[0].email;
   const contact = sent.body.data.emails[0].contact;
   expect((await svc.api.patch(`/contacts/${contact.id}`, { subscribed: false }, key)).status).toBe(200);
+  const segment = (await svc.api.post('/segments', { name: 'Fans', type: 'STATIC', trackMembership: true }, key)).body;
+  await svc.api.post(`/segments/${segment.id}/members`, { emails: ['fan@hooks.test'] }, key);
+  await svc.api.request('DELETE', `/segments/${segment.id}/members`, { key: key.key, body: { emails: ['fan@hooks.test'] } });
 
   const types = (path: string) => receiver.at(path).map((r) => r.json.type).sort();
-  await until(async () => (receiver.at('/all').length >= 3 && receiver.at('/email').length >= 1 && receiver.at('/custom').length >= 2) || undefined, 20_000, 'the deliveries');
-  expect(types('/all')).toEqual(expect.arrayContaining(['contact.unsubscribed', 'email.sent', 'signed-up']));
+  await until(
+    async () => (receiver.at('/all').length >= 5 && receiver.at('/email').length >= 1 && receiver.at('/custom').length >= 2 && receiver.at('/segments').length >= 2) || undefined,
+    20_000,
+    'the deliveries',
+  );
+  expect(types('/all')).toEqual(expect.arrayContaining(['contact.unsubscribed', 'email.sent', 'segment.fans.entry', 'segment.fans.exit', 'signed-up']));
   expect(types('/email')).toEqual(['email.sent']);
   expect(types('/custom')).toEqual(['contact.unsubscribed', 'signed-up']);
+  expect(types('/segments')).toEqual(['segment.fans.entry', 'segment.fans.exit']);
+  expect(verified(segments.secret, receiver.at('/segments')[0]).data.contact).toEqual({ id: contact.id, email: 'fan@hooks.test' });
 
   const sentMessage = receiver.at('/email')[0];
   expect(verified(email.secret, sentMessage)).toMatchObject({ type: 'email.sent', data: { emailId, contact: { id: contact.id, email: 'fan@hooks.test' } } });
@@ -135,7 +145,7 @@ test('every event family reaches the endpoints subscribed to it, signed, with em
   // Another endpoint's secret does not verify.
   expect(() => verified(all.secret, sentMessage)).toThrow();
   expect((await deliveries(email.id)).data).toEqual([expect.objectContaining({ eventType: 'email.sent', status: 'SUCCEEDED', attempts: 1, lastStatusCode: 200 })]);
-  for (const e of [all, email, custom]) await svc.api.delete(`/webhook-endpoints/${e.id}`, key);
+  for (const e of [all, email, custom, segments]) await svc.api.delete(`/webhook-endpoints/${e.id}`, key);
 });
 
 test('a receiver answering 500 twice then 200 gets the same webhook-id three times; the delivery ends SUCCEEDED after 3 attempts', async () => {
