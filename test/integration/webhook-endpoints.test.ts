@@ -100,6 +100,7 @@ test('endpoints: created with a whsec_ secret shown once, listed, changed, remov
   expect(patched.body).toMatchObject({ events: null, enabled: false });
   expect((await svc.api.post('/webhook-endpoints', { url: 'ftp://files.example.com/in' }, key)).status).toBe(422);
   expect((await svc.api.post('/webhook-endpoints', { url: 'https://x.example.com', events: ['bad pattern*'] }, key)).status).toBe(422);
+  expect((await svc.api.post('/webhook-endpoints', { url: 'https://x.example.com', events: ['*'] }, key)).status).toBe(422);
   expect((await svc.api.delete(`/webhook-endpoints/${created.id}`, key)).status).toBe(200);
   expect((await svc.api.get(`/webhook-endpoints/${created.id}`, key)).status).toBe(404);
   const stranger = await createAccount(svc.api, 'Stranger');

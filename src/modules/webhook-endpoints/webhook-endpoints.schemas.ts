@@ -23,7 +23,7 @@ const eventPattern = z
   .trim()
   .min(1)
   .max(200)
-  .regex(/^[^\s*]+(\.\*)?$|^\*$/, 'An event name, or a prefix followed by .* (email.*)');
+  .regex(/^[^\s*]+(\.\*)?$/, 'An event name, or a prefix followed by .* (email.*); omit the list for every event');
 
 const events = z.array(eventPattern).max(100).nullable().meta({ description: 'Event names or `prefix.*` patterns; null or omitted: every event' });
 
