@@ -187,7 +187,8 @@ test('after a rotation both secrets sign for a day; a retry by hand resends a fa
     receiver.answer = () => 200;
     expect((await svc.api.patch(`/webhook-endpoints/${endpoint.id}`, { enabled: true }, key)).body).toMatchObject({ enabled: true, disabledReason: null });
     expect((await svc.api.post(`/webhook-endpoints/${endpoint.id}/deliveries/${gone.id}/retry`, {}, key)).body).toMatchObject({ status: 'PENDING', attempts: 0 });
-    await until(async () => ((await deliveries(endpoint.id, 'FAILED')).data.length === 0 ? true : undefined), 20_000, 'the resend');
+    // Retry makes it PENDING at once: wait for the resend's own outcome, not for FAILED to be gone.
+    await until(async () => ((await deliveries(endpoint.id, 'SUCCEEDED')).data.some((d: { id: string }) => d.id === gone.id) ? true : undefined), 20_000, 'the resend');
     expect(receiver.at('/rotating').filter((x) => x.headers['webhook-id'] === gone.id)).toHaveLength(2);
     expect((await svc.api.post(`/webhook-endpoints/${endpoint.id}/deliveries/${gone.id}/retry`, {}, key)).status).toBe(400);
   } finally {
