@@ -77,7 +77,7 @@ const nodemailerOptions = (m: OutgoingMessage, key: unknown) => ({
 async function main(): Promise<void> {
   console.log(`machine: ${machine()}`);
   const samples = Array.from({ length: 200 }, (_, i) => message(i));
-  const html = samples[0].html;
+  const html = samples[0].html!;
   const row = (what: string, us: number) => console.log(`${what.padEnd(64)} ${us.toFixed(0).padStart(6)} µs  ${(1e6 / us).toFixed(0).padStart(7)} /s`);
 
   row('render placeholders (render, html mode)', perCall(2000, () => render(BODY, { name: 'User 1' }, 'html')));

@@ -13,6 +13,7 @@ import { Migration20261125001600_contact_count_deltas } from './Migration2026112
 import { Migration20261125001700_webhook_endpoints } from './Migration20261125001700_webhook_endpoints';
 import { Migration20261125001800_tracking_controls } from './Migration20261125001800_tracking_controls';
 import { Migration20261125001900_webhook_endpoint_due } from './Migration20261125001900_webhook_endpoint_due';
+import { Migration20261125002000_idempotent_responses } from './Migration20261125002000_idempotent_responses';
 
 /** Every migration in the order it runs; append new ones, never edit landed ones. */
 export const migrationsList = [
@@ -31,4 +32,5 @@ export const migrationsList = [
   { name: 'Migration20261125001700_webhook_endpoints', class: Migration20261125001700_webhook_endpoints },
   { name: 'Migration20261125001800_tracking_controls', class: Migration20261125001800_tracking_controls },
   { name: 'Migration20261125001900_webhook_endpoint_due', class: Migration20261125001900_webhook_endpoint_due },
+  { name: 'Migration20261125002000_idempotent_responses', class: Migration20261125002000_idempotent_responses },
 ];

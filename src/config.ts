@@ -75,6 +75,19 @@ const envSchema = z.object({
   /** Let WEBHOOK steps call private, loopback and metadata addresses (tests, private deployments). */
   WEBHOOK_ALLOW_PRIVATE: bool.default(false),
   SMTP_POOL_SIZE: z.coerce.number().int().min(1).max(100).default(8),
+  /** SMTP submission for applications (AUTH with a project's secret key), default 2587; 0 turns it off. */
+  SMTP_SUBMISSION_PORT: port.optional(),
+  /** Default: HOST. */
+  SMTP_SUBMISSION_HOST: z.string().min(1).optional(),
+  /** PEM certificate chain and key: STARTTLS on SMTP_SUBMISSION_PORT; re-read when the files change. */
+  SMTP_SUBMISSION_TLS_CERT: z.string().min(1).optional(),
+  SMTP_SUBMISSION_TLS_KEY: z.string().min(1).optional(),
+  /** Implicit TLS (the port-465 style) on this port; needs the certificate. */
+  SMTP_SUBMISSION_TLS_PORT: port.optional(),
+  /** Let clients authenticate without TLS from anywhere (loopback always may): only behind a TLS-terminating proxy or on a private network. */
+  SMTP_SUBMISSION_ALLOW_INSECURE_AUTH: bool.default(false),
+  /** An SMTP connection idle this long is closed. */
+  SMTP_SUBMISSION_IDLE_SECONDS: z.coerce.number().int().min(1).max(3600).default(300),
   /**
    * Messages a worker process may have handed to SMTP whose outcome is not yet recorded: what a killed
    * process can send twice. Unset: 4 × SMTP_POOL_SIZE, so connections keep sending while outcomes commit.
@@ -149,6 +162,13 @@ export type Config = z.output<typeof envSchema> & {
   spfValue: string;
   /** SYSTEM_EMAIL_FROM or its default. */
   systemEmailFrom: string;
+  /**
+   * SMTP_SUBMISSION_PORT or 2587 (0: off). `explicit` when it was set: a port taken is then an error;
+   * the default port taken (by another process of ours on this machine) only leaves this one without it.
+   */
+  submission: { port: number; explicit: boolean };
+  /** ATTACHMENTS_MAX_MB and MESSAGE_MAX_MB in bytes: what /v1/send and SMTP submission accept. */
+  sendLimits: { attachmentsMaxBytes: number; messageMaxBytes: number };
   /** DELIVERY_IN_FLIGHT or its default, 4 × SMTP_POOL_SIZE. */
   deliveryInFlight: number;
   /** Port of the Temporal Web UI next to the built-in dev server; undefined when it is off. */
@@ -183,6 +203,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (temporalUiPort !== undefined && temporalUiPort > 65535) {
     throw new ConfigError(`Invalid configuration: TEMPORAL_UI_PORT: TEMPORAL_DEV_SERVER_PORT + 1000 is over 65535; set TEMPORAL_UI_PORT`);
   }
+  if (Boolean(cfg.SMTP_SUBMISSION_TLS_CERT) !== Boolean(cfg.SMTP_SUBMISSION_TLS_KEY)) {
+    throw new ConfigError(`Invalid configuration: ${cfg.SMTP_SUBMISSION_TLS_CERT ? 'SMTP_SUBMISSION_TLS_KEY' : 'SMTP_SUBMISSION_TLS_CERT'}: the certificate and its key are set together`);
+  }
+  if (cfg.SMTP_SUBMISSION_TLS_PORT !== undefined && !cfg.SMTP_SUBMISSION_TLS_CERT) {
+    throw new ConfigError('Invalid configuration: SMTP_SUBMISSION_TLS_PORT: needs SMTP_SUBMISSION_TLS_CERT and SMTP_SUBMISSION_TLS_KEY');
+  }
   const deliveryInFlight = cfg.DELIVERY_IN_FLIGHT ?? 4 * cfg.SMTP_POOL_SIZE;
-  return { ...cfg, publicUrl, dataDir: path.resolve(cfg.DATA_DIR), spfValue, systemEmailFrom, temporalUiPort, deliveryInFlight };
+  const sendLimits = { attachmentsMaxBytes: cfg.ATTACHMENTS_MAX_MB * 2 ** 20, messageMaxBytes: cfg.MESSAGE_MAX_MB * 2 ** 20 };
+  const submission = { port: cfg.SMTP_SUBMISSION_PORT ?? 2587, explicit: cfg.SMTP_SUBMISSION_PORT !== undefined };
+  return { ...cfg, publicUrl, dataDir: path.resolve(cfg.DATA_DIR), spfValue, systemEmailFrom, temporalUiPort, deliveryInFlight, sendLimits, submission };
 }

@@ -15,6 +15,9 @@ import { RateLimiter } from './http/rate-limit';
 import { createLogger, type Logger } from './log';
 import { Metrics } from './metrics';
 import { startCaptureSmtp } from './mail/capture-smtp';
+import { startSubmissionSmtp } from './mail/submission-smtp';
+import { MAX_RECIPIENTS } from './modules/emails/emails.schemas';
+import { SmtpSubmission } from './modules/emails/smtp-submission.service';
 import { ProjectKeyCache } from './modules/accounts/project-keys';
 import { storeCaptured } from './modules/dev-mailbox/dev-mailbox.service';
 import { EmailDispatcher } from './modules/emails/dispatch';
@@ -38,6 +41,9 @@ export interface Service {
   /** Base URL of the HTTP API (roles all and api). */
   url?: string;
   port?: number;
+  /** SMTP submission's listener (and its implicit-TLS one), when on. */
+  submissionPort?: number;
+  submissionTlsPort?: number;
   /** METRICS_PORT's listener, when set. */
   metricsPort?: number;
   /** The Temporal Web UI this process serves beside its built-in dev server, if any. */
@@ -179,6 +185,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
 
     let url: string | undefined;
     let port: number | undefined;
+    let submission: { port: number; tlsPort?: number } | undefined;
     if (role === 'all' || role === 'api') {
       const limiter = new RateLimiter(orm, config.RATE_LIMIT_PER_MINUTE);
       const keys = new ProjectKeyCache(databaseUrl, log);
@@ -218,6 +225,10 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         await server.close(config.SHUTDOWN_TIMEOUT_SECONDS * 1000);
       });
       log.info({ url, publicUrl: config.publicUrl }, 'HTTP API listening');
+
+      if (config.submission.port !== 0) {
+        submission = await startSubmission(config, log, stops, new SmtpSubmission({ orm, keys, limiter, links, limits: config.sendLimits, hub, idempotencyTtlHours: config.IDEMPOTENCY_TTL_HOURS, log }));
+      }
     }
 
     let metricsPort: number | undefined;
@@ -228,10 +239,40 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
       log.info({ port: metricsPort }, 'metrics listening (GET /metrics)');
     }
 
-    return { url, port, metricsPort, temporalUiUrl, databaseUrl, smtpUrl, orm, temporal, live, stop: stopAll };
+    return { url, port, submissionPort: submission?.port, submissionTlsPort: submission?.tlsPort, metricsPort, temporalUiUrl, databaseUrl, smtpUrl, orm, temporal, live, stop: stopAll };
   } catch (err) {
     await stopAll();
     throw err;
+  }
+}
+
+/**
+ * SMTP submission's listener. The default port already taken (another process of ours on this machine,
+ * a second API process, say) leaves this process without one, as a warning; a port that was set is an error.
+ */
+async function startSubmission(config: Config, log: Logger, stops: Array<() => Promise<void>>, handler: SmtpSubmission) {
+  try {
+    const listener = await startSubmissionSmtp(
+      {
+        host: config.SMTP_SUBMISSION_HOST ?? config.HOST,
+        port: config.submission.port,
+        tlsPort: config.SMTP_SUBMISSION_TLS_PORT,
+        tls: config.SMTP_SUBMISSION_TLS_CERT ? { certFile: config.SMTP_SUBMISSION_TLS_CERT, keyFile: config.SMTP_SUBMISSION_TLS_KEY! } : undefined,
+        allowInsecureAuth: config.SMTP_SUBMISSION_ALLOW_INSECURE_AUTH,
+        maxBytes: config.sendLimits.messageMaxBytes,
+        maxRecipients: MAX_RECIPIENTS,
+        idleSeconds: config.SMTP_SUBMISSION_IDLE_SECONDS,
+        log,
+      },
+      handler,
+    );
+    stops.push(listener.close);
+    log.info({ port: listener.port, tlsPort: listener.tlsPort }, 'SMTP submission listening');
+    return { port: listener.port, tlsPort: listener.tlsPort };
+  } catch (err) {
+    if (config.submission.explicit || (err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
+    log.warn({ port: config.submission.port }, 'the SMTP submission port is taken (another postbox process?); this process does not listen for SMTP; set SMTP_SUBMISSION_PORT to choose one, 0 for none');
+    return undefined;
   }
 }
 

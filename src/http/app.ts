@@ -113,7 +113,7 @@ export function createApp(deps: AppDeps): Koa {
   emailRoutes(router, guards, {
     links: deps.links,
     hub: deps.hub,
-    limits: { attachmentsMaxBytes: config.ATTACHMENTS_MAX_MB * 2 ** 20, messageMaxBytes: config.MESSAGE_MAX_MB * 2 ** 20 },
+    limits: config.sendLimits,
   });
   const bucket = config.S3_BUCKET
     ? new S3Bucket({ endpoint: config.S3_ENDPOINT!, bucket: config.S3_BUCKET, region: config.S3_REGION, accessKeyId: config.S3_ACCESS_KEY_ID!, secretAccessKey: config.S3_SECRET_ACCESS_KEY!, sessionToken: config.S3_SESSION_TOKEN })

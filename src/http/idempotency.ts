@@ -25,11 +25,47 @@ export interface IdempotencyClaim {
   outcomeInTransaction: boolean;
 }
 
-interface KeyRow {
+export interface KeyRow {
   request: string;
   created_at: Date;
   status_code: number | null;
+  /** What the request answered, where its handler kept it (SMTP submissions). */
+  response: unknown;
 }
+
+/**
+ * Claims (project, key) for `request` by an insert on the unique pair; an expired key, or a claim
+ * abandoned by a process that died, is taken over in the same statement. Null when claimed; otherwise
+ * the key's row as it stands (absent only if it was deleted in between).
+ */
+export async function claimIdempotencyKey(
+  em: EntityManager,
+  projectId: string,
+  key: string,
+  request: string,
+  ttlHours: number,
+): Promise<{ row: KeyRow | undefined } | null> {
+  const claimed = await sql(
+    em,
+    `INSERT INTO idempotency_keys (project_id, key, request, created_at) VALUES (?, ?, ?, now())
+     ON CONFLICT (project_id, key) DO UPDATE
+       SET request = EXCLUDED.request, created_at = EXCLUDED.created_at, status_code = NULL, response = NULL
+       WHERE idempotency_keys.created_at < now() - make_interval(secs => ?)
+          OR (idempotency_keys.status_code IS NULL AND idempotency_keys.created_at < now() - make_interval(secs => ?))
+     RETURNING 1`,
+    [projectId, key, request, ttlHours * 3600, ABANDONED_CLAIM_SECONDS],
+  );
+  if (claimed.length) return null;
+  const [row] = await sql<KeyRow>(em, `SELECT request, created_at, status_code, response FROM idempotency_keys WHERE project_id = ? AND key = ?`, [
+    projectId,
+    key,
+  ]);
+  return { row };
+}
+
+/** Seconds until a claim still without an outcome can be taken over. */
+export const claimRetryAfter = (row: KeyRow) =>
+  Math.max(1, Math.ceil(ABANDONED_CLAIM_SECONDS - (Date.now() - new Date(row.created_at).getTime()) / 1000));
 
 /**
  * `Idempotency-Key` for /v1/send and /v1/track. The key is claimed by an insert on the unique
@@ -46,25 +82,12 @@ export function idempotency(ttlHours: number) {
     }
     const em: EntityManager = ctx.state.em;
     const request = `${ctx.method} ${ctx.path}`;
-    const claimed = await sql(
-      em,
-      `INSERT INTO idempotency_keys (project_id, key, request, created_at) VALUES (?, ?, ?, now())
-       ON CONFLICT (project_id, key) DO UPDATE
-         SET request = EXCLUDED.request, created_at = EXCLUDED.created_at, status_code = NULL
-         WHERE idempotency_keys.created_at < now() - make_interval(secs => ?)
-            OR (idempotency_keys.status_code IS NULL AND idempotency_keys.created_at < now() - make_interval(secs => ?))
-       RETURNING 1`,
-      [project.id, key, request, ttlHours * 3600, ABANDONED_CLAIM_SECONDS],
-    );
-    if (claimed.length === 0) {
-      const [row] = await sql<KeyRow>(
-        em,
-        `SELECT request, created_at, status_code FROM idempotency_keys WHERE project_id = ? AND key = ?`,
-        [project.id, key],
-      );
+    const earlier = await claimIdempotencyKey(em, project.id, key, request, ttlHours);
+    if (earlier !== null) {
+      const row = earlier.row;
       // Still in flight (or cut by a crash): when a retry could be taken over.
       const inFlight = row && row.status_code === null;
-      const retryAfter = inFlight ? Math.max(1, Math.ceil(ABANDONED_CLAIM_SECONDS - (Date.now() - new Date(row.created_at).getTime()) / 1000)) : 0;
+      const retryAfter = inFlight ? claimRetryAfter(row) : 0;
       throw conflict('This Idempotency-Key has already been used', 'IDEMPOTENCY_KEY_REUSED', {
         ...(inFlight ? { headers: { 'Retry-After': String(retryAfter) } } : {}),
         details: {
@@ -111,15 +134,19 @@ export function idempotency(ttlHours: number) {
  * exactly when the writes are: a crash between the commit and the middleware's own update can then
  * never let a retry (after the claim is abandoned) do the work a second time.
  */
-export async function markIdempotentSuccess(tx: EntityManager, projectId: string, claim: IdempotencyClaim | undefined): Promise<void> {
+export async function markIdempotentSuccess(tx: EntityManager, projectId: string, claim: IdempotencyClaim | undefined, response?: unknown): Promise<void> {
   if (claim === undefined) return;
-  await sql(tx, `UPDATE idempotency_keys SET status_code = 200 WHERE project_id = ? AND key = ?`, [projectId, claim.key]);
+  await sql(tx, `UPDATE idempotency_keys SET status_code = 200, response = ?::jsonb WHERE project_id = ? AND key = ?`, [
+    response === undefined ? null : JSON.stringify(response),
+    projectId,
+    claim.key,
+  ]);
 }
 
 /** How long a released key is retried while the database is unreachable: past it, the abandoned-claim wait applies. */
 const RELEASE_RETRY_MS = 60_000;
 
-async function releaseUnfinished(em: EntityManager, projectId: string, key: string, logger: Logger | undefined): Promise<void> {
+export async function releaseUnfinished(em: EntityManager, projectId: string, key: string, logger: Logger | undefined): Promise<void> {
   try {
     await whileUnreachable(() => sql(em.fork(), `DELETE FROM idempotency_keys WHERE project_id = ? AND key = ? AND status_code IS NULL`, [projectId, key]), {
       forMs: RELEASE_RETRY_MS,

@@ -21,7 +21,8 @@ export interface OutgoingMessage {
   replyTo: string;
   subject: string;
   text: string | null;
-  html: string;
+  /** Null for a text-only message (one submitted over SMTP without HTML). */
+  html: string | null;
   /** Validated upstream: printable names, no line breaks, none of the headers built here. */
   headers: Record<string, string>;
   attachments: MessageAttachment[];
@@ -108,7 +109,8 @@ function asciiAddress(address: string): string {
   return /^[\x21-\x7e]*$/.test(domain) ? address : `${address.slice(0, at + 1)}${domainToASCII(domain) || domain}`;
 }
 
-function mailbox(m: { name: string | null; address: string }): string {
+/** `Name <address>` as a header carries it: the name quoted or encoded, the domain in ASCII. */
+export function mailbox(m: { name: string | null; address: string }): string {
   const address = asciiAddress(m.address);
   if (!m.name) return address;
   const name = mimeFuncs.isPlainText(m.name) ? mimeFuncs.quoteString(m.name) : mimeFuncs.encodeWord(m.name, 'Q', 52);
@@ -116,13 +118,18 @@ function mailbox(m: { name: string | null; address: string }): string {
 }
 
 /**
- * The message's bytes, built directly: an alternative of text and HTML (or the HTML alone), inside a
+ * The message's bytes, built directly: an alternative of text and HTML (or either alone), inside a
  * related part with inline images, inside a mixed part with attachments; then, when `dkim` is given,
  * a DKIM-Signature over the result. Nothing is streamed or parsed back: a few string joins and one
  * quoted-printable pass per part; the signature is computed on libuv's threadpool.
  */
 export async function encodeMessage(m: OutgoingMessage, dkim?: DkimKey, now = new Date()): Promise<EncodedMessage> {
-  let content = m.text === null ? textPart(m.html, 'html') : multipart('alternative', [textPart(m.text, 'plain'), textPart(m.html, 'html')]);
+  let content =
+    m.html === null
+      ? textPart(m.text ?? '', 'plain')
+      : m.text === null
+        ? textPart(m.html, 'html')
+        : multipart('alternative', [textPart(m.text, 'plain'), textPart(m.html, 'html')]);
   const inline = m.attachments.filter(isInline);
   const attached = m.attachments.filter((a) => !isInline(a));
   if (inline.length) content = multipart('related', [content, ...inline.map(attachmentPart)]);

@@ -57,3 +57,12 @@ test('the Temporal Web UI port follows the dev server port (+1000) unless set; 0
   expect(() => loadConfig({ TEMPORAL_DEV_SERVER_PORT: '65000' })).toThrow(/TEMPORAL_UI_PORT/);
   expect(() => loadConfig({ TEMPORAL_UI: 'maybe' })).toThrow(ConfigError);
 });
+
+test('SMTP submission: 2587 unless set (0 is off); the certificate and key come together; the implicit-TLS port needs them', () => {
+  expect(loadConfig({}).submission).toEqual({ port: 2587, explicit: false });
+  expect(loadConfig({ SMTP_SUBMISSION_PORT: '0' }).submission).toEqual({ port: 0, explicit: true });
+  expect(() => loadConfig({ SMTP_SUBMISSION_TLS_CERT: '/etc/cert.pem' })).toThrow(/^Invalid configuration: SMTP_SUBMISSION_TLS_KEY: /);
+  expect(() => loadConfig({ SMTP_SUBMISSION_TLS_KEY: '/etc/key.pem' })).toThrow(/^Invalid configuration: SMTP_SUBMISSION_TLS_CERT: /);
+  expect(() => loadConfig({ SMTP_SUBMISSION_TLS_PORT: '2465' })).toThrow(/^Invalid configuration: SMTP_SUBMISSION_TLS_PORT: /);
+  expect(loadConfig({ SMTP_SUBMISSION_TLS_CERT: 'c.pem', SMTP_SUBMISSION_TLS_KEY: 'k.pem', SMTP_SUBMISSION_TLS_PORT: '2465' }).SMTP_SUBMISSION_TLS_PORT).toBe(2465);
+});

@@ -41,6 +41,7 @@ const png = Buffer.from('89504e470d0a1a0a0000000d4948445200000001000000010806000
 const shapes: Array<[string, Partial<OutgoingMessage>]> = [
   ['HTML and text', {}],
   ['HTML only', { text: null }],
+  ['text only', { html: null, text: 'Plain words, no HTML at all: a cron job\'s report. ✓' }],
   ['non-ASCII subject, names and body', { subject: 'Grüße aus Köln — 東京 📬', from: { name: 'Zoë Ünal', address: 'hello@shapes.test' }, to: { name: '山田 太郎', address: 'user@example.org' }, text: 'Grüße, 東京!', html: '<p>Grüße, 東京! ✓</p>' }],
   ['long lines, trailing spaces, dots and blank lines', { text: `${'word '.repeat(300)}   \n.starts with a dot\n\n\n`, html: `<p>${'x'.repeat(2000)}</p>\n.\n<p>end</p>   ` }],
   ['a long ASCII subject', { subject: 'A subject that goes on and on and on well past the seventy-eight characters a line should have' }],
@@ -63,7 +64,7 @@ describe('messages built by encodeMessage', () => {
     expect(parsed.messageId).toBe(m.messageId);
     expect((parsed.from as any).value[0]).toEqual({ name: m.from.name ?? '', address: m.from.address });
     expect((parsed.to as any).value[0]).toEqual({ name: m.to.name ?? '', address: m.to.address });
-    expect(parsed.html).toBe(m.html.replace(/\r?\n/g, '\n'));
+    expect(parsed.html || null).toBe(m.html === null ? null : m.html.replace(/\r?\n/g, '\n'));
     if (m.text !== null) expect(parsed.text?.replace(/\r\n/g, '\n').trimEnd()).toBe(m.text.trimEnd());
     for (const [name, value] of Object.entries(m.headers)) {
       const got = parsed.headerLines.find((h) => h.key === name.toLowerCase());

@@ -414,7 +414,8 @@ export class EmailDispatcher {
       replyTo: e.reply_to ?? e.from_email,
       subject: rendered?.subject ?? e.subject,
       text: (rendered ? rendered.text : e.text) || null,
-      html: rendered?.html ?? e.html ?? '',
+      // Null for a text-only submitted message; campaign mail is rendered (and so has HTML) by now.
+      html: rendered?.html ?? e.html,
       headers: rendered?.headers ?? e.headers,
       attachments: attachments.map((a) => ({
         filename: a.filename,

@@ -7,7 +7,7 @@ import { AppError, badRequest } from '../../http/errors';
 import { type IdempotencyClaim, markIdempotentSuccess } from '../../http/idempotency';
 import type { Links } from '../../mail/links';
 import { render, templateVariables } from '../../mail/render';
-import { htmlToTextTemplate } from '../../mail/text';
+import { htmlToText, htmlToTextTemplate } from '../../mail/text';
 import { addTracking, insertBeforeBodyEnd, unsubscribeFooter } from '../../mail/tracking';
 import { effectiveTracking, projectSettings, type ProjectSettings, type TrackingOverride } from '../accounts/project-settings';
 import { resolveDataMap } from '../contacts/data-map';
@@ -25,6 +25,28 @@ export const EMAIL_QUEUED_CHANNEL = 'postbox_email_queued';
 export interface SendLimits {
   attachmentsMaxBytes: number;
   messageMaxBytes: number;
+}
+
+/**
+ * A message its sender composed whole (SMTP submission): subject, HTML and text used exactly as written,
+ * no placeholders rendered; only tracking is added. Without HTML it stays text only; without text, the
+ * text part is converted from the HTML.
+ */
+export interface LiteralContent {
+  subject: string;
+  html: string | null;
+  text: string | null;
+}
+
+/** What /v1/send takes, or a submitted message's own content in place of `subject` and `body`. */
+export type SendRequest = SendInput & { literal?: LiteralContent };
+
+/** One recipient's message as it is queued; `html` is null only for a text-only submitted message. */
+export interface ComposedMessage {
+  subject: string;
+  html: string | null;
+  text: string | null;
+  headers: Record<string, string>;
 }
 
 export interface SendResult {
@@ -47,7 +69,7 @@ function missing(field: string, message: string): AppError {
 }
 
 /** `from` as a string (possibly `Name <addr>`) or an object; the deprecated `name` fills in a missing name. */
-function resolveSender(input: SendInput, template?: TemplateRow): { email: string; name: string | null } {
+function resolveSender(input: SendRequest, template?: TemplateRow): { email: string; name: string | null } {
   if (input.from === undefined) {
     if (!template) throw missing('from', 'from is required without a template that has one');
     return { email: template.from_email, name: input.name ?? template.from_name };
@@ -72,7 +94,7 @@ function recipients(to: SendInput['to']): Array<{ email: string; name: string | 
 
 const decodedSize = (a: AttachmentInput) => Math.floor((a.content.replace(/\s+/g, '').length * 3) / 4);
 
-function checkSizes(input: SendInput, body: string, limits: SendLimits): void {
+function checkSizes(input: SendRequest, body: string, limits: SendLimits): void {
   const attachments = input.attachments ?? [];
   const attachmentBytes = attachments.reduce((n, a) => n + decodedSize(a), 0);
   if (attachmentBytes > limits.attachmentsMaxBytes) {
@@ -104,7 +126,7 @@ interface ComposeInput {
  * `List-Unsubscribe` pair on MARKETING mail, a text part (the body's text template, converted once,
  * rendered with the same data), then tracking.
  */
-export function composeMessage(c: ComposeInput) {
+export function composeMessage(c: ComposeInput): ComposedMessage & { html: string } {
   const contactLinks = c.links.contactLinks(c.contact.id);
   const vars = templateVariables({ contact: c.contact, values: c.values, links: contactLinks });
   const marketing = c.type === 'MARKETING';
@@ -127,6 +149,13 @@ export function composeMessage(c: ComposeInput) {
   return { subject: render(c.subject, vars, 'text'), html, text, headers };
 }
 
+/** A submitted message for one recipient: as its sender wrote it, with tracking where the settings want it. */
+function composeLiteral(c: Omit<ComposeInput, 'subject' | 'body' | 'values' | 'type'>, literal: LiteralContent): ComposedMessage {
+  const html = literal.html === null ? null : addTracking(literal.html, c.emailId, c.links, effectiveTracking(c.settings, false, ...(c.tracking ?? [])));
+  const text = literal.text ?? (literal.html === null ? null : (htmlToText(literal.html) ?? null));
+  return { subject: literal.subject, html, text, headers: { ...c.headers } };
+}
+
 export interface QueuedEmailInput {
   id: string;
   projectId: string;
@@ -136,7 +165,7 @@ export interface QueuedEmailInput {
   from: { email: string; name: string | null };
   replyTo: string;
   to: { email: string; name: string | null };
-  message: ReturnType<typeof composeMessage>;
+  message: ComposedMessage;
 }
 
 /**
@@ -181,7 +210,7 @@ export const notifyDispatchers = (em: EntityManager, projectId: string) => sql(e
 export async function sendEmails(
   em: EntityManager,
   projectId: string,
-  input: SendInput,
+  input: SendRequest,
   deps: { links: Links; limits: SendLimits },
   /** The request's Idempotency-Key: marked done in the same transaction as the emails. */
   idempotency?: IdempotencyClaim,
@@ -189,8 +218,8 @@ export async function sendEmails(
   // Whatever fails from here on leaves the key without an outcome unless the transaction below committed.
   if (idempotency) idempotency.outcomeInTransaction = true;
   const template = input.template ? await getTemplate(em, projectId, input.template) : undefined;
-  const subject = input.subject ?? template?.subject;
-  const body = input.body ?? template?.body;
+  const subject = input.literal?.subject ?? input.subject ?? template?.subject;
+  const body = input.literal ? (input.literal.html ?? input.literal.text ?? '') : (input.body ?? template?.body);
   if (subject === undefined) throw missing('subject', 'subject is required: the template has none');
   if (body === undefined) throw missing('body', 'body is required: the template has none');
   const sender = resolveSender(input, template);
@@ -221,7 +250,6 @@ export async function sendEmails(
 
   return em.transactional(async (tx) => {
     await assertWithinBillingLimits(tx, projectId, to.length);
-    await markIdempotentSuccess(tx, projectId, idempotency);
     const emails: SendResult['emails'] = [];
     const events: EventRecord[] = [];
     for (const recipient of to) {
@@ -234,18 +262,17 @@ export async function sendEmails(
       events.push(...upsert.events);
       const contact = upsert.contact;
       const emailId = newId();
-      const message = composeMessage({
+      const common = {
         emailId,
-        type,
-        subject,
-        body,
         contact: { id: contact.id, email: contact.email, data: contact.data },
-        values: resolved.values,
         headers: input.headers ?? {},
         settings,
         tracking: [input.tracking, template?.tracking],
         links: deps.links,
-      });
+      };
+      const message = input.literal
+        ? composeLiteral(common, input.literal)
+        : composeMessage({ ...common, type, subject, body, values: resolved.values });
       await queueEmail(tx, {
         id: emailId,
         projectId,
@@ -261,7 +288,10 @@ export async function sendEmails(
       emails.push({ contact: { id: contact.id, email: contact.email }, email: emailId });
     }
     await notifyDispatchers(tx, projectId);
-    return { emails, timestamp: new Date().toISOString(), events };
+    const timestamp = new Date().toISOString();
+    // The key says "done", with the answer, in the transaction that wrote the emails.
+    await markIdempotentSuccess(tx, projectId, idempotency, { emails, timestamp });
+    return { emails, timestamp, events };
   });
 }
 

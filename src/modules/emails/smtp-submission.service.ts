@@ -1,0 +1,258 @@
+import crypto from 'node:crypto';
+import { type AddressObject, type ParsedMail, simpleParser } from 'mailparser';
+import type { Logger } from 'pino';
+import type { Orm } from '../../db/orm';
+import { AppError } from '../../http/errors';
+import { claimIdempotencyKey, claimRetryAfter, type IdempotencyClaim, type KeyRow, releaseUnfinished } from '../../http/idempotency';
+import type { RateLimiter } from '../../http/rate-limit';
+import type { Links } from '../../mail/links';
+import { mailbox } from '../../mail/mime';
+import { SmtpReply, type SubmissionHandler } from '../../mail/submission-smtp';
+import type { ProjectKeyCache } from '../accounts/project-keys';
+import type { TrackingOverride } from '../accounts/project-settings';
+import { dataMapSchema } from '../contacts/data-map';
+import { assertVerifiedSender } from '../domains/domains.service';
+import type { ActivityHub } from '../events/contact-activity';
+import { STRUCTURAL_HEADERS } from './emails.schemas';
+import { type SendLimits, type SendRequest, sendEmails } from './emails.service';
+
+/** The idempotency key's request name for a submitted message (HTTP keys say `POST /v1/send`). */
+const SMTP_REQUEST = 'SMTP DATA';
+
+/** Headers a client may add to steer the service; never delivered. */
+export const SUBMISSION_HEADERS = {
+  template: 'x-postbox-template',
+  data: 'x-postbox-data',
+  subscribed: 'x-postbox-subscribed',
+  tracking: 'x-postbox-tracking',
+} as const;
+
+/** Client headers not carried over: the service sets them, they describe the client's own transport, or steer the service. */
+const DROPPED = /^(received|x-postbox-.*|content-.*|arc-.*|authentication-results|x-google-dkim-signature|x-received|delivered-to)$/i;
+const HEADER_NAME = /^[\x21-\x39\x3b-\x7e]{1,200}$/;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+interface Submitter {
+  projectId: string;
+  /** The key it authenticated with: looked up again per message, so a rotated key or a disabled project stops sending. */
+  key: string;
+  /**
+   * Envelope senders found verified on this connection. The MAIL FROM check only refuses early: what
+   * counts is the From: domain, checked again in the transaction that writes the emails.
+   */
+  verifiedSenders: Set<string>;
+}
+
+const refuse = (message: string) => new SmtpReply(550, `5.6.0 ${message}`);
+
+const noBreaks = (s: string) => s.replace(/[\r\n]+/g, ' ').trim();
+
+function addresses(field: AddressObject | AddressObject[] | undefined): Array<{ address: string; name: string }> {
+  const list = field === undefined ? [] : Array.isArray(field) ? field : [field];
+  return list.flatMap((o) => o.value.flatMap((a) => (a.group ? a.group : [a]))).flatMap((a) => (a.address ? [{ address: a.address.toLowerCase(), name: a.name ?? '' }] : []));
+}
+
+/** The client's own headers worth delivering (custom ones, threading, List-Unsubscribe), unfolded. */
+function customHeaders(parsed: ParsedMail): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const { key, line } of parsed.headerLines) {
+    const colon = line.indexOf(':');
+    const name = line.slice(0, colon).trim();
+    if (STRUCTURAL_HEADERS.has(key) || DROPPED.test(key) || !HEADER_NAME.test(name) || name in out) continue;
+    out[name] = line
+      .slice(colon + 1)
+      .replace(/\r?\n[ \t]+/g, ' ')
+      .trim();
+  }
+  return out;
+}
+
+/** `X-Postbox-Tracking: clicks` keeps click tracking and turns the pixel off; `none` turns both off. */
+function trackingHeader(value: string): TrackingOverride {
+  const words = new Set(value.toLowerCase().split(/[\s,]+/).filter(Boolean));
+  for (const w of words) {
+    if (!['opens', 'clicks', 'none'].includes(w)) throw refuse(`X-Postbox-Tracking takes opens, clicks or none, not "${w}"`);
+  }
+  return { opens: words.has('opens'), clicks: words.has('clicks') };
+}
+
+function booleanHeader(name: string, value: string): boolean {
+  const v = value.trim().toLowerCase();
+  if (v === 'true' || v === 'yes' || v === '1') return true;
+  if (v === 'false' || v === 'no' || v === '0') return false;
+  throw refuse(`${name} is true or false, not "${value}"`);
+}
+
+/** RFC 2047 encoded-words back to text: nodemailer, for one, writes any header value with quotes that way. */
+function decodeWords(value: string): string {
+  return value.replace(/\?=\s+=\?/g, '?==?').replace(/=\?([^?]+)\?([QqBb])\?([^?]*)\?=/g, (_w, charset: string, encoding: string, text: string) => {
+    const bytes =
+      encoding.toUpperCase() === 'B'
+        ? Buffer.from(text, 'base64')
+        : Buffer.from(text.replace(/_/g, ' ').replace(/=([0-9A-Fa-f]{2})/g, (_m, hex: string) => String.fromCharCode(parseInt(hex, 16))), 'latin1');
+    try {
+      return new TextDecoder(charset).decode(bytes);
+    } catch {
+      return bytes.toString('utf8');
+    }
+  });
+}
+
+/** A steering header's value as the client meant it (mailparser leaves unknown headers encoded). */
+const header = (parsed: ParsedMail, name: string) => {
+  const v = parsed.headers.get(name);
+  return typeof v === 'string' ? decodeWords(v) : undefined;
+};
+
+/** The message turned into what /v1/send takes: its own content as written, or a template with X-Postbox-Data. */
+function sendRequestOf(parsed: ParsedMail, envelope: { from: string | null; to: string[] }): SendRequest {
+  const [fromHeader] = addresses(parsed.from);
+  const from = fromHeader ?? (envelope.from ? { address: envelope.from, name: '' } : undefined);
+  if (!from) throw refuse('The message has no From: header');
+  const named = new Map([...addresses(parsed.to), ...addresses(parsed.cc)].map((a) => [a.address, noBreaks(a.name).slice(0, 200)]));
+  const headers = customHeaders(parsed);
+  const cc = addresses(parsed.cc);
+  // Cc is shown as the client wrote it; every envelope recipient (Bcc ones too) gets an email of their own.
+  if (cc.length) headers.Cc = cc.map((a) => mailbox({ address: a.address, name: a.name || null })).join(', ');
+  const [reply] = addresses(parsed.replyTo);
+
+  const template = header(parsed, SUBMISSION_HEADERS.template)?.trim();
+  if (template !== undefined && !UUID.test(template)) throw refuse(`X-Postbox-Template must be a template id (UUID), not "${template}"`);
+  const dataHeader = header(parsed, SUBMISSION_HEADERS.data);
+  let data: SendRequest['data'];
+  if (dataHeader !== undefined) {
+    let json: unknown;
+    try {
+      json = JSON.parse(dataHeader);
+    } catch {
+      throw refuse('X-Postbox-Data must be a JSON object');
+    }
+    const checked = dataMapSchema.safeParse(json);
+    if (!checked.success) throw refuse(`X-Postbox-Data: ${checked.error.issues[0].message}`);
+    data = checked.data;
+  }
+  const subscribed = header(parsed, SUBMISSION_HEADERS.subscribed);
+  const tracking = header(parsed, SUBMISSION_HEADERS.tracking);
+  const subject = noBreaks(parsed.subject ?? '');
+
+  const request: SendRequest = {
+    to: envelope.to.map((email) => ({ email, name: named.get(email) || undefined })),
+    from: { email: from.address, name: noBreaks(from.name).slice(0, 200) || undefined },
+    headers,
+    data,
+    reply: reply?.address,
+    subscribed: subscribed === undefined ? undefined : booleanHeader('X-Postbox-Subscribed', subscribed),
+    tracking: tracking === undefined ? undefined : trackingHeader(tracking),
+    attachments: parsed.attachments.map((a, i) => {
+      const inline = Boolean(a.cid) && (a.related || a.contentDisposition === 'inline');
+      return {
+        // The API's rule for filenames: no quotes or line breaks.
+        filename: (a.filename ?? `attachment-${i + 1}`).replace(/[\r\n"'\u2028\u2029\u0085]/g, '_').slice(0, 255),
+        content: a.content.toString('base64'),
+        contentType: a.contentType || 'application/octet-stream',
+        contentId: inline ? a.cid : undefined,
+        disposition: inline ? ('inline' as const) : ('attachment' as const),
+      };
+    }),
+  };
+  if (template !== undefined) return { ...request, template, subject: subject || undefined };
+  const html = typeof parsed.html === 'string' && parsed.html.trim() ? parsed.html : null;
+  const text = parsed.text?.trim() ? parsed.text : null;
+  return { ...request, literal: { subject, html, text } };
+}
+
+/** A refusal of the send path in SMTP's words: permanent for what the message or project got wrong, temporary for limits. */
+function smtpReplyOf(err: unknown): unknown {
+  if (!(err instanceof AppError)) return err;
+  const first = err.opts.errors?.[0];
+  if (first?.code === 'too_big') return new SmtpReply(552, `5.3.4 ${first.message}`);
+  if (err.status === 429) return new SmtpReply(451, `4.7.1 ${err.message}`);
+  if (err.status === 403 || err.code === 'CONTACT_UNSUBSCRIBED') return new SmtpReply(550, `5.7.1 ${err.message}`);
+  if (err.status === 404) return refuse(err.message);
+  if (err.status === 422 || err.status === 400) return refuse(first ? `${first.field}: ${first.message}` : err.message);
+  return err;
+}
+
+/** Long Message-IDs are keyed by their hash: the key column is the HTTP header's, meant for short values. */
+const keyOf = (messageId: string) =>
+  messageId.length <= 200 ? `smtp:${messageId}` : `smtp:sha256:${crypto.createHash('sha256').update(messageId).digest('hex')}`;
+
+/**
+ * SMTP submission for the listener in mail/submission-smtp.ts: a secret key authenticates; each message
+ * becomes what POST /v1/send would make of it, one email per envelope recipient, in one transaction
+ * that also records its Message-ID, so the same message sent again is answered with the same ids.
+ */
+export class SmtpSubmission implements SubmissionHandler<Submitter> {
+  constructor(
+    private readonly deps: {
+      orm: Orm;
+      keys: ProjectKeyCache;
+      limiter: RateLimiter;
+      links: Links;
+      limits: SendLimits;
+      hub: ActivityHub;
+      idempotencyTtlHours: number;
+      log: Logger;
+    },
+  ) {}
+
+  private async owner(key: string) {
+    return key.startsWith('sk_') ? this.deps.keys.lookup(this.deps.orm.em.fork(), 'secret', key) : undefined;
+  }
+
+  async authenticate(password: string): Promise<Submitter> {
+    const owner = await this.owner(password.trim());
+    if (!owner) throw new SmtpReply(535, '5.7.8 Authentication failed: the password is a project\'s secret key (sk_...)');
+    if (owner.disabled) throw new SmtpReply(535, `5.7.8 Authentication failed: the project is disabled${owner.disabledReason ? `: ${owner.disabledReason}` : ''}`);
+    return { projectId: owner.projectId, key: password.trim(), verifiedSenders: new Set() };
+  }
+
+  async mailFrom(user: Submitter, address: string | null): Promise<void> {
+    const owner = await this.owner(user.key);
+    if (!owner || owner.projectId !== user.projectId || owner.disabled) {
+      throw new SmtpReply(550, '5.7.1 This key no longer sends: it was rotated, or the project is disabled');
+    }
+    const rate = await this.deps.limiter.take(user.projectId);
+    if (!rate.allowed) throw new SmtpReply(451, `4.7.1 Rate limit of ${rate.limit} requests per minute exceeded; try again in ${rate.resetSeconds} s`);
+    if (address === null || user.verifiedSenders.has(address)) return;
+    try {
+      await assertVerifiedSender(this.deps.orm.em.fork(), user.projectId, address);
+    } catch (err) {
+      throw smtpReplyOf(err);
+    }
+    user.verifiedSenders.add(address);
+  }
+
+  async submit(user: Submitter, envelope: { from: string | null; to: string[] }, raw: Buffer): Promise<string[]> {
+    // The client's cid: references stay as they are: the inline parts go out with the same Content-IDs.
+    const parsed = await simpleParser(raw, { keepCidLinks: true, skipHtmlToText: true, skipTextToHtml: true, skipImageLinks: true, skipTextLinks: true });
+    // The From: domain is checked by sendEmails before it writes anything (the envelope's was, at MAIL FROM).
+    const request = sendRequestOf(parsed, envelope);
+    const em = this.deps.orm.em.fork();
+    let claim: IdempotencyClaim | undefined;
+    if (parsed.messageId) {
+      const key = keyOf(parsed.messageId);
+      const earlier = await claimIdempotencyKey(em, user.projectId, key, SMTP_REQUEST, this.deps.idempotencyTtlHours);
+      if (earlier !== null) return this.answerAgain(parsed.messageId, earlier.row);
+      claim = { key, outcomeInTransaction: true };
+    }
+    try {
+      const result = await sendEmails(em, user.projectId, request, this.deps, claim);
+      this.deps.hub.publish({ projectId: user.projectId, contactIds: result.emails.map((e) => e.contact.id), events: result.events });
+      return result.emails.map((e) => e.email);
+    } catch (err) {
+      // Nothing was written: the key is let go, so the client's next attempt runs.
+      if (claim) void releaseUnfinished(em.fork(), user.projectId, claim.key, this.deps.log);
+      throw smtpReplyOf(err);
+    }
+  }
+
+  /** The same message again: the first acceptance's ids, or "wait" while that acceptance is still under way. */
+  private answerAgain(messageId: string, row: KeyRow | undefined): string[] {
+    const kept = row?.response as { emails?: Array<{ email: string }> } | null | undefined;
+    if (row && row.request !== SMTP_REQUEST) throw refuse(`Message-ID ${messageId} was used as an Idempotency-Key by ${row.request}`);
+    if (row?.status_code === 200 && kept?.emails) return kept.emails.map((e) => e.email);
+    const wait = row && row.status_code === null ? claimRetryAfter(row) : 1;
+    throw new SmtpReply(451, `4.3.0 This message (${messageId}) is being accepted on another connection; try again in ${wait} s`);
+  }
+}
