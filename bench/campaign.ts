@@ -15,7 +15,7 @@ import { Client, Connection } from '@temporalio/client';
 import pg from 'pg';
 import { freePort } from '../src/db/embedded-postgres';
 import { ZoneDnsServer } from '../src/dns/zone-server';
-import { createBenchProject, machine, median, memoryOf, request, startServiceProcess } from './service-process';
+import { createBenchProject, machine, median, memoryOf, request, startServiceProcess, verifiedBenchDomain } from './service-process';
 import { embeddedDatabaseUrl } from '../src/db/embedded-postgres';
 import { baselineMessage, rawNodemailerRate, startSinkProcess } from './smtp-sink-process';
 
@@ -56,9 +56,7 @@ async function main(): Promise<void> {
     const project = await createBenchProject(api.port);
     const agent = new http.Agent({ keepAlive: true });
     const auth = { authorization: `Bearer ${project.secretKey}` };
-    const domain = JSON.parse((await request(agent, api.port, 'POST', '/domains', { domain: 'bench.test' }, auth)).body);
-    for (const r of domain.records) dns.add(r.name, 'TXT', r.value);
-    await request(agent, api.port, 'GET', `/domains/${domain.id}/verify`, undefined, auth);
+    await verifiedBenchDomain(agent, api.port, auth, dns);
     await db.query(
       `INSERT INTO contacts (id, project_id, email, subscribed, data)
        SELECT gen_random_uuid(), $1, 'user' || i || '@example.org', true, jsonb_build_object('name', 'User ' || i) FROM generate_series(1, $2) AS i`,

@@ -19,7 +19,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { embeddedDatabaseUrl, freePort } from '../src/db/embedded-postgres';
 import { ZoneDnsServer } from '../src/dns/zone-server';
-import { createBenchProject, machine, median, request, type ServiceProcess, startServiceProcess } from './service-process';
+import { createBenchProject, machine, median, request, type ServiceProcess, startServiceProcess, verifiedBenchDomain } from './service-process';
 import { spawnSmtpSink } from './smtp-sink-process';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
@@ -171,9 +171,7 @@ async function main(): Promise<void> {
   const auth = { authorization: `Bearer ${project.secretKey}` };
   {
     const agent = new http.Agent();
-    const domain = JSON.parse((await request(agent, svc.port, 'POST', '/domains', { domain: 'bench.test' }, auth)).body);
-    for (const r of domain.records) dns.add(r.name, 'TXT', r.value);
-    await request(agent, svc.port, 'GET', `/domains/${domain.id}/verify`, undefined, auth);
+    await verifiedBenchDomain(agent, svc.port, auth, dns);
     agent.destroy();
   }
   /** One statement on its own connection: a connection kept open would die with a killed postmaster. */

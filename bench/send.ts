@@ -12,7 +12,7 @@
  */
 import http from 'node:http';
 import { ZoneDnsServer } from '../src/dns/zone-server';
-import { createBenchProject, machine, median, request, startServiceProcess } from './service-process';
+import { createBenchProject, machine, median, request, startServiceProcess, verifiedBenchDomain } from './service-process';
 import { baselineMessage, rawNodemailerRate, startSinkProcess } from './smtp-sink-process';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
@@ -35,9 +35,7 @@ async function main(): Promise<void> {
     const project = await createBenchProject(service.port);
     const agent = new http.Agent({ keepAlive: true, maxSockets: CONNECTIONS });
     const auth = { authorization: `Bearer ${project.secretKey}` };
-    const domain = JSON.parse((await request(agent, service.port, 'POST', '/domains', { domain: 'bench.test' }, auth)).body);
-    for (const r of domain.records) dns.add(r.name, 'TXT', r.value);
-    await request(agent, service.port, 'GET', `/domains/${domain.id}/verify`, undefined, auth);
+    await verifiedBenchDomain(agent, service.port, auth, dns);
 
     console.log(`POST /v1/send, ${EMAILS} single-recipient requests per run, ${CONNECTIONS} concurrent, SMTP pool ${POOL_SIZE}, ${RUNS} runs`);
     console.log(`machine: ${machine()}`);

@@ -17,7 +17,7 @@ import { createTransport } from 'nodemailer';
 import MailComposer from 'nodemailer/lib/mail-composer';
 import { ZoneDnsServer } from '../src/dns/zone-server';
 import { freePort } from '../src/db/embedded-postgres';
-import { createBenchProject, machine, median, request, startServiceProcess } from './service-process';
+import { createBenchProject, machine, median, request, startServiceProcess, verifiedBenchDomain } from './service-process';
 import { startSinkProcess } from './smtp-sink-process';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
@@ -53,9 +53,7 @@ async function main(): Promise<void> {
     const project = await createBenchProject(service.port);
     const agent = new http.Agent({ keepAlive: true, maxSockets: CONNECTIONS });
     const auth = { authorization: `Bearer ${project.secretKey}` };
-    const domain = JSON.parse((await request(agent, service.port, 'POST', '/domains', { domain: 'bench.test' }, auth)).body);
-    for (const r of domain.records) dns.add(r.name, 'TXT', r.value);
-    await request(agent, service.port, 'GET', `/domains/${domain.id}/verify`, undefined, auth);
+    await verifiedBenchDomain(agent, service.port, auth, dns);
 
     console.log(`SMTP submission and POST /v1/send, ${EMAILS} single-recipient messages each per run, ${CONNECTIONS} connections, ${RUNS} runs`);
     console.log(`machine: ${machine()}`);
