@@ -1,0 +1,78 @@
+/**
+ * What one statement costs on this machine, apart from what it does: sequential `SELECT 1` round trips
+ * to the embedded PostgreSQL over its Unix socket (what the service uses) and over loopback TCP,
+ * with the client's CPU per statement (this process) and the server's (its backend, from /proc).
+ * Then the same statements through MikroORM's `execute`, as the service's `sql()` sends them.
+ *
+ *   npm run bench:pg-roundtrip               # 5 rounds of 5,000 statements each way
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import { startEmbeddedPostgres } from '../src/db/embedded-postgres';
+import { createOrm, sql } from '../src/db/orm';
+import { createLogger } from '../src/log';
+import { machine, median } from './service-process';
+
+const ROUNDS = Number(process.env.BENCH_RUNS ?? 5);
+const STATEMENTS = Number(process.env.BENCH_STATEMENTS ?? 5000);
+const TICK_US = 1e6 / 100; // /proc/<pid>/stat counts CPU in clock ticks of 10 ms
+
+function backendCpuUs(pid: number): number {
+  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * TICK_US;
+}
+
+/** µs of wall time, client CPU and server CPU per statement, for `STATEMENTS` statements run by `one`. */
+async function measure(backendPid: number, one: () => Promise<unknown>) {
+  const cpu0 = process.cpuUsage();
+  const server0 = backendCpuUs(backendPid);
+  const t0 = process.hrtime.bigint();
+  for (let i = 0; i < STATEMENTS; i++) await one();
+  const wall = Number(process.hrtime.bigint() - t0) / 1000 / STATEMENTS;
+  const cpu = process.cpuUsage(cpu0);
+  return { wall, client: (cpu.user + cpu.system) / STATEMENTS, server: (backendCpuUs(backendPid) - server0) / STATEMENTS };
+}
+
+async function main(): Promise<void> {
+  const log = createLogger('warn');
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'postbox-pg-bench-'));
+  const db = await startEmbeddedPostgres({ dataDir, log });
+  const url = new URL(db.url);
+  const socketUrl = db.url;
+  url.search = '';
+  const tcpUrl = url.toString();
+  console.log(`sequential SELECT 1, ${STATEMENTS} per round, ${ROUNDS} rounds; machine: ${machine()}`);
+  try {
+    const rows: Record<string, Array<{ wall: number; client: number; server: number }>> = {};
+    const add = (what: string, r: { wall: number; client: number; server: number }) => (rows[what] ??= []).push(r);
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const [what, connectionString] of [['pg, Unix socket', socketUrl], ['pg, loopback TCP', tcpUrl]]) {
+        const client = new pg.Client({ connectionString });
+        await client.connect();
+        const pid = (await client.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number;
+        add(what, await measure(pid, () => client.query('SELECT 1')));
+        add(`${what}, with a parameter (extended protocol)`, await measure(pid, () => client.query('SELECT $1::int', [1])));
+        await client.end();
+      }
+      const orm = await createOrm(socketUrl, { poolMax: 1, log });
+      const em = orm.em.fork();
+      const pid = (await sql<{ pid: number }>(em, 'SELECT pg_backend_pid() AS pid'))[0].pid;
+      add('MikroORM execute (the service\'s sql()), Unix socket', await measure(pid, () => sql(em, 'SELECT ?::int', [1])));
+      await orm.close();
+    }
+    for (const [what, rs] of Object.entries(rows)) {
+      const m = (f: (r: (typeof rs)[number]) => number) => median(rs.map(f)).toFixed(0).padStart(5);
+      console.log(`${what.padEnd(60)} wall ${m((r) => r.wall)} µs, client CPU ${m((r) => r.client)} µs, server CPU ${m((r) => r.server)} µs per statement`);
+    }
+  } finally {
+    await db.stop();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
