@@ -10,10 +10,8 @@
  * smtp-sink runs as its own process (bench/smtp-sink-process.ts); a DNS server publishing the sender
  * domain's records runs in this one.
  */
-import http from 'node:http';
-import { ZoneDnsServer } from '../src/dns/zone-server';
-import { createBenchProject, machine, median, request, startServiceProcess, verifiedBenchDomain } from './service-process';
-import { baselineMessage, rawNodemailerRate, startSinkProcess } from './smtp-sink-process';
+import { machine, median, request, startSendingBench } from './service-process';
+import { baselineMessage, rawNodemailerRate } from './smtp-sink-process';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const EMAILS = Number(process.env.BENCH_EMAILS ?? 3000);
@@ -23,20 +21,8 @@ const BODY = `<html><body><h1>Hello {{name ?? there}}</h1><p>${'Your weekly summ
 const BASELINE = baselineMessage(BODY, 'Bench <hello@bench.test>', 'Weekly summary for you', (i) => `user ${i}`);
 
 async function main(): Promise<void> {
-  const dns = await new ZoneDnsServer().start();
-  const sink = await startSinkProcess();
-  const service = await startServiceProcess({
-    SMTP_URL: sink.url,
-    DNS_SERVERS: dns.address,
-    RATE_LIMIT_PER_MINUTE: '100000000',
-    SMTP_POOL_SIZE: String(POOL_SIZE),
-  });
+  const { sink, service, agent, auth, stop } = await startSendingBench({ SMTP_POOL_SIZE: String(POOL_SIZE) }, CONNECTIONS);
   try {
-    const project = await createBenchProject(service.port);
-    const agent = new http.Agent({ keepAlive: true, maxSockets: CONNECTIONS });
-    const auth = { authorization: `Bearer ${project.secretKey}` };
-    await verifiedBenchDomain(agent, service.port, auth, dns);
-
     console.log(`POST /v1/send, ${EMAILS} single-recipient requests per run, ${CONNECTIONS} concurrent, SMTP pool ${POOL_SIZE}, ${RUNS} runs`);
     console.log(`machine: ${machine()}`);
     const rows: Array<{ accepted: number; delivered: number; raw: number }> = [];
@@ -80,11 +66,8 @@ async function main(): Promise<void> {
       `median: accepted ${m.accepted.toFixed(0)} req/s, delivered ${m.delivered.toFixed(0)} emails/s, baseline ${m.raw.toFixed(0)} emails/s, ` +
         `delivered ${m.ratio.toFixed(2)}x baseline (median of the runs' ratios; goal: >= 600 req/s accepted, >= 1.2x baseline delivered)`,
     );
-    agent.destroy();
   } finally {
-    await service.stop();
-    await sink.stop();
-    await dns.stop();
+    await stop();
   }
 }
 

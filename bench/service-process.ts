@@ -5,6 +5,8 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { freePort } from '../src/db/embedded-postgres';
+import { ZoneDnsServer } from '../src/dns/zone-server';
+import { type SinkProcess, startSinkProcess } from './smtp-sink-process';
 
 export interface ServiceProcess {
   port: number;
@@ -109,6 +111,43 @@ export async function verifiedBenchDomain(agent: http.Agent, port: number, auth:
   const domain = JSON.parse((await request(agent, port, 'POST', '/domains', { domain: 'bench.test' }, auth)).body);
   for (const r of domain.records) dns.add(r.name, 'TXT', r.value);
   await request(agent, port, 'GET', `/domains/${domain.id}/verify`, undefined, auth);
+}
+
+export interface SendingBench {
+  dns: ZoneDnsServer;
+  sink: SinkProcess;
+  service: ServiceProcess;
+  project: { publicKey: string; secretKey: string; cookie: string; id: string };
+  agent: http.Agent;
+  auth: Record<string, string>;
+  stop(): Promise<void>;
+}
+
+/**
+ * The service as one process delivering to smtp-sink, without a rate limit, and a bench project whose
+ * sender domain bench.test is verified through a DNS server in this process; `agent` keeps up to
+ * `connections` HTTP connections.
+ */
+export async function startSendingBench(env: Record<string, string>, connections: number): Promise<SendingBench> {
+  const dns = await new ZoneDnsServer().start();
+  const sink = await startSinkProcess();
+  const service = await startServiceProcess({ SMTP_URL: sink.url, DNS_SERVERS: dns.address, RATE_LIMIT_PER_MINUTE: '100000000', ...env });
+  const agent = new http.Agent({ keepAlive: true, maxSockets: connections });
+  const stop = async () => {
+    agent.destroy();
+    await service.stop();
+    await sink.stop();
+    await dns.stop();
+  };
+  try {
+    const project = await createBenchProject(service.port);
+    const auth = { authorization: `Bearer ${project.secretKey}` };
+    await verifiedBenchDomain(agent, service.port, auth, dns);
+    return { dns, sink, service, project, agent, auth, stop };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
 }
 
 /** How long `fn` takes, in milliseconds. */

@@ -11,14 +11,11 @@
  * straight to smtp-sink (what the client side costs), and mailparser parsing one submitted message
  * (the one step SMTP adds to what /v1/send does).
  */
-import http from 'node:http';
 import { simpleParser } from 'mailparser';
 import { createTransport } from 'nodemailer';
 import MailComposer from 'nodemailer/lib/mail-composer';
-import { ZoneDnsServer } from '../src/dns/zone-server';
 import { freePort } from '../src/db/embedded-postgres';
-import { createBenchProject, machine, median, request, startServiceProcess, verifiedBenchDomain } from './service-process';
-import { startSinkProcess } from './smtp-sink-process';
+import { machine, median, request, startSendingBench } from './service-process';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const EMAILS = Number(process.env.BENCH_EMAILS ?? 2000);
@@ -40,21 +37,9 @@ async function drive(count: number, send: (i: number) => Promise<unknown>): Prom
 }
 
 async function main(): Promise<void> {
-  const dns = await new ZoneDnsServer().start();
-  const sink = await startSinkProcess();
   const submissionPort = await freePort();
-  const service = await startServiceProcess({
-    SMTP_URL: sink.url,
-    DNS_SERVERS: dns.address,
-    RATE_LIMIT_PER_MINUTE: '100000000',
-    SMTP_SUBMISSION_PORT: String(submissionPort),
-  });
+  const { sink, service, project, agent, auth, stop } = await startSendingBench({ SMTP_SUBMISSION_PORT: String(submissionPort) }, CONNECTIONS);
   try {
-    const project = await createBenchProject(service.port);
-    const agent = new http.Agent({ keepAlive: true, maxSockets: CONNECTIONS });
-    const auth = { authorization: `Bearer ${project.secretKey}` };
-    await verifiedBenchDomain(agent, service.port, auth, dns);
-
     console.log(`SMTP submission and POST /v1/send, ${EMAILS} single-recipient messages each per run, ${CONNECTIONS} connections, ${RUNS} runs`);
     console.log(`machine: ${machine()}`);
     const raw = await new Promise<Buffer>((resolve, reject) =>
@@ -119,11 +104,8 @@ async function main(): Promise<void> {
         `/v1/send accepted ${m((r) => r.httpAccepted).toFixed(0)}/s, delivered ${m((r) => r.httpDelivered).toFixed(0)}/s; ` +
         `SMTP accepted ${m((r) => r.smtpAccepted / r.httpAccepted).toFixed(2)}x /v1/send's (median of the runs' ratios); client alone ${m((r) => r.client).toFixed(0)}/s`,
     );
-    agent.destroy();
   } finally {
-    await service.stop();
-    await sink.stop();
-    await dns.stop();
+    await stop();
   }
 }
 
