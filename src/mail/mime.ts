@@ -109,6 +109,9 @@ function asciiAddress(address: string): string {
   return /^[\x21-\x7e]*$/.test(domain) ? address : `${address.slice(0, at + 1)}${domainToASCII(domain) || domain}`;
 }
 
+/** The shape an address must have to be mailed to or from: local part, @, a dotted domain. */
+export const ADDRESS_SHAPE = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
+
 /** `Name <address>` as a header carries it: the name quoted or encoded, the domain in ASCII. */
 export function mailbox(m: { name: string | null; address: string }): string {
   const address = asciiAddress(m.address);

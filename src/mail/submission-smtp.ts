@@ -4,6 +4,7 @@ import tls from 'node:tls';
 import type { Logger } from 'pino';
 import { SMTPServer, type SMTPServerOptions, type SMTPServerSession } from 'smtp-server';
 import { isLoopback } from '../http/loopback';
+import { ADDRESS_SHAPE } from './mime';
 
 /**
  * An SMTP reply that refuses a command: `responseCode` is the reply code, the message starts with its
@@ -53,8 +54,6 @@ export interface SubmissionListener {
   tlsPort?: number;
   close(): Promise<void>;
 }
-
-const ADDRESS = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
 
 /** Failed AUTHs per client address in a fixed window: past the allowance, AUTH answers 454 until the window ends. */
 class AuthFailures {
@@ -146,7 +145,7 @@ export async function startSubmissionSmtp<S>(opts: SubmissionOptions, handler: S
       if (session.envelope.rcptTo.length >= opts.maxRecipients) {
         return callback(asError(new SmtpReply(452, `4.5.3 Too many recipients: at most ${opts.maxRecipients} per message; send the rest in another message`)));
       }
-      if (!ADDRESS.test(to.address)) return callback(asError(new SmtpReply(553, `5.1.3 ${to.address} is not an email address`)));
+      if (!ADDRESS_SHAPE.test(to.address)) return callback(asError(new SmtpReply(553, `5.1.3 ${to.address} is not an email address`)));
       callback();
     },
     onData(stream, session, callback) {
@@ -186,7 +185,6 @@ export async function startSubmissionSmtp<S>(opts: SubmissionOptions, handler: S
   try {
     const port = await listenOn(false, opts.port);
     const tlsPort = pair && opts.tlsPort !== undefined ? await listenOn(true, opts.tlsPort) : undefined;
-    let watching = false;
     if (opts.tls) {
       const files = opts.tls;
       // Renewals (certbot, cert-manager) replace the files: new connections get the new pair, no restart.
@@ -202,13 +200,12 @@ export async function startSubmissionSmtp<S>(opts: SubmissionOptions, handler: S
       const interval = opts.tlsPollMs ?? 30_000;
       fs.watchFile(files.certFile, { interval, persistent: false }, reload);
       fs.watchFile(files.keyFile, { interval, persistent: false }, reload);
-      watching = true;
     }
     return {
       port,
       tlsPort,
       close: async () => {
-        if (watching && opts.tls) {
+        if (opts.tls) {
           fs.unwatchFile(opts.tls.certFile);
           fs.unwatchFile(opts.tls.keyFile);
         }

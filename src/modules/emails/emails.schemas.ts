@@ -18,8 +18,9 @@ const recipient = z.union([emailSchema, recipientObject]);
 /** `from` as `"a@b.c"`, `"Name <a@b.c>"` or `{ name, email }`; parsed further by the service. */
 const sender = z.union([noBreaks.pipe(z.string().min(3).max(400)), recipientObject]);
 
-// RFC 5322 field names: printable ASCII except the colon.
-const headerName = z.string().regex(/^[\x21-\x39\x3b-\x7e]{1,200}$/, 'Header names are printable ASCII without colons, line breaks or spaces');
+/** RFC 5322 field names: printable ASCII except the colon (custom headers, over HTTP and SMTP). */
+export const HEADER_NAME = /^[\x21-\x39\x3b-\x7e]{1,200}$/;
+const headerName = z.string().regex(HEADER_NAME, 'Header names are printable ASCII without colons, line breaks or spaces');
 const headerValue = z
   .string()
   .max(998)

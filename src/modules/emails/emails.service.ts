@@ -6,6 +6,7 @@ import { sql } from '../../db/orm';
 import { AppError, badRequest } from '../../http/errors';
 import { type IdempotencyClaim, markIdempotentSuccess } from '../../http/idempotency';
 import type { Links } from '../../mail/links';
+import { ADDRESS_SHAPE } from '../../mail/mime';
 import { render, templateVariables } from '../../mail/render';
 import { htmlToText, htmlToTextTemplate } from '../../mail/text';
 import { addTracking, insertBeforeBodyEnd, unsubscribeFooter } from '../../mail/tracking';
@@ -38,8 +39,11 @@ export interface LiteralContent {
   text: string | null;
 }
 
+/** An attachment as /v1/send gives it (base64) or a submitted message carries it (its bytes, already decoded). */
+type SendAttachment = Omit<AttachmentInput, 'content'> & { content: string | Buffer };
+
 /** What /v1/send takes, or a submitted message's own content in place of `subject` and `body`. */
-export type SendRequest = SendInput & { literal?: LiteralContent };
+export type SendRequest = Omit<SendInput, 'attachments'> & { attachments?: SendAttachment[]; literal?: LiteralContent };
 
 /** One recipient's message as it is queued; `html` is null only for a text-only submitted message. */
 export interface ComposedMessage {
@@ -77,7 +81,7 @@ function resolveSender(input: SendRequest, template?: TemplateRow): { email: str
   if (typeof input.from === 'object') return { email: input.from.email, name: input.from.name ?? null };
   const [parsed] = addressparser(input.from, { flatten: true });
   const email = parsed?.address?.trim().toLowerCase();
-  if (!email || !/^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(email)) {
+  if (!email || !ADDRESS_SHAPE.test(email)) {
     throw new AppError(422, 'VALIDATION_ERROR', 'Request validation failed', {
       errors: [{ field: 'from', message: 'from must be an email address, optionally with a name: "Name <a@b.c>"', code: 'invalid_string' }],
     });
@@ -92,11 +96,14 @@ function recipients(to: SendInput['to']): Array<{ email: string; name: string | 
   return list.filter((r) => !seen.has(r.email) && seen.add(r.email));
 }
 
-const decodedSize = (a: AttachmentInput) => Math.floor((a.content.replace(/\s+/g, '').length * 3) / 4);
+/** Each attachment's bytes, decoded once for all the recipients that get it. */
+const decoded = (attachments: SendAttachment[]) =>
+  attachments.map((a) => ({ ...a, content: typeof a.content === 'string' ? Buffer.from(a.content.replace(/\s+/g, ''), 'base64') : a.content }));
+
+const decodedSize = (a: SendAttachment) => (typeof a.content === 'string' ? Math.floor((a.content.replace(/\s+/g, '').length * 3) / 4) : a.content.length);
 
 function checkSizes(input: SendRequest, body: string, limits: SendLimits): void {
-  const attachments = input.attachments ?? [];
-  const attachmentBytes = attachments.reduce((n, a) => n + decodedSize(a), 0);
+  const attachmentBytes = (input.attachments ?? []).reduce((n, a) => n + decodedSize(a), 0);
   if (attachmentBytes > limits.attachmentsMaxBytes) {
     throw tooBig('attachments', `Attachments total ${attachmentBytes} bytes; the limit is ${limits.attachmentsMaxBytes}`);
   }
@@ -248,6 +255,7 @@ export async function sendEmails(
     }
   }
 
+  const attachments = decoded(input.attachments ?? []);
   return em.transactional(async (tx) => {
     await assertWithinBillingLimits(tx, projectId, to.length);
     const emails: SendResult['emails'] = [];
@@ -284,7 +292,7 @@ export async function sendEmails(
         to: { email: contact.email, name: recipient.name },
         message,
       });
-      if (input.attachments?.length) await insertAttachments(tx, emailId, input.attachments);
+      if (attachments.length) await insertAttachments(tx, emailId, attachments);
       emails.push({ contact: { id: contact.id, email: contact.email }, email: emailId });
     }
     await notifyDispatchers(tx, projectId);
@@ -295,7 +303,7 @@ export async function sendEmails(
   });
 }
 
-async function insertAttachments(em: EntityManager, emailId: string, attachments: AttachmentInput[]): Promise<void> {
+async function insertAttachments(em: EntityManager, emailId: string, attachments: ReturnType<typeof decoded>): Promise<void> {
   await sql(
     em,
     `INSERT INTO email_attachments (id, email_id, position, filename, content_type, content_id, disposition, content)
@@ -308,7 +316,7 @@ async function insertAttachments(em: EntityManager, emailId: string, attachments
       attachments.map((a) => a.contentType),
       attachments.map((a) => a.contentId ?? null),
       attachments.map((a) => a.disposition),
-      attachments.map((a) => Buffer.from(a.content.replace(/\s+/g, ''), 'base64')),
+      attachments.map((a) => a.content),
     ],
   );
 }

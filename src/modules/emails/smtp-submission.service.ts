@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import { type AddressObject, type ParsedMail, simpleParser } from 'mailparser';
 import type { Logger } from 'pino';
+import { isUuid } from '../../db/ids';
 import type { Orm } from '../../db/orm';
 import { AppError } from '../../http/errors';
 import { claimIdempotencyKey, claimRetryAfter, type IdempotencyClaim, type KeyRow, releaseUnfinished } from '../../http/idempotency';
@@ -13,7 +14,7 @@ import type { TrackingOverride } from '../accounts/project-settings';
 import { dataMapSchema } from '../contacts/data-map';
 import { assertVerifiedSender } from '../domains/domains.service';
 import type { ActivityHub } from '../events/contact-activity';
-import { STRUCTURAL_HEADERS } from './emails.schemas';
+import { HEADER_NAME, STRUCTURAL_HEADERS } from './emails.schemas';
 import { type SendLimits, type SendRequest, sendEmails } from './emails.service';
 
 /** The idempotency key's request name for a submitted message (HTTP keys say `POST /v1/send`). */
@@ -29,8 +30,6 @@ export const SUBMISSION_HEADERS = {
 
 /** Client headers not carried over: the service sets them, they describe the client's own transport, or steer the service. */
 const DROPPED = /^(received|x-postbox-.*|content-.*|arc-.*|authentication-results|x-google-dkim-signature|x-received|delivered-to)$/i;
-const HEADER_NAME = /^[\x21-\x39\x3b-\x7e]{1,200}$/;
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 interface Submitter {
   projectId: string;
@@ -117,7 +116,7 @@ function sendRequestOf(parsed: ParsedMail, envelope: { from: string | null; to: 
   const [reply] = addresses(parsed.replyTo);
 
   const template = header(parsed, SUBMISSION_HEADERS.template)?.trim();
-  if (template !== undefined && !UUID.test(template)) throw refuse(`X-Postbox-Template must be a template id (UUID), not "${template}"`);
+  if (template !== undefined && !isUuid(template)) throw refuse(`X-Postbox-Template must be a template id (UUID), not "${template}"`);
   const dataHeader = header(parsed, SUBMISSION_HEADERS.data);
   let data: SendRequest['data'];
   if (dataHeader !== undefined) {
@@ -148,7 +147,7 @@ function sendRequestOf(parsed: ParsedMail, envelope: { from: string | null; to: 
       return {
         // The API's rule for filenames: no quotes or line breaks.
         filename: (a.filename ?? `attachment-${i + 1}`).replace(/[\r\n"'\u2028\u2029\u0085]/g, '_').slice(0, 255),
-        content: a.content.toString('base64'),
+        content: a.content,
         contentType: a.contentType || 'application/octet-stream',
         contentId: inline ? a.cid : undefined,
         disposition: inline ? ('inline' as const) : ('attachment' as const),
@@ -242,7 +241,7 @@ export class SmtpSubmission implements SubmissionHandler<Submitter> {
       return result.emails.map((e) => e.email);
     } catch (err) {
       // Nothing was written: the key is let go, so the client's next attempt runs.
-      if (claim) void releaseUnfinished(em.fork(), user.projectId, claim.key, this.deps.log);
+      if (claim) void releaseUnfinished(em, user.projectId, claim.key, this.deps.log);
       throw smtpReplyOf(err);
     }
   }

@@ -3,6 +3,7 @@
  * compiler and the in-memory evaluator start from `resolveFilter`, so they cannot disagree about a
  * field, an operator, a value or a time window.
  */
+import { isUuid } from '../../../db/ids';
 
 export interface Filter {
   field: string;
@@ -210,7 +211,7 @@ export function resolveFilter(f: Filter, where: string, now: number): Resolved {
   if (field.startsWith('segment.')) {
     const operator = allow(f, where, SEGMENT_OPERATORS);
     const segmentId = field.slice(8);
-    if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(segmentId)) throw new ConditionError(`${where}: ${field} names no segment id`);
+    if (!isUuid(segmentId)) throw new ConditionError(`${where}: ${field} names no segment id`);
     return { kind: 'segment', segmentId: segmentId.toLowerCase(), member: operator === 'memberOfSegment' };
   }
   throw new ConditionError(`${where}: unknown field ${field} (email, subscribed, createdAt, updatedAt, data.<path>, event.<name>, email.<activity>, segment.<id>)`);
