@@ -176,7 +176,7 @@ export function createActivities(deps: ActivityDeps) {
       };
     },
 
-    /** Folds the pending count deltas; answers when to fold next (the worker's setting, read afresh each round). */
+    /** Folds the pending count deltas (the activity-counts schedule's interval says when next); answers how many. */
     async foldActivityCounts(): Promise<{ folded: number }> {
       return { folded: await foldActivityCounts(deps.orm.em.fork()) };
     },

@@ -77,12 +77,6 @@ async function countForCampaigns(em: EntityManager, rows: Array<{ campaign_id: s
   for (const [id, n] of per) await sql(em, `UPDATE campaigns SET ${column} = ${column} + ?, updated_at = now() WHERE id = ?`, [n, id]);
 }
 
-function groupBy<T, K>(items: T[], key: (t: T) => K): Map<K, T[]> {
-  const out = new Map<K, T[]>();
-  for (const item of items) out.set(key(item), [...(out.get(key(item)) ?? []), item]);
-  return out;
-}
-
 /** Backoff for a message the server refused with 4xx: base, 2 × base, 4 × base … capped at 1 h. */
 export const retryDelaySeconds = (attempts: number, baseSeconds: number) => Math.min(3600, baseSeconds * 2 ** Math.max(0, attempts - 1));
 
@@ -375,9 +369,7 @@ export class EmailDispatcher {
        WHERE email_id = ANY(?::uuid[]) ORDER BY email_id, position`,
       [batch.map((e) => e.id)],
     );
-    const byEmail = new Map<string, Attachment[]>();
-    for (const r of rows) byEmail.set(r.email_id, [...(byEmail.get(r.email_id) ?? []), r]);
-    return byEmail;
+    return Map.groupBy(rows, (r) => r.email_id);
   }
 
   /**
@@ -473,7 +465,7 @@ export class EmailDispatcher {
     this.deps.metrics?.emailDeliveries.inc({ outcome: 'sent' }, sent.length);
     this.deps.metrics?.emailDeliveries.inc({ outcome: 'retry' }, retry.length);
     this.deps.metrics?.emailDeliveries.inc({ outcome: 'failed' }, failed.length);
-    for (const [projectId, events] of groupBy(recorded, (e) => projectOf.get(e.contactId)!)) {
+    for (const [projectId, events] of Map.groupBy(recorded, (e) => projectOf.get(e.contactId)!)) {
       this.deps.hub?.publish({ projectId, contactIds: [], events });
     }
   }

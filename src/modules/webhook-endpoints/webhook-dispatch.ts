@@ -49,9 +49,7 @@ export class WebhookDispatcher {
     const report = { sent: 0 };
     const { idle } = await this.deps.queue.drain(opts, async () => {
       const rows = await this.claim({ exclude: [...busy.keys()] });
-      const byEndpoint = new Map<string, DeliveryRow[]>();
-      for (const r of rows) byEndpoint.set(r.endpoint_id, [...(byEndpoint.get(r.endpoint_id) ?? []), r]);
-      for (const [endpointId, group] of byEndpoint) {
+      for (const [endpointId, group] of Map.groupBy(rows, (r) => r.endpoint_id)) {
         const sending = this.sendEndpoint(endpointId, group, opts)
           .then((n) => void (report.sent += n))
           .catch((err) => this.deps.log.warn({ err, endpointId }, 'webhook deliveries failed; claims expire and they are tried again'))
