@@ -2,7 +2,7 @@ import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import type { DkimKey } from './dkim';
 import { encodeMessage, type OutgoingMessage } from './mime';
-import { type DeliveryOutcome, Mailer } from './transport';
+import { type DeliveryOutcome, SmtpSessions } from './transport';
 
 /** Encodes, signs and sends one message; says how SMTP answered. */
 export interface MessageSender {
@@ -20,18 +20,19 @@ export interface DeliveryJob {
 
 /** In the calling thread: for MAIL_THREADS=0. The signature still runs on libuv's threadpool. */
 export class InProcessSender implements MessageSender {
-  private readonly mailer: Mailer;
+  private readonly sessions: SmtpSessions;
 
   constructor(smtpUrl: string, maxConnections: number) {
-    this.mailer = new Mailer(smtpUrl, { maxConnections });
+    this.sessions = new SmtpSessions(smtpUrl, maxConnections);
   }
 
   async send(message: OutgoingMessage, dkim?: DkimKey): Promise<DeliveryOutcome> {
-    return this.mailer.send(await encodeMessage(message, dkim));
+    const encoded = await encodeMessage(message, dkim);
+    return this.sessions.send(encoded.envelope, encoded.raw);
   }
 
   async close(): Promise<void> {
-    this.mailer.close();
+    this.sessions.close();
   }
 }
 
