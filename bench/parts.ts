@@ -14,7 +14,7 @@ import { render } from '../src/mail/render';
 import { htmlToText } from '../src/mail/text';
 import { addTracking } from '../src/mail/tracking';
 import { DEFAULT_PROJECT_SETTINGS } from '../src/modules/accounts/project-settings';
-import { composeMessage } from '../src/modules/emails/emails.service';
+import { composeMessage } from '../src/mail/compose';
 import { machine } from './service-process';
 import { startSinkProcess } from './smtp-sink-process';
 

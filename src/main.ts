@@ -126,8 +126,8 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
       const mailer = new Mailer(smtpUrl, { maxConnections: 1 });
       const sender =
         config.MAIL_THREADS > 0
-          ? new DeliveryThreads(smtpUrl, { threads: config.MAIL_THREADS, maxConnections: config.SMTP_POOL_SIZE })
-          : new InProcessSender(smtpUrl, config.SMTP_POOL_SIZE);
+          ? new DeliveryThreads(smtpUrl, { threads: config.MAIL_THREADS, maxConnections: config.SMTP_POOL_SIZE }, links)
+          : new InProcessSender(smtpUrl, config.SMTP_POOL_SIZE, links);
       stops.push(async () => {
         mailer.close();
         await sender.close();
@@ -160,7 +160,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         resolver,
         accountMail: { mailer, publicUrl: config.publicUrl, from: config.systemEmailFrom },
         // DELIVERY_IN_FLIGHT send slots: each holds at most one message handed to SMTP whose outcome is not yet recorded.
-        dispatcher: new EmailDispatcher({ orm, sender, queue, log, hub, links, retryBaseSeconds: config.EMAIL_RETRY_BASE_SECONDS, metrics, concurrency: config.deliveryInFlight }),
+        dispatcher: new EmailDispatcher({ orm, sender, queue, log, hub, retryBaseSeconds: config.EMAIL_RETRY_BASE_SECONDS, metrics, concurrency: config.deliveryInFlight }),
         hub,
         segmentRefreshSeconds: config.SEGMENT_REFRESH_SECONDS,
         campaignBatchSize: config.CAMPAIGN_BATCH_SIZE,

@@ -1,18 +1,26 @@
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
+import { type DraftMessage, finished } from './compose';
 import type { DkimKey } from './dkim';
+import { Links } from './links';
 import { encodeMessage, type OutgoingMessage } from './mime';
 import { type DeliveryOutcome, SmtpSessions } from './transport';
 
-/** Encodes, signs and sends one message; says how SMTP answered. */
+/** How SMTP answered, and the subject the message went out with (a draft's is rendered on the way). */
+export interface Delivery {
+  outcome: DeliveryOutcome;
+  subject: string;
+}
+
+/** Renders a draft, encodes, signs and sends one message; says how SMTP answered. */
 export interface MessageSender {
-  send(message: OutgoingMessage, dkim?: DkimKey): Promise<DeliveryOutcome>;
+  send(message: OutgoingMessage | DraftMessage, dkim?: DkimKey): Promise<Delivery>;
   close(): Promise<void>;
 }
 
 export interface DeliveryJob {
   id: number;
-  message: OutgoingMessage;
+  message: OutgoingMessage | DraftMessage;
   /** The signing key's number in this process; the key itself comes along the first time a thread needs it. */
   keyId?: number;
   key?: DkimKey;
@@ -22,13 +30,18 @@ export interface DeliveryJob {
 export class InProcessSender implements MessageSender {
   private readonly sessions: SmtpSessions;
 
-  constructor(smtpUrl: string, maxConnections: number) {
+  constructor(
+    smtpUrl: string,
+    maxConnections: number,
+    private readonly links: Links,
+  ) {
     this.sessions = new SmtpSessions(smtpUrl, maxConnections);
   }
 
-  async send(message: OutgoingMessage, dkim?: DkimKey): Promise<DeliveryOutcome> {
+  async send(draft: OutgoingMessage | DraftMessage, dkim?: DkimKey): Promise<Delivery> {
+    const message = finished(draft, this.links);
     const encoded = await encodeMessage(message, dkim);
-    return this.sessions.send(encoded.envelope, encoded.raw);
+    return { outcome: await this.sessions.send(encoded.envelope, encoded.raw), subject: message.subject };
   }
 
   async close(): Promise<void> {
@@ -62,9 +75,16 @@ function startThread(workerData: unknown): Worker {
   return new Worker(loader, { eval: true, workerData, resourceLimits: LIMITS });
 }
 
+export interface DeliveryThreadData {
+  smtpUrl: string;
+  maxConnections: number;
+  publicUrl: string;
+  linksKey: Links['key'];
+}
+
 interface Thread {
   worker: Worker;
-  pending: Map<number, (outcome: DeliveryOutcome) => void>;
+  pending: Map<number, (delivery: Delivery) => void>;
   /** Keys this thread already holds: cloning a KeyObject into a thread costs more than encoding the message. */
   keys: Set<number>;
 }
@@ -84,17 +104,20 @@ export class DeliveryThreads implements MessageSender {
   constructor(
     private readonly smtpUrl: string,
     opts: { threads: number; maxConnections: number },
+    /** Drafts are rendered in the threads, with links signed by the same key. */
+    private readonly links: Links,
   ) {
     const n = Math.max(1, Math.min(opts.threads, opts.maxConnections));
     for (let i = 0; i < n; i++) this.spawn(i, Math.floor(opts.maxConnections / n) + (i < opts.maxConnections % n ? 1 : 0));
   }
 
   private spawn(slot: number, maxConnections: number): void {
-    const thread: Thread = { worker: startThread({ smtpUrl: this.smtpUrl, maxConnections }), pending: new Map(), keys: new Set() };
-    thread.worker.on('message', (m: { id: number; outcome: DeliveryOutcome }) => {
+    const workerData: DeliveryThreadData = { smtpUrl: this.smtpUrl, maxConnections, publicUrl: this.links.publicUrl, linksKey: this.links.key };
+    const thread: Thread = { worker: startThread(workerData), pending: new Map(), keys: new Set() };
+    thread.worker.on('message', (m: { id: number } & Delivery) => {
       const done = thread.pending.get(m.id);
       thread.pending.delete(m.id);
-      done?.(m.outcome);
+      done?.({ outcome: m.outcome, subject: m.subject });
     });
     // A thread that dies takes its messages' outcomes with it: they are reported unreachable (so they wait
     // and are sent again), and a new thread takes its place.
@@ -108,11 +131,11 @@ export class DeliveryThreads implements MessageSender {
   }
 
   private fail(thread: Thread, error: string): void {
-    for (const done of thread.pending.values()) done({ kind: 'unreachable', error });
+    for (const done of thread.pending.values()) done({ outcome: { kind: 'unreachable', error }, subject: '' });
     thread.pending.clear();
   }
 
-  send(message: OutgoingMessage, dkim?: DkimKey): Promise<DeliveryOutcome> {
+  send(message: OutgoingMessage | DraftMessage, dkim?: DkimKey): Promise<Delivery> {
     const thread = this.threads.reduce((a, b) => (b.pending.size < a.pending.size ? b : a));
     const id = ++this.seq;
     const job: DeliveryJob = { id, message };

@@ -27,17 +27,6 @@ export const trackingOverrideSchema = z
 
 export type TrackingOverride = z.output<typeof trackingOverrideSchema>;
 
-/** What a message gets: each switch from the most specific level that sets it, else the project's. */
-export function effectiveTracking(
-  settings: ProjectSettings,
-  marketing: boolean,
-  ...overrides: Array<TrackingOverride | null | undefined>
-): { opens: boolean; clicks: boolean } {
-  const scoped = settings.tracking === 'all' || (settings.tracking === 'marketing' && marketing);
-  const pick = (key: 'opens' | 'clicks', project: boolean) => overrides.find((o) => o?.[key] !== undefined)?.[key] ?? (scoped && project);
-  return { opens: pick('opens', settings.trackOpens), clicks: pick('clicks', settings.trackClicks) };
-}
-
 export function withDefaults(stored: unknown): ProjectSettings {
   const parsed = projectSettingsSchema.partial().safeParse(stored ?? {});
   return { ...DEFAULT_PROJECT_SETTINGS, ...(parsed.success ? parsed.data : {}) };

@@ -5,7 +5,8 @@ import type { Links } from '../../mail/links';
 import { projectSettings } from '../accounts/project-settings';
 import { upsertContact } from '../contacts/contacts.service';
 import { assertVerifiedSender } from '../domains/domains.service';
-import { composeMessage, notifyDispatchers, queueEmail } from '../emails/emails.service';
+import { composeMessage } from '../../mail/compose';
+import { notifyDispatchers, queueEmail } from '../emails/emails.service';
 import type { CampaignRow } from './campaigns.service';
 
 /**

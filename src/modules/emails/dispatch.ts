@@ -11,10 +11,10 @@ import type { DeliveryOutcome } from '../../mail/transport';
 import type { ActivityHub } from '../events/contact-activity';
 import { type EventRecord, type EventRow, toEventRecord } from '../events/events.store';
 import { newId } from '../../db/ids';
-import type { Links } from '../../mail/links';
 import type { Metrics } from '../../metrics';
 import { projectSettings, type ProjectSettings, type TrackingOverride } from '../accounts/project-settings';
-import { composeMessage, type EmailType } from './emails.service';
+import type { ComposeInput, DraftMessage } from '../../mail/compose';
+import type { EmailType } from './emails.service';
 
 export interface QueuedEmail {
   id: string;
@@ -62,7 +62,8 @@ export class SmtpUnavailableError extends Error {}
  */
 const CLAIM_SECONDS = 120;
 
-type Rendered = ReturnType<typeof composeMessage>;
+/** A campaign recipient's message, rendered by whoever encodes it. */
+type Draft = DraftMessage['compose'];
 
 /**
  * How long a living process keeps trying to record outcomes SMTP already gave it while the database is
@@ -85,8 +86,6 @@ export interface DispatcherDeps {
   sender: MessageSender;
   queue: QueueSignal;
   log: Logger;
-  /** For mail rendered at send time (campaigns). */
-  links: Links;
   /** Told about every committed event (segments, automations react to them). */
   hub?: ActivityHub;
   batchSize?: number;
@@ -247,7 +246,7 @@ export class EmailDispatcher {
 
   private async deliver(all: QueuedEmail[], report: DrainReport, heartbeat: () => void = () => {}, signal?: AbortSignal): Promise<void> {
     const em = this.deps.orm.em.fork();
-    const { rendered, skipped } = await this.renderAtSendTime(em, all);
+    const { draft, skipped } = await this.renderAtSendTime(em, all);
     if (skipped.size) {
       await sql(em, `UPDATE emails SET status = 'CANCELLED', claimed_until = NULL, last_error = ?, updated_at = now() WHERE id = ANY(?::uuid[]) AND status = 'QUEUED'`, [
         'the contact unsubscribed before this was sent',
@@ -258,11 +257,13 @@ export class EmailDispatcher {
     const attachments = await this.attachmentsOf(em, batch);
     const signing = await this.signingKeysOf(em, batch);
     const outcomes = new Map<string, DeliveryOutcome>();
+    /** Subjects rendered at send time, recorded with the outcome. */
+    const subjects = new Map<string, string>();
     let unreachable: string | undefined;
     let failure: unknown;
     let next = 0;
     const recorder = new OutcomeRecorder(async (done) => {
-      await whileUnreachable(() => this.record(done, outcomes, rendered, report), {
+      await whileUnreachable(() => this.record(done, outcomes, subjects, report), {
         forMs: RECORD_RETRY_MS,
         signal,
         waiting: (err, attempt) => {
@@ -281,7 +282,9 @@ export class EmailDispatcher {
         try {
           if (next >= batch.length || unreachable || failure !== undefined || signal?.aborted) break;
           const email = batch[next++];
-          const outcome = await this.deps.sender.send(this.message(email, attachments.get(email.id) ?? [], rendered.get(email.id)), signing.get(senderOf(email)));
+          const compose = draft(email);
+          const { outcome, subject } = await this.deps.sender.send(this.message(email, attachments.get(email.id) ?? [], compose), signing.get(senderOf(email)));
+          if (compose) subjects.set(email.id, subject);
           if (outcome.kind === 'unreachable') {
             unreachable = outcome.error;
             continue;
@@ -312,14 +315,15 @@ export class EmailDispatcher {
   }
 
   /**
-   * Campaign mail is stored unrendered: each recipient's message is rendered now, with their data as it
-   * is now. A MARKETING recipient who unsubscribed since the audience was fixed is skipped.
+   * Campaign mail is stored unrendered: each recipient's message is rendered as it is sent, with their
+   * data as it is when the batch is claimed, where it is encoded (on a delivery thread, so the rendering
+   * and its garbage stay off this one). A MARKETING recipient who unsubscribed since the audience was
+   * fixed is skipped.
    */
-  private async renderAtSendTime(em: EntityManager, batch: QueuedEmail[]): Promise<{ rendered: Map<string, Rendered>; skipped: Set<string> }> {
-    const out = new Map<string, Rendered>();
+  private async renderAtSendTime(em: EntityManager, batch: QueuedEmail[]): Promise<{ draft: (e: QueuedEmail) => Draft | undefined; skipped: Set<string> }> {
     const skipped = new Set<string>();
     const todo = batch.filter((e) => e.html === null && e.campaign_id);
-    if (todo.length === 0) return { rendered: out, skipped };
+    if (todo.length === 0) return { draft: () => undefined, skipped };
     const campaigns = new Map(
       (
         await sql<{ id: string; subject: string; body: string; type: EmailType; tracking: TrackingOverride | null }>(em, `SELECT id, subject, body, type, tracking FROM campaigns WHERE id = ANY(?::uuid[])`, [
@@ -335,31 +339,26 @@ export class EmailDispatcher {
       ).map((c) => [c.id, c]),
     );
     const settings = new Map<string, ProjectSettings>();
+    for (const projectId of new Set(todo.map((e) => e.project_id))) settings.set(projectId, await projectSettings(em, projectId));
     for (const e of todo) {
-      const campaign = campaigns.get(e.campaign_id!);
-      const contact = contacts.get(e.contact_id);
-      if (!campaign || !contact) continue;
-      if (campaign.type === 'MARKETING' && !contact.subscribed) {
-        skipped.add(e.id);
-        continue;
-      }
-      if (!settings.has(e.project_id)) settings.set(e.project_id, await projectSettings(em, e.project_id));
-      out.set(
-        e.id,
-        composeMessage({
-          emailId: e.id,
-          type: campaign.type,
-          subject: campaign.subject,
-          body: campaign.body,
-          contact,
-          headers: {},
-          settings: settings.get(e.project_id)!,
-          tracking: [campaign.tracking],
-          links: this.deps.links,
-        }),
-      );
+      if (campaigns.get(e.campaign_id!)?.type === 'MARKETING' && contacts.get(e.contact_id)?.subscribed === false) skipped.add(e.id);
     }
-    return { rendered: out, skipped };
+    const draft = (e: QueuedEmail): Draft | undefined => {
+      const campaign = e.html === null && e.campaign_id ? campaigns.get(e.campaign_id) : undefined;
+      const contact = contacts.get(e.contact_id);
+      if (!campaign || !contact) return undefined;
+      return {
+        emailId: e.id,
+        type: campaign.type,
+        subject: campaign.subject,
+        body: campaign.body,
+        contact: { id: contact.id, email: contact.email, data: contact.data },
+        headers: {},
+        settings: settings.get(e.project_id)!,
+        tracking: [campaign.tracking],
+      };
+    };
+    return { draft, skipped };
   }
 
   private async attachmentsOf(em: EntityManager, batch: QueuedEmail[]): Promise<Map<string, Attachment[]>> {
@@ -398,17 +397,12 @@ export class EmailDispatcher {
     return found;
   }
 
-  private message(e: QueuedEmail, attachments: Attachment[], rendered: Rendered | undefined): OutgoingMessage {
-    return {
+  private message(e: QueuedEmail, attachments: Attachment[], compose: Draft | undefined): OutgoingMessage | DraftMessage {
+    const common = {
       messageId: e.message_id,
       from: { name: e.from_name, address: e.from_email },
       to: { name: e.to_name, address: e.to_email },
       replyTo: e.reply_to ?? e.from_email,
-      subject: rendered?.subject ?? e.subject,
-      text: (rendered ? rendered.text : e.text) || null,
-      // Null for a text-only submitted message; campaign mail is rendered (and so has HTML) by now.
-      html: rendered?.html ?? e.html,
-      headers: rendered?.headers ?? e.headers,
       attachments: attachments.map((a) => ({
         filename: a.filename,
         contentType: a.content_type,
@@ -417,13 +411,16 @@ export class EmailDispatcher {
         contentId: a.content_id,
       })),
     };
+    if (compose) return { ...common, compose };
+    // html is null for a text-only submitted message.
+    return { ...common, subject: e.subject, text: e.text || null, html: e.html, headers: e.headers };
   }
 
   /**
    * One transaction for the whole batch, one statement per outcome kind. Only rows still QUEUED change,
    * and `email.sent` is written only for those, so a batch recorded twice records nothing twice.
    */
-  private async record(batch: QueuedEmail[], outcomes: Map<string, DeliveryOutcome>, rendered: Map<string, Rendered>, report: DrainReport): Promise<void> {
+  private async record(batch: QueuedEmail[], outcomes: Map<string, DeliveryOutcome>, subjects: Map<string, string>, report: DrainReport): Promise<void> {
     if (outcomes.size === 0) return;
     const of = <K extends DeliveryOutcome['kind']>(kind: K) =>
       batch.flatMap((e) => {
@@ -435,7 +432,7 @@ export class EmailDispatcher {
     const retry = of('retry');
     const failed = of('failed');
     const write = async (tx: EntityManager): Promise<EventRecord[]> => {
-      const recorded = sent.length ? await this.recordSent(tx, sent, rendered) : [];
+      const recorded = sent.length ? await this.recordSent(tx, sent, subjects) : [];
       if (retry.length) {
         await sql(
           tx,
@@ -477,7 +474,7 @@ export class EmailDispatcher {
   private async recordSent(
     em: EntityManager,
     sent: Array<{ email: QueuedEmail; outcome: Extract<DeliveryOutcome, { kind: 'sent' }> }>,
-    rendered: Map<string, Rendered>,
+    subjects: Map<string, string>,
   ): Promise<EventRecord[]> {
     const rows = await sql<EventRow>(
       em,
@@ -502,7 +499,7 @@ export class EmailDispatcher {
       [
         sent.map((s) => s.email.id),
         sent.map((s) => s.outcome.providerMessageId),
-        sent.map((s) => rendered.get(s.email.id)?.subject ?? null),
+        sent.map((s) => subjects.get(s.email.id) ?? null),
         sent.map(() => newId()),
         sent.map(({ email: e }) => JSON.stringify({ emailId: e.id, messageId: e.message_id, templateId: e.template_id, campaignId: e.campaign_id })),
       ],

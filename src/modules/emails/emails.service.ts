@@ -7,10 +7,10 @@ import { AppError, badRequest } from '../../http/errors';
 import { type IdempotencyClaim, markIdempotentSuccess } from '../../http/idempotency';
 import type { Links } from '../../mail/links';
 import { ADDRESS_SHAPE } from '../../mail/mime';
-import { render, templateVariables } from '../../mail/render';
-import { htmlToText, htmlToTextTemplate } from '../../mail/text';
-import { addTracking, insertBeforeBodyEnd, unsubscribeFooter } from '../../mail/tracking';
-import { effectiveTracking, projectSettings, type ProjectSettings, type TrackingOverride } from '../accounts/project-settings';
+import { htmlToText } from '../../mail/text';
+import { addTracking } from '../../mail/tracking';
+import { type ComposedMessage, type ComposeInput, composeMessage, effectiveTracking } from '../../mail/compose';
+import { projectSettings } from '../accounts/project-settings';
 import { resolveDataMap } from '../contacts/data-map';
 import { upsertContact } from '../contacts/contacts.service';
 import { assertVerifiedSender } from '../domains/domains.service';
@@ -44,14 +44,6 @@ type SendAttachment = Omit<AttachmentInput, 'content'> & { content: string | Buf
 
 /** What /v1/send takes, or a submitted message's own content in place of `subject` and `body`. */
 export type SendRequest = Omit<SendInput, 'attachments'> & { attachments?: SendAttachment[]; literal?: LiteralContent };
-
-/** One recipient's message as it is queued; `html` is null only for a text-only submitted message. */
-export interface ComposedMessage {
-  subject: string;
-  html: string | null;
-  text: string | null;
-  headers: Record<string, string>;
-}
 
 export interface SendResult {
   emails: Array<{ contact: { id: string; email: string }; email: string }>;
@@ -112,48 +104,6 @@ function checkSizes(input: SendRequest, body: string, limits: SendLimits): void 
   if (estimate > limits.messageMaxBytes) {
     throw tooBig('body', `The message would be about ${estimate} bytes; the limit is ${limits.messageMaxBytes}`);
   }
-}
-
-interface ComposeInput {
-  emailId: string;
-  type: EmailType;
-  subject: string;
-  body: string;
-  contact: { id: string; email: string; data: Record<string, unknown> };
-  values?: Record<string, unknown>;
-  headers: Record<string, string>;
-  settings: ProjectSettings;
-  /** Tracking switches of the send, then of the template or campaign (the first that sets one wins). */
-  tracking?: Array<TrackingOverride | null | undefined>;
-  links: Links;
-}
-
-/**
- * One recipient's message: placeholders rendered with their data, the unsubscribe footer and
- * `List-Unsubscribe` pair on MARKETING mail, a text part (the body's text template, converted once,
- * rendered with the same data), then tracking.
- */
-export function composeMessage(c: ComposeInput): ComposedMessage & { html: string } {
-  const contactLinks = c.links.contactLinks(c.contact.id);
-  const vars = templateVariables({ contact: c.contact, values: c.values, links: contactLinks });
-  const marketing = c.type === 'MARKETING';
-  const footer = marketing && c.settings.unsubscribeFooter;
-  let html = render(c.body, vars, 'html');
-  if (footer) html = insertBeforeBodyEnd(html, unsubscribeFooter(contactLinks.unsubscribeUrl));
-  const textTemplate = htmlToTextTemplate(footer ? insertBeforeBodyEnd(c.body, unsubscribeFooter('{{unsubscribeUrl}}')) : c.body);
-  const text = (textTemplate && render(textTemplate, vars, 'text').trim()) || null;
-  html = addTracking(html, c.emailId, c.links, effectiveTracking(c.settings, marketing, ...(c.tracking ?? [])));
-  const headers = { ...c.headers };
-  const callerUnsubscribe = Object.keys(headers).some((h) => h.toLowerCase() === 'list-unsubscribe');
-  if (marketing) {
-    // RFC 8058 one-click: the same URL answers POST List-Unsubscribe=One-Click. A caller's own pair replaces both.
-    if (!callerUnsubscribe) {
-      headers['List-Unsubscribe'] = `<${contactLinks.unsubscribeUrl}>`;
-      headers['List-Unsubscribe-Post'] = 'List-Unsubscribe=One-Click';
-    }
-    if (!Object.keys(headers).some((h) => h.toLowerCase() === 'precedence')) headers.Precedence = 'bulk';
-  }
-  return { subject: render(c.subject, vars, 'text'), html, text, headers };
 }
 
 /** A submitted message for one recipient: as its sender wrote it, with tracking where the settings want it. */

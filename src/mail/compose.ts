@@ -1,0 +1,86 @@
+/**
+ * One recipient's message from a body and subject with placeholders: pure string work, so a delivery
+ * thread can do it for campaign mail as well as the request path for /v1/send.
+ */
+import type { ProjectSettings, TrackingOverride } from '../modules/accounts/project-settings';
+import type { Links } from './links';
+import type { OutgoingMessage } from './mime';
+import { render, templateVariables } from './render';
+import { htmlToTextTemplate } from './text';
+import { addTracking, insertBeforeBodyEnd, unsubscribeFooter } from './tracking';
+
+/** What a message gets: each switch from the most specific level that sets it, else the project's. */
+export function effectiveTracking(
+  settings: ProjectSettings,
+  marketing: boolean,
+  ...overrides: Array<TrackingOverride | null | undefined>
+): { opens: boolean; clicks: boolean } {
+  const scoped = settings.tracking === 'all' || (settings.tracking === 'marketing' && marketing);
+  const pick = (key: 'opens' | 'clicks', project: boolean) => overrides.find((o) => o?.[key] !== undefined)?.[key] ?? (scoped && project);
+  return { opens: pick('opens', settings.trackOpens), clicks: pick('clicks', settings.trackClicks) };
+}
+
+/** One recipient's message as it is queued; `html` is null only for a text-only submitted message. */
+export interface ComposedMessage {
+  subject: string;
+  html: string | null;
+  text: string | null;
+  headers: Record<string, string>;
+}
+
+
+export interface ComposeInput {
+  emailId: string;
+  type: 'TRANSACTIONAL' | 'MARKETING' | 'HEADLESS';
+  subject: string;
+  body: string;
+  contact: { id: string; email: string; data: Record<string, unknown> };
+  values?: Record<string, unknown>;
+  headers: Record<string, string>;
+  settings: ProjectSettings;
+  /** Tracking switches of the send, then of the template or campaign (the first that sets one wins). */
+  tracking?: Array<TrackingOverride | null | undefined>;
+  links: Links;
+}
+
+/**
+ * One recipient's message: placeholders rendered with their data, the unsubscribe footer and
+ * `List-Unsubscribe` pair on MARKETING mail, a text part (the body's text template, converted once,
+ * rendered with the same data), then tracking.
+ */
+export function composeMessage(c: ComposeInput): ComposedMessage & { html: string } {
+  const contactLinks = c.links.contactLinks(c.contact.id);
+  const vars = templateVariables({ contact: c.contact, values: c.values, links: contactLinks });
+  const marketing = c.type === 'MARKETING';
+  const footer = marketing && c.settings.unsubscribeFooter;
+  let html = render(c.body, vars, 'html');
+  if (footer) html = insertBeforeBodyEnd(html, unsubscribeFooter(contactLinks.unsubscribeUrl));
+  const textTemplate = htmlToTextTemplate(footer ? insertBeforeBodyEnd(c.body, unsubscribeFooter('{{unsubscribeUrl}}')) : c.body);
+  const text = (textTemplate && render(textTemplate, vars, 'text').trim()) || null;
+  html = addTracking(html, c.emailId, c.links, effectiveTracking(c.settings, marketing, ...(c.tracking ?? [])));
+  const headers = { ...c.headers };
+  const callerUnsubscribe = Object.keys(headers).some((h) => h.toLowerCase() === 'list-unsubscribe');
+  if (marketing) {
+    // RFC 8058 one-click: the same URL answers POST List-Unsubscribe=One-Click. A caller's own pair replaces both.
+    if (!callerUnsubscribe) {
+      headers['List-Unsubscribe'] = `<${contactLinks.unsubscribeUrl}>`;
+      headers['List-Unsubscribe-Post'] = 'List-Unsubscribe=One-Click';
+    }
+    if (!Object.keys(headers).some((h) => h.toLowerCase() === 'precedence')) headers.Precedence = 'bulk';
+  }
+  return { subject: render(c.subject, vars, 'text'), html, text, headers };
+}
+
+/** Campaign mail handed to delivery unrendered: it is rendered for its recipient where it is encoded, off the thread that claims it. */
+export interface DraftMessage extends Omit<OutgoingMessage, 'subject' | 'text' | 'html' | 'headers'> {
+  compose: Omit<ComposeInput, 'links'>;
+}
+
+export const isDraft = (m: OutgoingMessage | DraftMessage): m is DraftMessage => 'compose' in m;
+
+/** A draft rendered for its recipient; a ready message as it is. */
+export function finished(m: OutgoingMessage | DraftMessage, links: Links): OutgoingMessage {
+  if (!isDraft(m)) return m;
+  const { compose, ...rest } = m;
+  return { ...rest, ...composeMessage({ ...compose, links }) };
+}
