@@ -110,8 +110,9 @@ export class SmtpSessions {
           return classify(err);
         }
         this.drop(session);
-        // A reused session the server had closed, before a byte of the message left: it goes out on a new one.
-        if (reused && !e.responseCode && !body.readableDidRead) continue;
+        // A reused session the server had closed (or was closing: 421), before a byte of the message left:
+        // it goes out on a new one.
+        if (reused && (!e.responseCode || e.responseCode === 421) && !body.readableDidRead) continue;
         return classify(err);
       }
     }

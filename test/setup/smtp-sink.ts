@@ -83,6 +83,11 @@ export class SmtpSink {
     await new Promise<void>((resolve) => server.close(() => resolve()));
   }
 
+  /** Ends every open session from the server's side, as a server whose idle timeout ran out would. */
+  dropSessions(): void {
+    for (const connection of (this.server as unknown as { connections: Set<{ close(): void }> } | undefined)?.connections ?? []) connection.close();
+  }
+
   /** Waits until `n` messages were received in all. */
   async waitFor(n: number, ms = 30_000): Promise<Received[]> {
     const deadline = Date.now() + ms;
