@@ -1,7 +1,8 @@
 /**
  * The ceiling of each part of delivery, measured alone on one core: what one campaign message costs
  * to render, to turn into text, to compose and sign (nodemailer's way and the service's), and what
- * the transport alone reaches sending ready bytes to Postfix's smtp-sink over 8 pooled connections.
+ * the transport alone reaches sending ready bytes to Postfix's smtp-sink over 8 connections (the
+ * service's SmtpSessions, and nodemailer's pooled transport).
  *
  *   npm run bench:parts
  */
@@ -13,6 +14,7 @@ import { encodeMessage, type OutgoingMessage } from '../src/mail/mime';
 import { render } from '../src/mail/render';
 import { htmlToText } from '../src/mail/text';
 import { addTracking } from '../src/mail/tracking';
+import { SmtpSessions } from '../src/mail/transport';
 import { DEFAULT_PROJECT_SETTINGS } from '../src/modules/accounts/project-settings';
 import { composeMessage } from '../src/mail/compose';
 import { machine } from './service-process';
@@ -92,8 +94,10 @@ async function main(): Promise<void> {
 
   const sink = await startSinkProcess();
   const transport = createTransport({ pool: true, host: '127.0.0.1', port: sink.port, maxConnections: 8, maxMessages: Infinity });
+  const sessions = new SmtpSessions(`smtp://127.0.0.1:${sink.port}`, 8);
   const raws = await Promise.all(samples.map((m) => encodeMessage(m, dkim)));
   for (const [label, send] of [
+    ['SmtpSessions (the service): ready bytes, 8 connections', (i: number) => sessions.send(raws[i % 200].envelope, raws[i % 200].raw)],
     ['transport alone: ready bytes ({envelope, raw}), 8 connections', (i: number) => transport.sendMail(raws[i % 200])],
     ['transport: nodemailer composing and signing (PEM), 8 connections', (i: number) => transport.sendMail(nodemailerOptions(samples[i % 200], pem) as never)],
   ] as const) {
@@ -113,6 +117,7 @@ async function main(): Promise<void> {
     row(label, 1e6 / rate);
   }
   transport.close();
+  sessions.close();
   await sink.stop();
 }
 

@@ -28,7 +28,6 @@ export interface ComposedMessage {
   headers: Record<string, string>;
 }
 
-
 export interface ComposeInput {
   emailId: string;
   type: 'TRANSACTIONAL' | 'MARKETING' | 'HEADLESS';
@@ -76,7 +75,7 @@ export interface DraftMessage extends Omit<OutgoingMessage, 'subject' | 'text' |
   compose: Omit<ComposeInput, 'links'>;
 }
 
-export const isDraft = (m: OutgoingMessage | DraftMessage): m is DraftMessage => 'compose' in m;
+const isDraft = (m: OutgoingMessage | DraftMessage): m is DraftMessage => 'compose' in m;
 
 /** A draft rendered for its recipient; a ready message as it is. */
 export function finished(m: OutgoingMessage | DraftMessage, links: Links): OutgoingMessage {
