@@ -4,19 +4,30 @@ import { Links } from '../../src/mail/links';
 import { SmtpSessions } from '../../src/mail/transport';
 import { DEFAULT_PROJECT_SETTINGS } from '../../src/modules/accounts/project-settings';
 import type { OutgoingMessage } from '../../src/mail/mime';
+import { ZoneDnsServer } from '../../src/dns/zone-server';
+import { dkimStatus } from '../setup/dkim';
 import { SmtpSink } from '../setup/smtp-sink';
 
+const pair = crypto.generateKeyPairSync('rsa', { modulusLength: 2048 });
 let smtp: SmtpSink;
+let dns: ZoneDnsServer;
 beforeAll(async () => {
   smtp = await new SmtpSink().start();
+  dns = await new ZoneDnsServer().start();
+  dns.add('pb._domainkey.threads.test', 'TXT', `v=DKIM1; k=rsa; p=${pair.publicKey.export({ type: 'spki', format: 'der' }).toString('base64')}`);
 });
-afterAll(() => smtp.stop());
+afterAll(async () => {
+  await smtp.stop();
+  await dns.stop();
+});
 beforeEach(() => {
   smtp.received.length = 0;
   smtp.reply = () => 'accept';
 });
 
-const key = { domainName: 'threads.test', keySelector: 'pb', privateKey: crypto.generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey };
+const key = { domainName: 'threads.test', keySelector: 'pb', privateKey: pair.privateKey };
+/** Verified as a receiving server does, on the bytes as they arrived over SMTP. */
+const dkimResult = async (raw: Buffer) => (await dkimStatus(raw, dns, 'hello@threads.test')).result;
 const attachment = crypto.randomBytes(3000);
 const links = new Links('https://mail.threads.test', 'threads test secret');
 
@@ -47,6 +58,7 @@ describe.each([
         expect(r.parsed.subject).toBe('Über threads');
         expect(r.raw.toString()).toMatch(/^DKIM-Signature: v=1; a=rsa-sha256; c=relaxed\/relaxed; d=threads\.test;/);
         expect(r.parsed.attachments[0].content.equals(attachment)).toBe(true);
+        expect(await dkimResult(r.raw)).toBe('pass');
       }
     } finally {
       await sender.close();
@@ -83,6 +95,33 @@ describe.each([
       expect(got.raw.toString()).toMatch(/^List-Unsubscribe: <https:\/\/mail\.threads\.test\/unsubscribe\//m);
       const pixel = new RegExp(`/t/o/${emailId}/([^.]+)\\.gif`).exec(got.parsed.html as string)!;
       expect(links.verifyOpen(emailId, pixel[1])).toBe(true);
+      expect(await dkimResult(got.raw)).toBe('pass');
+    } finally {
+      await sender.close();
+    }
+  });
+
+  test('the signature survives the wire: non-ASCII names and subject, long lines, lines starting with a dot, inline images', async () => {
+    const sender = make();
+    try {
+      const shaped: OutgoingMessage = {
+        ...message('yamada@example.org'),
+        from: { name: 'Zoë Ünal', address: 'hello@threads.test' },
+        to: { name: '山田 太郎', address: 'yamada@example.org' },
+        subject: 'Grüße aus Köln — 東京 📬',
+        text: `${'word '.repeat(300)}   \n.starts with a dot\n..two dots\n.\n\n`,
+        html: `<p>${'x'.repeat(2000)}</p>\n.\n<p><img src="cid:logo@threads"></p>   `,
+        headers: { 'X-Entity-Ref-ID': 'ü-ref 42', 'List-Unsubscribe': '<https://mail.threads.test/unsubscribe/' + 'a'.repeat(120) + '>' },
+        attachments: [
+          { filename: 'logo.png', contentType: 'image/png', content: crypto.randomBytes(800), disposition: 'inline', contentId: 'logo@threads' },
+          { filename: 'Übersicht 2026.csv', contentType: 'text/csv', content: Buffer.from('a,b\n1,2\n'), disposition: 'attachment', contentId: null },
+        ],
+      };
+      expect((await sender.send(shaped, key)).outcome.kind).toBe('sent');
+      const [got] = smtp.received;
+      expect(got.parsed.subject).toBe('Grüße aus Köln — 東京 📬');
+      expect(got.parsed.text).toContain('\n.starts with a dot\n..two dots\n');
+      expect(await dkimResult(got.raw)).toBe('pass');
     } finally {
       await sender.close();
     }
