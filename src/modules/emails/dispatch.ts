@@ -13,7 +13,7 @@ import { type EventRecord, type EventRow, toEventRecord } from '../events/events
 import { newId } from '../../db/ids';
 import type { Metrics } from '../../metrics';
 import { projectSettings, type ProjectSettings, type TrackingOverride } from '../accounts/project-settings';
-import type { ComposeInput, DraftMessage } from '../../mail/compose';
+import type { DraftMessage } from '../../mail/compose';
 import type { EmailType } from './emails.service';
 
 export interface QueuedEmail {
@@ -246,7 +246,7 @@ export class EmailDispatcher {
 
   private async deliver(all: QueuedEmail[], report: DrainReport, heartbeat: () => void = () => {}, signal?: AbortSignal): Promise<void> {
     const em = this.deps.orm.em.fork();
-    const { draft, skipped } = await this.renderAtSendTime(em, all);
+    const { draft, skipped } = await this.campaignDrafts(em, all);
     if (skipped.size) {
       await sql(em, `UPDATE emails SET status = 'CANCELLED', claimed_until = NULL, last_error = ?, updated_at = now() WHERE id = ANY(?::uuid[]) AND status = 'QUEUED'`, [
         'the contact unsubscribed before this was sent',
@@ -320,7 +320,7 @@ export class EmailDispatcher {
    * and its garbage stay off this one). A MARKETING recipient who unsubscribed since the audience was
    * fixed is skipped.
    */
-  private async renderAtSendTime(em: EntityManager, batch: QueuedEmail[]): Promise<{ draft: (e: QueuedEmail) => Draft | undefined; skipped: Set<string> }> {
+  private async campaignDrafts(em: EntityManager, batch: QueuedEmail[]): Promise<{ draft: (e: QueuedEmail) => Draft | undefined; skipped: Set<string> }> {
     const skipped = new Set<string>();
     const todo = batch.filter((e) => e.html === null && e.campaign_id);
     if (todo.length === 0) return { draft: () => undefined, skipped };
