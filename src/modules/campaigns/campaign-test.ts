@@ -6,7 +6,7 @@ import { projectSettings } from '../accounts/project-settings';
 import { upsertContact } from '../contacts/contacts.service';
 import { assertVerifiedSender } from '../domains/domains.service';
 import { composeMessage } from '../../mail/compose';
-import { notifyDispatchers, queueEmail } from '../emails/emails.service';
+import { queueEmail } from '../emails/emails.service';
 import type { CampaignRow } from './campaigns.service';
 
 /**
@@ -42,7 +42,6 @@ export async function queueTestSend(em: EntityManager, c: CampaignRow, email: st
       to: { email, name: null },
       message,
     });
-    await notifyDispatchers(tx, c.project_id);
     return { emailId, contactId: upsert.contact.id, events: upsert.events };
   });
 }

@@ -20,7 +20,7 @@ import type { AttachmentInput, SendInput } from './emails.schemas';
 
 export type EmailType = TemplateRow['type'];
 
-/** Dispatchers LISTEN here; sent inside the transaction that queues mail, so they wake when it commits. */
+/** Dispatchers LISTEN here; sent by the statement that queues mail, so they wake when its transaction commits. */
 export const EMAIL_QUEUED_CHANNEL = 'postbox_email_queued';
 
 export interface SendLimits {
@@ -126,16 +126,21 @@ export interface QueuedEmailInput {
 }
 
 /**
- * Stores one rendered email as QUEUED in the caller's transaction; `ON CONFLICT` makes a retried
- * caller with a derived id harmless. The caller NOTIFYs the dispatchers once its transaction is done.
+ * Stores one rendered email as QUEUED in the caller's transaction, and NOTIFYs the dispatchers in the
+ * same statement (delivered when the transaction commits; PostgreSQL sends one notification for all of
+ * a transaction's identical ones, so a 50-recipient send still wakes them once). `ON CONFLICT` makes a
+ * retried caller with a derived id harmless, and then nothing is notified.
  */
 export async function queueEmail(em: EntityManager, e: QueuedEmailInput): Promise<boolean> {
   const domain = e.from.email.slice(e.from.email.lastIndexOf('@') + 1);
   const rows = await sql(
     em,
-    `INSERT INTO emails (id, project_id, contact_id, template_id, type, from_email, from_name, reply_to, to_email, to_name,
-                         subject, html, text, headers, message_id)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?) ON CONFLICT (id) DO NOTHING RETURNING 1`,
+    `WITH queued AS (
+       INSERT INTO emails (id, project_id, contact_id, template_id, type, from_email, from_name, reply_to, to_email, to_name,
+                           subject, html, text, headers, message_id)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?) ON CONFLICT (id) DO NOTHING RETURNING 1
+     )
+     SELECT pg_notify(?, ?) FROM queued`,
     [
       e.id,
       e.projectId,
@@ -152,12 +157,12 @@ export async function queueEmail(em: EntityManager, e: QueuedEmailInput): Promis
       e.message.text,
       JSON.stringify(e.message.headers),
       `<${e.id}@${domain}>`,
+      EMAIL_QUEUED_CHANNEL,
+      e.projectId,
     ],
   );
   return rows.length > 0;
 }
-
-export const notifyDispatchers = (em: EntityManager, projectId: string) => sql(em, `SELECT pg_notify(?, ?)`, [EMAIL_QUEUED_CHANNEL, projectId]);
 
 /**
  * POST /v1/send. Everything that can refuse the request is checked before anything is written; then,
@@ -245,7 +250,6 @@ export async function sendEmails(
       if (attachments.length) await insertAttachments(tx, emailId, attachments);
       emails.push({ contact: { id: contact.id, email: contact.email }, email: emailId });
     }
-    await notifyDispatchers(tx, projectId);
     const timestamp = new Date().toISOString();
     // The key says "done", with the answer, in the transaction that wrote the emails.
     await markIdempotentSuccess(tx, projectId, idempotency, { emails, timestamp });

@@ -12,7 +12,7 @@ import { resolveDataMap } from '../contacts/data-map';
 import { type ContactRow, updateContact, upsertContact } from '../contacts/contacts.service';
 import { assertVerifiedSender } from '../domains/domains.service';
 import { composeMessage } from '../../mail/compose';
-import { notifyDispatchers, queueEmail } from '../emails/emails.service';
+import { queueEmail } from '../emails/emails.service';
 import type { ActivityHub } from '../events/contact-activity';
 import { evaluateCondition } from '../segments/conditions/evaluate';
 import { loadContactFacts, loadSegmentRefs } from '../segments/conditions/facts';
@@ -252,7 +252,6 @@ export class AutomationRuntime {
         to: { email: contact.email, name: null },
         message,
       });
-      await notifyDispatchers(tx, x.project_id);
       return { sent: true, emailId, to: contact.email };
     });
     return out;
