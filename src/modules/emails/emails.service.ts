@@ -88,14 +88,18 @@ function recipients(to: SendInput['to']): Array<{ email: string; name: string | 
   return list.filter((r) => !seen.has(r.email) && seen.add(r.email));
 }
 
+/** Base64 without its whitespace, stripped once: the size check measures it and the send decodes it. */
+const stripped = (attachments: SendAttachment[]): SendAttachment[] =>
+  attachments.map((a) => (typeof a.content === 'string' ? { ...a, content: a.content.replace(/\s+/g, '') } : a));
+
 /** Each attachment's bytes, decoded once for all the recipients that get it. */
 const decoded = (attachments: SendAttachment[]) =>
-  attachments.map((a) => ({ ...a, content: typeof a.content === 'string' ? Buffer.from(a.content.replace(/\s+/g, ''), 'base64') : a.content }));
+  attachments.map((a) => ({ ...a, content: typeof a.content === 'string' ? Buffer.from(a.content, 'base64') : a.content }));
 
-const decodedSize = (a: SendAttachment) => (typeof a.content === 'string' ? Math.floor((a.content.replace(/\s+/g, '').length * 3) / 4) : a.content.length);
+const decodedSize = (a: SendAttachment) => (typeof a.content === 'string' ? Math.floor((a.content.length * 3) / 4) : a.content.length);
 
-function checkSizes(input: SendRequest, body: string, limits: SendLimits): void {
-  const attachmentBytes = (input.attachments ?? []).reduce((n, a) => n + decodedSize(a), 0);
+function checkSizes(attachments: SendAttachment[], body: string, limits: SendLimits): void {
+  const attachmentBytes = attachments.reduce((n, a) => n + decodedSize(a), 0);
   if (attachmentBytes > limits.attachmentsMaxBytes) {
     throw tooBig('attachments', `Attachments total ${attachmentBytes} bytes; the limit is ${limits.attachmentsMaxBytes}`);
   }
@@ -187,7 +191,8 @@ export async function sendEmails(
   const sender = resolveSender(input, template);
   const replyTo = input.reply ?? template?.reply_to ?? sender.email;
   const type: EmailType = template?.type ?? 'TRANSACTIONAL';
-  checkSizes(input, body, deps.limits);
+  const given = stripped(input.attachments ?? []);
+  checkSizes(given, body, deps.limits);
   await assertVerifiedSender(em, projectId, sender.email);
   const settings = await projectSettings(em, projectId);
   const to = recipients(input.to);
@@ -210,7 +215,7 @@ export async function sendEmails(
     }
   }
 
-  const attachments = decoded(input.attachments ?? []);
+  const attachments = decoded(given);
   return em.transactional(async (tx) => {
     await assertWithinBillingLimits(tx, projectId, to.length);
     const emails: SendResult['emails'] = [];
