@@ -27,8 +27,11 @@ export const trackingOverrideSchema = z
 
 export type TrackingOverride = z.output<typeof trackingOverrideSchema>;
 
+// Built once: making the partial schema per call cost more than the query that read the settings.
+const storedSettingsSchema = projectSettingsSchema.partial();
+
 export function withDefaults(stored: unknown): ProjectSettings {
-  const parsed = projectSettingsSchema.partial().safeParse(stored ?? {});
+  const parsed = storedSettingsSchema.safeParse(stored ?? {});
   return { ...DEFAULT_PROJECT_SETTINGS, ...(parsed.success ? parsed.data : {}) };
 }
 

@@ -20,11 +20,17 @@ export function billingPeriod(now = new Date()): { start: Date; end: Date } {
 }
 
 export async function billingLimits(em: EntityManager, projectId: string): Promise<BillingLimits> {
-  const [row] = await sql<{ email_limit: string | null; contact_limit: string | null }>(
-    em,
-    `SELECT email_limit, contact_limit FROM project_billing WHERE project_id = ?`,
-    [projectId],
-  );
+  const [row] = await sql<BillingRow>(em, `SELECT email_limit, contact_limit FROM project_billing WHERE project_id = ?`, [projectId]);
+  return limitsOf(row);
+}
+
+/** `project_billing`'s caps as stored (bigint arrives as text); no row is no caps. */
+export interface BillingRow {
+  email_limit: string | null;
+  contact_limit: string | null;
+}
+
+export function limitsOf(row: BillingRow | undefined): BillingLimits {
   const n = (v: string | null | undefined) => (v === null || v === undefined ? null : Number(v));
   return { emails: n(row?.email_limit), contacts: n(row?.contact_limit) };
 }
@@ -68,9 +74,16 @@ export async function billingConsumption(em: EntityManager, projectId: string) {
  * while it holds more contacts than its contact cap: 403 BILLING_LIMIT_REACHED. Call it inside the
  * transaction that queues them: with a cap set, the project's senders take turns (an advisory lock
  * held to the commit), so concurrent sends cannot pass the cap together. Without caps it costs one
- * primary-key read (and `count`, when a function, is not even called).
+ * primary-key read (and `count`, when a function, is not even called); with `known` caps read just
+ * before (the sending context) that say there are none, not even that. Caps that exist are read again here.
  */
-export async function assertWithinBillingLimits(tx: EntityManager, projectId: string, howMany: number | (() => Promise<number>)): Promise<void> {
+export async function assertWithinBillingLimits(
+  tx: EntityManager,
+  projectId: string,
+  howMany: number | (() => Promise<number>),
+  known?: BillingLimits,
+): Promise<void> {
+  if (known && known.emails === null && known.contacts === null) return;
   const limits = await billingLimits(tx, projectId);
   if (limits.emails === null && limits.contacts === null) return;
   await sql(tx, `SELECT pg_advisory_xact_lock(hashtextextended('billing:' || ?, 0))`, [projectId]);

@@ -2,11 +2,10 @@ import { assertWithinBillingLimits } from '../billing/billing.service';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
 import type { Links } from '../../mail/links';
-import { projectSettings } from '../accounts/project-settings';
 import { upsertContact } from '../contacts/contacts.service';
-import { assertVerifiedSender } from '../domains/domains.service';
 import { composeMessage } from '../../mail/compose';
 import { queueEmail } from '../emails/emails.service';
+import { sendingContext } from '../emails/sending-context';
 import type { CampaignRow } from './campaigns.service';
 
 /**
@@ -14,10 +13,9 @@ import type { CampaignRow } from './campaigns.service';
  * `[Test]`, and queued like any transactional email: it never counts in the campaign's statistics.
  */
 export async function queueTestSend(em: EntityManager, c: CampaignRow, email: string, links: Links) {
-  await assertVerifiedSender(em, c.project_id, c.from_email);
-  const settings = await projectSettings(em, c.project_id);
+  const { settings, limits } = await sendingContext(em, c.project_id, c.from_email);
   return em.transactional(async (tx) => {
-    await assertWithinBillingLimits(tx, c.project_id, 1);
+    await assertWithinBillingLimits(tx, c.project_id, 1, limits);
     const upsert = await upsertContact(tx, c.project_id, { email, defaultSubscribed: false, data: { set: {}, unset: [] } });
     const emailId = newId();
     const message = composeMessage({

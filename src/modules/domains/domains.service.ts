@@ -185,17 +185,23 @@ export async function deleteDomain(em: EntityManager, projectId: string, id: str
  * this refusal carries code INTERNAL_SERVER_ERROR with status 403; clients match on it, so it is kept.
  */
 export async function assertVerifiedSender(em: EntityManager, projectId: string, fromEmail: string): Promise<DomainRow> {
-  const domain = fromEmail.slice(fromEmail.lastIndexOf('@') + 1).toLowerCase();
+  const domain = senderDomainOf(fromEmail);
   const [row] = await sql<DomainRow>(em, `SELECT * FROM domains WHERE project_id = ? AND domain = ?`, [projectId, domain]);
-  if (!row || row.status !== 'verified') {
-    throw new AppError(
-      403,
-      'INTERNAL_SERVER_ERROR',
-      row
-        ? `The sender domain ${domain} is not verified yet; publish its DNS records and check GET /domains/${row.id}/verify`
-        : `The sender domain ${domain} is not registered to this project; add it with POST /domains`,
-      { details: { reason: row ? 'DOMAIN_NOT_VERIFIED' : 'DOMAIN_NOT_REGISTERED', domain } },
-    );
-  }
-  return row;
+  refuseUnverifiedSender(domain, row);
+  return row!;
+}
+
+export const senderDomainOf = (fromEmail: string) => fromEmail.slice(fromEmail.lastIndexOf('@') + 1).toLowerCase();
+
+/** The 403 for a sender domain that is not the project's (`row` absent) or not verified yet. */
+export function refuseUnverifiedSender(domain: string, row: Pick<DomainRow, 'id' | 'status'> | undefined): void {
+  if (row?.status === 'verified') return;
+  throw new AppError(
+    403,
+    'INTERNAL_SERVER_ERROR',
+    row
+      ? `The sender domain ${domain} is not verified yet; publish its DNS records and check GET /domains/${row.id}/verify`
+      : `The sender domain ${domain} is not registered to this project; add it with POST /domains`,
+    { details: { reason: row ? 'DOMAIN_NOT_VERIFIED' : 'DOMAIN_NOT_REGISTERED', domain } },
+  );
 }

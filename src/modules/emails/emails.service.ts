@@ -10,13 +10,12 @@ import { ADDRESS_SHAPE } from '../../mail/mime';
 import { htmlToText } from '../../mail/text';
 import { addTracking } from '../../mail/tracking';
 import { type ComposedMessage, type ComposeInput, composeMessage, effectiveTracking } from '../../mail/compose';
-import { projectSettings } from '../accounts/project-settings';
 import { resolveDataMap } from '../contacts/data-map';
 import { upsertContact } from '../contacts/contacts.service';
-import { assertVerifiedSender } from '../domains/domains.service';
 import type { EventRecord } from '../events/events.store';
 import { getTemplate, type TemplateRow } from '../templates/templates.service';
 import type { AttachmentInput, SendInput } from './emails.schemas';
+import { sendingContext } from './sending-context';
 
 export type EmailType = TemplateRow['type'];
 
@@ -193,8 +192,7 @@ export async function sendEmails(
   const type: EmailType = template?.type ?? 'TRANSACTIONAL';
   const given = stripped(input.attachments ?? []);
   checkSizes(given, body, deps.limits);
-  await assertVerifiedSender(em, projectId, sender.email);
-  const settings = await projectSettings(em, projectId);
+  const { settings, limits } = await sendingContext(em, projectId, sender.email);
   const to = recipients(input.to);
   const resolved = resolveDataMap(input.data);
 
@@ -217,7 +215,7 @@ export async function sendEmails(
 
   const attachments = decoded(given);
   return em.transactional(async (tx) => {
-    await assertWithinBillingLimits(tx, projectId, to.length);
+    await assertWithinBillingLimits(tx, projectId, to.length, limits);
     const emails: SendResult['emails'] = [];
     const events: EventRecord[] = [];
     for (const recipient of to) {

@@ -6,11 +6,10 @@ import { readAfterCommit, sql } from '../../db/orm';
 import type { Links } from '../../mail/links';
 import { render, templateVariables } from '../../mail/render';
 import { AppError } from '../../http/errors';
-import { projectSettings } from '../accounts/project-settings';
 import { assertWithinBillingLimits } from '../billing/billing.service';
 import { resolveDataMap } from '../contacts/data-map';
 import { type ContactRow, updateContact, upsertContact } from '../contacts/contacts.service';
-import { assertVerifiedSender } from '../domains/domains.service';
+import { sendingContext } from '../emails/sending-context';
 import { composeMessage } from '../../mail/compose';
 import { queueEmail } from '../emails/emails.service';
 import type { ActivityHub } from '../events/contact-activity';
@@ -209,15 +208,14 @@ export class AutomationRuntime {
     const [template] = await sql<TemplateRow>(em, `SELECT * FROM templates WHERE project_id = ? AND id = ?`, [x.project_id, config.templateId]);
     if (!template) throw new Error('the template of this step no longer exists');
     const recipient = config.recipient as { type: 'CONTACT' | 'CUSTOM'; customEmail?: string } | undefined;
-    await assertVerifiedSender(em, x.project_id, template.from_email);
-    const settings = await projectSettings(em, x.project_id);
+    const { settings, limits } = await sendingContext(em, x.project_id, template.from_email);
     const emailId = derivedId(x.id, seq, 'email');
     const out = await em.transactional(async (tx) => {
       // The billing lock first, as /v1/send takes it, before any contact row; a retried step whose
       // email is already queued is not counted twice.
       const queued = await sql(tx, `SELECT 1 FROM emails WHERE id = ?`, [emailId]);
       if (!queued.length) {
-        const refusal = await assertWithinBillingLimits(tx, x.project_id, 1).then(
+        const refusal = await assertWithinBillingLimits(tx, x.project_id, 1, limits).then(
           () => undefined,
           (err) => (err instanceof AppError && err.code === 'BILLING_LIMIT_REACHED' ? err.message : Promise.reject(err)),
         );

@@ -1,0 +1,31 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { sql } from '../../db/orm';
+import { type ProjectSettings, withDefaults } from '../accounts/project-settings';
+import { type BillingLimits, type BillingRow, limitsOf } from '../billing/billing.service';
+import { type DomainRow, refuseUnverifiedSender, senderDomainOf } from '../domains/domains.service';
+
+export interface SendingContext {
+  settings: ProjectSettings;
+  /** For `assertWithinBillingLimits(..., known)`: without caps, the send's transaction reads nothing more. */
+  limits: BillingLimits;
+}
+
+/**
+ * What queueing mail from `fromEmail` needs to know about its project, in one statement: the sender
+ * domain must be registered and verified (403 otherwise), the settings shape the message, the billing
+ * caps say whether the send must count usage. Three reads used to be three statements on every send.
+ */
+export async function sendingContext(em: EntityManager, projectId: string, fromEmail: string): Promise<SendingContext> {
+  const domain = senderDomainOf(fromEmail);
+  const [row] = await sql<BillingRow & { settings: unknown; domain_id: string | null; domain_status: DomainRow['status'] | null }>(
+    em,
+    `SELECT p.settings, b.email_limit, b.contact_limit, d.id AS domain_id, d.status AS domain_status
+     FROM projects p
+     LEFT JOIN project_billing b ON b.project_id = p.id
+     LEFT JOIN domains d ON d.project_id = p.id AND d.domain = ?
+     WHERE p.id = ?`,
+    [domain, projectId],
+  );
+  refuseUnverifiedSender(domain, row?.domain_id ? { id: row.domain_id, status: row.domain_status! } : undefined);
+  return { settings: withDefaults(row?.settings), limits: limitsOf(row) };
+}
