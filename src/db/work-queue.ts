@@ -89,8 +89,9 @@ export class QueueSignal {
         opts.heartbeat();
         const since = this.seq;
         if ((await round()) > 0) lastWork = Date.now();
-        // Also polls once a second: work can come due (a retry) without a notification.
-        else await this.wait(Math.min(1000, opts.idleMs - (Date.now() - lastWork)), since, opts.signal);
+        // Also polls once a second: work can come due (a retry) without a notification. A round that took
+        // longer than what was left of idleMs leaves nothing to wait (a negative timeout is a warning).
+        else await this.wait(Math.max(0, Math.min(1000, opts.idleMs - (Date.now() - lastWork))), since, opts.signal);
       }
     } finally {
       this.active--;
