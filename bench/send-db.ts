@@ -1,0 +1,120 @@
+/**
+ * The database part of POST /v1/send alone: the service's own `sendEmails` (sending context, contact
+ * upsert, rendering, the queued email and its NOTIFY, in one transaction) called directly, 32 at a
+ * time, against the embedded PostgreSQL; no HTTP, no delivery. Prints sends/s, PostgreSQL's CPU per
+ * send (all its processes, from /proc) and this process's, and the WAL flushes per send.
+ * `BENCH_DROP` names what to take away for one extra series, to measure its share (a throwaway
+ * database; the service never runs without them): `count-triggers`, `email-search-index`.
+ *
+ *   npm run bench:send-db                   # 5 rounds of 3,000 sends (the first is a warm-up)
+ *   BENCH_DROP=count-triggers npm run bench:send-db
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { startEmbeddedPostgres } from '../src/db/embedded-postgres';
+import { createOrm, migrate, sql } from '../src/db/orm';
+import { createLogger } from '../src/log';
+import { Links } from '../src/mail/links';
+import { createProject, signup } from '../src/modules/accounts/accounts.service';
+import { sendEmails } from '../src/modules/emails/emails.service';
+import { machine, median } from './service-process';
+
+const ROUNDS = Number(process.env.BENCH_RUNS ?? 5);
+const SENDS = Number(process.env.BENCH_EMAILS ?? 3000);
+const CONCURRENCY = Number(process.env.BENCH_CONNECTIONS ?? 32);
+const BODY = `<html><body><h1>Hello {{name ?? there}}</h1><p>${'Your weekly summary. '.repeat(40)}</p><a href="https://example.com/x">Open</a></body></html>`;
+const DROPS: Record<string, string[]> = {
+  'count-triggers': ['DROP TRIGGER emails_counted_insert ON emails', 'DROP TRIGGER contacts_counted_insert ON contacts'],
+  'email-search-index': ['DROP INDEX contacts_email_trgm_idx'],
+};
+
+/** CPU seconds of every PostgreSQL process on the machine (this bench's cluster is the only one running). */
+function postgresCpuSeconds(): number {
+  let ticks = 0;
+  for (const pid of fs.readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+    try {
+      const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+      if (!stat.includes('(postgres)')) continue;
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      ticks += Number(fields[11]) + Number(fields[12]);
+    } catch {
+      // The process ended between the listing and the read.
+    }
+  }
+  return ticks / 100;
+}
+
+async function series(drop: string | undefined) {
+  const log = createLogger('warn');
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'postbox-send-db-'));
+  const db = await startEmbeddedPostgres({ dataDir, log });
+  const orm = await createOrm(db.url, { poolMax: 20, log });
+  try {
+    await migrate(orm, db.url);
+    const em = orm.em.fork();
+    const user = await signup(em, 'bench@example.com', 'bench password');
+    const project = await createProject(em, user.id, 'bench');
+    await sql(
+      em,
+      `INSERT INTO domains (id, project_id, domain, status, verification_token, dkim_selector, dkim_private_key, dkim_public_key, spf_value)
+       VALUES (gen_random_uuid(), ?, 'bench.test', 'verified', '-', 'pb', '-', '-', '-')`,
+      [project.id],
+    );
+    for (const statement of drop ? DROPS[drop] : []) await sql(em, statement);
+    const deps = { links: new Links('https://mail.bench.test', 'bench secret'), limits: { attachmentsMaxBytes: 10e6, messageMaxBytes: 20e6 } };
+    const walFlushes = async () => Number((await sql<{ n: string }>(em, `SELECT sum(fsyncs) AS n FROM pg_stat_io WHERE object = 'wal'`))[0].n);
+    const rows: Array<{ rate: number; postgres: number; client: number; flushes: number }> = [];
+    for (let round = 0; round < ROUNDS; round++) {
+      const flushes0 = await walFlushes();
+      const pg0 = postgresCpuSeconds();
+      const cpu0 = process.cpuUsage();
+      const t0 = Date.now();
+      let next = 0;
+      const worker = async () => {
+        while (next < SENDS) {
+          const i = next++;
+          const input = { to: `user${round}-${i}@example.org`, from: 'Bench <hello@bench.test>', subject: 'Weekly summary for {{name}}', body: BODY, data: { name: `user ${i}` } };
+          await sendEmails(orm.em.fork(), project.id, input, deps);
+        }
+      };
+      await Promise.all(Array.from({ length: CONCURRENCY }, worker));
+      const seconds = (Date.now() - t0) / 1000;
+      const cpu = process.cpuUsage(cpu0);
+      const postgres = postgresCpuSeconds() - pg0;
+      // I/O statistics reach the view when a backend flushes them: force ours, wait out the others'.
+      await sql(em, `SELECT pg_stat_force_next_flush()`);
+      await new Promise((r) => setTimeout(r, 1100));
+      const row = { rate: SENDS / seconds, postgres: (postgres / SENDS) * 1e3, client: (cpu.user + cpu.system) / SENDS / 1e3, flushes: ((await walFlushes()) - flushes0) / SENDS };
+      if (round > 0) rows.push(row);
+      console.log(
+        `${drop ? `without ${drop}` : 'as shipped'}, round ${round}${round === 0 ? ' (warm-up)' : ''}: ${row.rate.toFixed(0)} sends/s, ` +
+          `PostgreSQL ${row.postgres.toFixed(3)} ms CPU/send, this process ${row.client.toFixed(3)} ms CPU/send, ${row.flushes.toFixed(2)} WAL flushes/send`,
+      );
+    }
+    return rows;
+  } finally {
+    await orm.close();
+    await db.stop();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+async function main(): Promise<void> {
+  const drop = process.env.BENCH_DROP;
+  if (drop && !DROPS[drop]) throw new Error(`BENCH_DROP: one of ${Object.keys(DROPS).join(', ')}`);
+  console.log(`sendEmails alone, ${SENDS} single-recipient sends per round, ${CONCURRENCY} concurrent, ${ROUNDS} rounds; machine: ${machine()}`);
+  for (const what of drop ? [undefined, drop] : [undefined]) {
+    const rows = await series(what);
+    const m = (f: (r: (typeof rows)[number]) => number, digits: number) => median(rows.map(f)).toFixed(digits);
+    console.log(
+      `median, ${what ? `without ${what}` : 'as shipped'}: ${m((r) => r.rate, 0)} sends/s, PostgreSQL ${m((r) => r.postgres, 3)} ms CPU/send, ` +
+        `this process ${m((r) => r.client, 3)} ms CPU/send, ${m((r) => r.flushes, 2)} WAL flushes/send`,
+    );
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
