@@ -180,21 +180,21 @@ export async function deleteDomain(em: EntityManager, projectId: string, id: str
   return row;
 }
 
-/**
- * The exact domain of `from` must be registered to the project and verified. The spec's sample for
- * this refusal carries code INTERNAL_SERVER_ERROR with status 403; clients match on it, so it is kept.
- */
+/** The exact domain of `from` must be registered to the project and verified (see refuseUnverifiedSender). */
 export async function assertVerifiedSender(em: EntityManager, projectId: string, fromEmail: string): Promise<DomainRow> {
   const domain = senderDomainOf(fromEmail);
   const [row] = await sql<DomainRow>(em, `SELECT * FROM domains WHERE project_id = ? AND domain = ?`, [projectId, domain]);
   refuseUnverifiedSender(domain, row);
-  return row!;
+  return row;
 }
 
 export const senderDomainOf = (fromEmail: string) => fromEmail.slice(fromEmail.lastIndexOf('@') + 1).toLowerCase();
 
-/** The 403 for a sender domain that is not the project's (`row` absent) or not verified yet. */
-export function refuseUnverifiedSender(domain: string, row: Pick<DomainRow, 'id' | 'status'> | undefined): void {
+/**
+ * The 403 for a sender domain that is not the project's (`row` absent) or not verified yet. The spec's
+ * sample for this refusal carries code INTERNAL_SERVER_ERROR with status 403; clients match on it, so it is kept.
+ */
+export function refuseUnverifiedSender<R extends Pick<DomainRow, 'id' | 'status'>>(domain: string, row: R | undefined): asserts row is R {
   if (row?.status === 'verified') return;
   throw new AppError(
     403,
