@@ -262,7 +262,11 @@ describe('refusals write nothing', () => {
     expect(notFound.status).toBe(404);
     const unverified = await send({ to: 'a@example.org', from: 'a@other.test', subject: 's', body: 'b' });
     expect(unverified.status).toBe(403);
-    expect(unverified.body.error).toMatchObject({ code: 'INTERNAL_SERVER_ERROR', statusCode: 403 });
+    expect(unverified.body.error).toMatchObject({ code: 'INTERNAL_SERVER_ERROR', statusCode: 403, details: { reason: 'DOMAIN_NOT_REGISTERED', domain: 'other.test' } });
+    expect((await svc.api.post('/domains', { domain: 'pending.test' }, key)).status).toBe(201);
+    const pending = await send({ to: 'a@example.org', from: 'a@Pending.test', subject: 's', body: 'b' });
+    expect(pending.status).toBe(403);
+    expect(pending.body.error.details).toMatchObject({ reason: 'DOMAIN_NOT_VERIFIED', domain: 'pending.test' });
 
     const news = (await svc.api.post('/templates', { name: 'n', subject: 's', body: 'b', from: 'news@acme.test', type: 'MARKETING' }, key)).body;
     await svc.api.post('/contacts', { email: 'optout@example.org', subscribed: false }, key);
