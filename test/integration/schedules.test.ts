@@ -28,6 +28,8 @@ test('maintenance and activity-counts are schedules that follow the settings and
   await client.workflow.start('activityCountsWorkflow', { workflowId: 'activity-counts', taskQueue: 'postbox' });
 
   let svc: TestService = await startTestService({ TEMPORAL_ADDRESS: temporal.address, ACTIVITY_FOLD_SECONDS: '30' });
+  let created: Date;
+  let firstFold: string;
   try {
     expect((await client.workflow.getHandle('activity-counts').describe()).status.name).toBe('TERMINATED');
     const maintenance = client.schedule.getHandle('maintenance');
@@ -47,6 +49,9 @@ test('maintenance and activity-counts are schedules that follow the settings and
       expect(run.action.workflow.workflowId).toMatch(new RegExp(`^${handle.scheduleId}-\\d{4}-`));
       expect((await client.workflow.getHandle(run.action.workflow.workflowId).describe()).type).toBe(workflowType);
     }
+    const d = await counts.describe();
+    created = d.info.createdAt;
+    firstFold = d.info.recentActions[0].action.workflow.workflowId;
   } finally {
     await svc.stop();
   }
@@ -55,7 +60,13 @@ test('maintenance and activity-counts are schedules that follow the settings and
   try {
     const d = await client.schedule.getHandle('activity-counts').describe();
     expect(d.spec.intervals).toEqual([{ every: 45_000 }]);
-    expect(d.info.numActionsTaken).toBe(1);
+    // Updated in place, not created again, and not acting at once again: the same creation time, its
+    // first action still first, and any later one at a time of the interval itself (intervals count from
+    // the epoch, so a 30 s one can come due while this test runs).
+    expect(d.info.createdAt).toEqual(created!);
+    const [first, ...later] = d.info.recentActions;
+    expect(first.action.workflow.workflowId).toBe(firstFold!);
+    for (const a of later) expect([30_000, 45_000].some((every) => a.scheduledAt.getTime() % every === 0)).toBe(true);
   } finally {
     await svc.stop();
   }
