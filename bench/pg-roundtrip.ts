@@ -2,7 +2,8 @@
  * What one statement costs on this machine, apart from what it does: sequential `SELECT 1` round trips
  * to the embedded PostgreSQL over its Unix socket (what the service uses) and over loopback TCP,
  * with the client's CPU per statement (this process) and the server's (its backend, from /proc).
- * Then the same statements through MikroORM's `execute`, as the service's `sql()` sends them.
+ * Then the same statements through MikroORM's `execute`, as the service's `sql()` sends them, and a
+ * transaction of one such statement both ways: BEGIN/COMMIT on the pg client, and MikroORM's `transactional`.
  *
  *   npm run bench:pg-roundtrip               # 5 rounds of 5,000 statements each way
  */
@@ -17,7 +18,8 @@ import { machine, median } from './service-process';
 
 const ROUNDS = Number(process.env.BENCH_RUNS ?? 5);
 const STATEMENTS = Number(process.env.BENCH_STATEMENTS ?? 5000);
-const TICK_US = 1e6 / 100; // /proc/<pid>/stat counts CPU in clock ticks of 10 ms
+const TICK_US = 1e6 / 100;
+const TX = 'a transaction of one statement, Unix socket'; // /proc/<pid>/stat counts CPU in clock ticks of 10 ms
 
 function backendCpuUs(pid: number): number {
   const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
@@ -54,17 +56,27 @@ async function main(): Promise<void> {
         const pid = (await client.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number;
         add(what, await measure(pid, () => client.query('SELECT 1')));
         add(`${what}, with a parameter (extended protocol)`, await measure(pid, () => client.query('SELECT $1::int', [1])));
+        if (what === 'pg, Unix socket') {
+          add(`${TX}: pg, BEGIN + statement + COMMIT`, await measure(pid, async () => {
+            await client.query('BEGIN');
+            await client.query('SELECT $1::int', [1]);
+            await client.query('COMMIT');
+          }));
+        }
         await client.end();
       }
       const orm = await createOrm(socketUrl, { poolMax: 1, log });
       const em = orm.em.fork();
       const pid = (await sql<{ pid: number }>(em, 'SELECT pg_backend_pid() AS pid'))[0].pid;
       add('MikroORM execute (the service\'s sql()), Unix socket', await measure(pid, () => sql(em, 'SELECT ?::int', [1])));
+      // What a send's transaction costs apart from its statements: MikroORM's (knex's) transaction machinery.
+      add(`${TX}: MikroORM transactional + sql()`, await measure(pid, () => em.fork().transactional((tx) => sql(tx, 'SELECT ?::int', [1]))));
       await orm.close();
     }
     for (const [what, rs] of Object.entries(rows)) {
       const m = (f: (r: (typeof rs)[number]) => number) => median(rs.map(f)).toFixed(0).padStart(5);
-      console.log(`${what.padEnd(60)} wall ${m((r) => r.wall)} µs, client CPU ${m((r) => r.client)} µs, server CPU ${m((r) => r.server)} µs per statement`);
+      const per = what.startsWith(TX) ? 'transaction' : 'statement';
+      console.log(`${what.padEnd(60)} wall ${m((r) => r.wall)} µs, client CPU ${m((r) => r.client)} µs, server CPU ${m((r) => r.server)} µs per ${per}`);
     }
   } finally {
     await db.stop();
