@@ -14,17 +14,12 @@ import pg from 'pg';
 import { startEmbeddedPostgres } from '../src/db/embedded-postgres';
 import { createOrm, sql } from '../src/db/orm';
 import { createLogger } from '../src/log';
-import { machine, median } from './service-process';
+import { cpuSecondsOf, machine, median } from './service-process';
 
 const ROUNDS = Number(process.env.BENCH_RUNS ?? 5);
 const STATEMENTS = Number(process.env.BENCH_STATEMENTS ?? 5000);
-const TICK_US = 1e6 / 100;
-const TX = 'a transaction of one statement, Unix socket'; // /proc/<pid>/stat counts CPU in clock ticks of 10 ms
-
-function backendCpuUs(pid: number): number {
-  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  return (Number(fields[11]) + Number(fields[12])) * TICK_US;
-}
+const TX = 'a transaction of one statement, Unix socket';
+const backendCpuUs = (pid: number) => cpuSecondsOf(pid) * 1e6;
 
 /** µs of wall time, client CPU and server CPU per statement, for `STATEMENTS` statements run by `one`. */
 async function measure(backendPid: number, one: () => Promise<unknown>) {

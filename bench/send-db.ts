@@ -18,7 +18,7 @@ import { createLogger } from '../src/log';
 import { Links } from '../src/mail/links';
 import { createProject, signup } from '../src/modules/accounts/accounts.service';
 import { sendEmails } from '../src/modules/emails/emails.service';
-import { machine, median } from './service-process';
+import { machine, median, postgresCpuSeconds } from './service-process';
 
 const ROUNDS = Number(process.env.BENCH_RUNS ?? 5);
 const SENDS = Number(process.env.BENCH_EMAILS ?? 3000);
@@ -28,22 +28,6 @@ const DROPS: Record<string, string[]> = {
   'count-triggers': ['DROP TRIGGER emails_counted_insert ON emails', 'DROP TRIGGER contacts_counted_insert ON contacts'],
   'email-search-index': ['DROP INDEX contacts_email_trgm_idx'],
 };
-
-/** CPU seconds of every PostgreSQL process on the machine (this bench's cluster is the only one running). */
-function postgresCpuSeconds(): number {
-  let ticks = 0;
-  for (const pid of fs.readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
-    try {
-      const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-      if (!stat.includes('(postgres)')) continue;
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      ticks += Number(fields[11]) + Number(fields[12]);
-    } catch {
-      // The process ended between the listing and the read.
-    }
-  }
-  return ticks / 100;
-}
 
 async function series(drop: string | undefined) {
   const log = createLogger('warn');

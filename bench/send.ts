@@ -1,7 +1,8 @@
 /**
  * POST /v1/send: requests/s accepted and emails/s delivered to Postfix's smtp-sink, as ratios to the
  * baseline (nodemailer alone, pooled, DKIM with a PEM key, the same message to the same sink)
- * measured in the same run.
+ * measured in the same run, and the CPU each request cost the service and PostgreSQL (from /proc):
+ * steadier than the rates on a shared machine, so the figure to compare two versions by.
  *
  *   npm run bench:send                      # 3 runs of 3,000 emails, 32 concurrent requests
  *   BENCH_RUNS=5 BENCH_EMAILS=5000 BENCH_CONNECTIONS=32 npm run bench:send
@@ -10,7 +11,7 @@
  * smtp-sink runs as its own process (bench/smtp-sink-process.ts); a DNS server publishing the sender
  * domain's records runs in this one.
  */
-import { machine, median, request, startSendingBench } from './service-process';
+import { cpuSecondsOf, machine, median, postgresCpuSeconds, request, startSendingBench } from './service-process';
 import { baselineMessage, rawNodemailerRate } from './smtp-sink-process';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
@@ -25,10 +26,11 @@ async function main(): Promise<void> {
   try {
     console.log(`POST /v1/send, ${EMAILS} single-recipient requests per run, ${CONNECTIONS} concurrent, SMTP pool ${POOL_SIZE}, ${RUNS} runs`);
     console.log(`machine: ${machine()}`);
-    const rows: Array<{ accepted: number; delivered: number; raw: number }> = [];
+    const rows: Array<{ accepted: number; delivered: number; raw: number; service: number; postgres: number }> = [];
     for (let run = 1; run <= RUNS; run++) {
       const raw = await rawNodemailerRate(sink, { count: EMAILS, poolSize: POOL_SIZE, concurrency: POOL_SIZE * 4, message: BASELINE });
       const start = await sink.count();
+      const cpu0 = { service: cpuSecondsOf(service.child.pid!), postgres: postgresCpuSeconds() };
       const t0 = Date.now();
       let next = 0;
       let errors = 0;
@@ -49,11 +51,13 @@ async function main(): Promise<void> {
       const acceptedSeconds = (Date.now() - t0) / 1000;
       await sink.waitFor(start + EMAILS - errors, 600_000);
       const deliveredSeconds = (Date.now() - t0) / 1000;
-      const row = { accepted: EMAILS / acceptedSeconds, delivered: (EMAILS - errors) / deliveredSeconds, raw };
+      // CPU per request, accepted and delivered: the service process (all its threads) and PostgreSQL.
+      const cpu = { service: ((cpuSecondsOf(service.child.pid!) - cpu0.service) / EMAILS) * 1e3, postgres: ((postgresCpuSeconds() - cpu0.postgres) / EMAILS) * 1e3 };
+      const row = { accepted: EMAILS / acceptedSeconds, delivered: (EMAILS - errors) / deliveredSeconds, raw, ...cpu };
       rows.push(row);
       console.log(
         `run ${run}: accepted ${row.accepted.toFixed(0)} req/s, delivered ${row.delivered.toFixed(0)} emails/s (${(row.delivered / raw).toFixed(2)}x baseline), ` +
-          `baseline ${raw.toFixed(0)} emails/s, ${errors} errors`,
+          `baseline ${raw.toFixed(0)} emails/s, ${errors} errors; CPU per request: service ${cpu.service.toFixed(2)} ms, PostgreSQL ${cpu.postgres.toFixed(2)} ms`,
       );
     }
     const m = {
@@ -61,10 +65,13 @@ async function main(): Promise<void> {
       delivered: median(rows.map((r) => r.delivered)),
       raw: median(rows.map((r) => r.raw)),
       ratio: median(rows.map((r) => r.delivered / r.raw)),
+      service: median(rows.map((r) => r.service)),
+      postgres: median(rows.map((r) => r.postgres)),
     };
     console.log(
       `median: accepted ${m.accepted.toFixed(0)} req/s, delivered ${m.delivered.toFixed(0)} emails/s, baseline ${m.raw.toFixed(0)} emails/s, ` +
-        `delivered ${m.ratio.toFixed(2)}x baseline (median of the runs' ratios; goal: >= 600 req/s accepted, >= 1.2x baseline delivered)`,
+        `delivered ${m.ratio.toFixed(2)}x baseline (median of the runs' ratios; goal: >= 600 req/s accepted, >= 1.2x baseline delivered); ` +
+        `CPU per request: service ${m.service.toFixed(2)} ms, PostgreSQL ${m.postgres.toFixed(2)} ms`,
     );
   } finally {
     await stop();

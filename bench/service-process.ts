@@ -170,3 +170,22 @@ export function memoryOf(pid: number): { rssMb: number; peakMb: number } {
   const kb = (field: string) => Number(new RegExp(`${field}:\\s+(\\d+)`).exec(status)?.[1] ?? 0);
   return { rssMb: kb('VmRSS') / 1024, peakMb: kb('VmHWM') / 1024 };
 }
+
+/** CPU seconds a process has used, all its threads (from /proc; Linux counts in ticks of 10 ms). */
+export function cpuSecondsOf(pid: number): number {
+  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+/** CPU seconds of every PostgreSQL process on the machine (a bench's cluster is the only one running). */
+export function postgresCpuSeconds(): number {
+  let seconds = 0;
+  for (const pid of fs.readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+    try {
+      if (fs.readFileSync(`/proc/${pid}/stat`, 'utf8').includes('(postgres)')) seconds += cpuSecondsOf(Number(pid));
+    } catch {
+      // The process ended between the listing and the read.
+    }
+  }
+  return seconds;
+}
