@@ -99,8 +99,8 @@ const sqlTransactions = new WeakMap<EntityManager, pg.PoolClient>();
  * Runs SQL with server-side parameters (`?` placeholders, bound by the driver, never inlined) on the
  * entity manager's connection, inside its transaction when it has one (MikroORM's or `sqlTransaction`'s).
  * Statements are prepared once per connection (named by their text), which halves the cost of the hot
- * paths compared with unnamed statements. `EntityManager.execute` is not used because it formats parameters into the
- * SQL text. Use jsonb_exists() rather than the `?` operator.
+ * paths compared with unnamed statements. `EntityManager.execute` is not used because it formats
+ * parameters into the SQL text. Use jsonb_exists() rather than the `?` operator.
  */
 export async function sql<T = Record<string, unknown>>(em: EntityManager, text: string, params: unknown[] = []): Promise<T[]> {
   const statement = prepare(text);
