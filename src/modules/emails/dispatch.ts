@@ -322,7 +322,8 @@ export class EmailDispatcher {
    */
   private async campaignDrafts(em: EntityManager, batch: QueuedEmail[]): Promise<{ draft: (e: QueuedEmail) => Draft | undefined; skipped: Set<string> }> {
     const skipped = new Set<string>();
-    const todo = batch.filter((e) => e.html === null && e.campaign_id);
+    const unrendered = (e: QueuedEmail) => e.html === null && !!e.campaign_id;
+    const todo = batch.filter(unrendered);
     if (todo.length === 0) return { draft: () => undefined, skipped };
     const campaigns = new Map(
       (
@@ -344,7 +345,7 @@ export class EmailDispatcher {
       if (campaigns.get(e.campaign_id!)?.type === 'MARKETING' && contacts.get(e.contact_id)?.subscribed === false) skipped.add(e.id);
     }
     const draft = (e: QueuedEmail): Draft | undefined => {
-      const campaign = e.html === null && e.campaign_id ? campaigns.get(e.campaign_id) : undefined;
+      const campaign = unrendered(e) ? campaigns.get(e.campaign_id!) : undefined;
       const contact = contacts.get(e.contact_id);
       if (!campaign || !contact) return undefined;
       return {
