@@ -21,7 +21,7 @@ import { SmtpSubmission } from './modules/emails/smtp-submission.service';
 import { ProjectKeyCache } from './modules/accounts/project-keys';
 import { storeCaptured } from './modules/dev-mailbox/dev-mailbox.service';
 import { EmailDispatcher } from './modules/emails/dispatch';
-import { EMAIL_QUEUED_CHANNEL } from './modules/emails/emails.service';
+import { EMAIL_QUEUED_CHANNEL, type LocalEmailQueue } from './modules/emails/emails.service';
 import { QueueSignal } from './db/work-queue';
 import { DeliveryThreads, InProcessSender } from './mail/delivery-threads';
 import { Mailer } from './mail/transport';
@@ -121,6 +121,8 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
 
     // The worker's healthcheck on METRICS_PORT (GET /health), when this process runs one.
     let workerHealth: (() => Promise<void>) | undefined;
+    // The email queue this process's worker drains, told directly of the mail its API queues while it does.
+    let emailQueue: LocalEmailQueue | undefined;
     if (role === 'all' || role === 'worker') {
       // Account mail (verification, password reset) is rare: one connection on the main thread.
       const mailer = new Mailer(smtpUrl, { maxConnections: 1 });
@@ -146,6 +148,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         return queue;
       };
       const queue = await listen(EMAIL_QUEUED_CHANNEL, 'email');
+      emailQueue = queue;
       const automationQueue = await listen(AUTOMATION_OUTBOX_CHANNEL, 'automation');
       const webhookQueue = await listen(WEBHOOK_DELIVERIES_CHANNEL, 'webhook');
       const worker: RunningWorker = await startWorker({
@@ -204,6 +207,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         hub,
         health,
         metrics,
+        emailQueue,
       });
       const server = await listen(app.callback(), { host: config.HOST, port: config.PORT });
       port = server.port;
@@ -227,7 +231,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
       log.info({ url, publicUrl: config.publicUrl }, 'HTTP API listening');
 
       if (config.submission.port !== 0) {
-        submission = await startSubmission(config, log, stops, new SmtpSubmission({ orm, keys, limiter, links, limits: config.sendLimits, hub, idempotencyTtlHours: config.IDEMPOTENCY_TTL_HOURS, log }));
+        submission = await startSubmission(config, log, stops, new SmtpSubmission({ orm, keys, limiter, links, limits: config.sendLimits, queue: emailQueue, hub, idempotencyTtlHours: config.IDEMPOTENCY_TTL_HOURS, log }));
       }
     }
 

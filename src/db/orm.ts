@@ -116,6 +116,9 @@ export async function sql<T = Record<string, unknown>>(em: EntityManager, text: 
   }
 }
 
+/** Whether `em` runs in a transaction (MikroORM's or `sqlTransaction`'s), which someone else commits. */
+export const insideTransaction = (em: EntityManager): boolean => sqlTransactions.has(em) || !!em.getTransactionContext();
+
 /**
  * Runs `fn` in a transaction for code that reaches the database only through `sql()`: BEGIN and COMMIT
  * (ROLLBACK when `fn` throws) on one pooled connection, without MikroORM's and knex's transaction
@@ -124,7 +127,7 @@ export async function sql<T = Record<string, unknown>>(em: EntityManager, text: 
  * transactional): they would run outside the transaction. Inside a transaction already, `fn` joins it.
  */
 export async function sqlTransaction<T>(em: EntityManager, fn: (tx: EntityManager) => Promise<T>): Promise<T> {
-  if (sqlTransactions.has(em) || em.getTransactionContext()) return fn(em);
+  if (insideTransaction(em)) return fn(em);
   const client = pooled(em.getConnection().getKnex());
   const conn = await client.acquireConnection();
   const tx = em.fork();

@@ -41,6 +41,21 @@ export class QueueSignal {
     this.idleListener = listener;
   }
 
+  /** Whether a drain of this process is taking work now. */
+  get draining(): boolean {
+    return this.active > 0;
+  }
+
+  /**
+   * Work this process queued, told after its transaction committed, in place of a NOTIFY: for a writer
+   * that saw `draining` and so sent none. Whichever way it goes it is taken: by the drain still running,
+   * by that drain's last look for what is due (it ends after this commit), or by the dispatchers this
+   * wakes as a notification would.
+   */
+  queuedHere(): void {
+    this.notified();
+  }
+
   /** Counts notifications; a drain reads it before looking for work and passes it to `wait`. */
   get sequence(): number {
     return this.seq;

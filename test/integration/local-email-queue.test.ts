@@ -1,0 +1,126 @@
+/**
+ * How queued mail reaches a dispatcher: by a NOTIFY at commit, or, while a drain of the sending
+ * process runs, by telling that drain after the commit (no NOTIFY: notifying commits are serialized).
+ */
+import pg from 'pg';
+import pino from 'pino';
+import { createOrm, type Orm, sql } from '../../src/db/orm';
+import { QueueSignal } from '../../src/db/work-queue';
+import { Links } from '../../src/mail/links';
+import { createProject, signup } from '../../src/modules/accounts/accounts.service';
+import { EMAIL_QUEUED_CHANNEL, type LocalEmailQueue, sendEmails } from '../../src/modules/emails/emails.service';
+import { createTestDatabase, dbQuery } from '../setup/db';
+import { until } from '../setup/until';
+
+const log = pino({ level: 'silent' });
+let url: string;
+let orm: Orm;
+let projectId: string;
+let listener: pg.Client;
+const notifications: string[] = [];
+
+beforeAll(async () => {
+  url = await createTestDatabase();
+  orm = await createOrm(url, { poolMax: 4, log });
+  const em = orm.em.fork();
+  const user = await signup(em, 'queue@example.com', 'queue test password');
+  projectId = (await createProject(em, user.id, 'queue')).id;
+  await sql(
+    em,
+    `INSERT INTO domains (id, project_id, domain, status, verification_token, dkim_selector, dkim_private_key, dkim_public_key, spf_value)
+     VALUES (gen_random_uuid(), ?, 'queue.test', 'verified', '-', 'pb', '-', '-', '-')`,
+    [projectId],
+  );
+  listener = new pg.Client({ connectionString: url });
+  await listener.connect();
+  listener.on('notification', (n) => notifications.push(n.payload ?? ''));
+  await listener.query(`LISTEN ${EMAIL_QUEUED_CHANNEL}`);
+});
+afterAll(async () => {
+  await listener.end();
+  await orm.close(true);
+});
+beforeEach(() => {
+  notifications.length = 0;
+});
+
+const deps = { links: new Links('https://mail.queue.test', 'queue test secret'), limits: { attachmentsMaxBytes: 1e6, messageMaxBytes: 2e6 } };
+const input = (to: string) => ({ to, from: 'hello@queue.test', subject: 'Queued', body: '<p>hi</p>' });
+const queuedCount = async () => Number((await dbQuery<{ n: string }>(url, `SELECT count(*) AS n FROM emails WHERE status = 'QUEUED'`))[0].n);
+/** A NOTIFY is delivered at once after its commit; a round trip on the listener's own connection lets it arrive. */
+const settle = () => listener.query('SELECT 1');
+
+/** A local queue whose drain is running (or not), recording what the email queue saw when it was told. */
+function localQueue(draining: boolean) {
+  const told: number[] = [];
+  const queue: LocalEmailQueue = { draining, queuedHere: () => void queuedCount().then((n) => told.push(n)) };
+  return { queue, told };
+}
+
+test('while a drain of this process runs, a send commits without a NOTIFY and tells it after the commit', async () => {
+  const before = await queuedCount();
+  const { queue, told } = localQueue(true);
+  await sendEmails(orm.em.fork(), projectId, input('a@example.org'), { ...deps, queue });
+  await until(async () => (told.length ? true : undefined));
+  // Told once, when the email was already visible to every other connection.
+  expect(told).toEqual([before + 1]);
+  await settle();
+  expect(notifications).toEqual([]);
+});
+
+test('without a running drain here, the transaction NOTIFYs the dispatchers and nothing is told', async () => {
+  const { queue, told } = localQueue(false);
+  await sendEmails(orm.em.fork(), projectId, input('b@example.org'), { ...deps, queue });
+  await until(async () => (notifications.length ? true : undefined));
+  expect(notifications).toEqual([projectId]);
+  expect(told).toEqual([]);
+});
+
+test("inside a caller's transaction the NOTIFY stays in it: the commit is the caller's", async () => {
+  const { queue, told } = localQueue(true);
+  await orm.em.fork().transactional(async (tx) => {
+    await sendEmails(tx, projectId, input('c@example.org'), { ...deps, queue });
+    await settle();
+    expect(notifications).toEqual([]);
+  });
+  await until(async () => (notifications.length ? true : undefined));
+  expect(notifications).toEqual([projectId]);
+  expect(told).toEqual([]);
+});
+
+describe('QueueSignal told of work queued here', () => {
+  let signal: QueueSignal;
+  beforeAll(async () => {
+    signal = new QueueSignal(url, 'local_queue_probe', log);
+    await signal.start();
+  });
+  afterAll(() => signal.stop());
+
+  test('wakes a drain waiting for work, or else the sleeping dispatchers', async () => {
+    const idle: number[] = [];
+    signal.onIdleNotification(() => idle.push(signal.sequence));
+    expect(signal.draining).toBe(false);
+    signal.queuedHere();
+    expect(idle).toHaveLength(1);
+
+    const stop = new AbortController();
+    let rounds = 0;
+    const drained = signal.drain({ idleMs: 120_000, maxMs: 120_000, heartbeat: () => {}, signal: stop.signal }, async () => {
+      rounds++;
+      expect(signal.draining).toBe(true);
+      // The drain then waits for work (it polls only once a second); told of some, it looks again at once.
+      if (rounds === 1) setImmediate(() => signal.queuedHere());
+      if (rounds === 2) stop.abort();
+      return 0;
+    });
+    // Its own wait: 60 s unless told, so this resolves only by the telling.
+    const since = signal.sequence;
+    const told = signal.wait(60_000, since);
+    await Promise.all([drained, told]);
+    expect(rounds).toBe(2);
+    expect(signal.sequence).toBe(since + 1);
+    // Told while a drain ran: the dispatchers asleep elsewhere were not woken for it.
+    expect(idle).toHaveLength(1);
+    expect(signal.draining).toBe(false);
+  });
+});
