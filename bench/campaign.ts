@@ -17,13 +17,14 @@ import { freePort } from '../src/db/embedded-postgres';
 import { ZoneDnsServer } from '../src/dns/zone-server';
 import { createBenchProject, machine, median, memoryOf, request, startServiceProcess, verifiedBenchDomain } from './service-process';
 import { embeddedDatabaseUrl } from '../src/db/embedded-postgres';
-import { baselineMessage, rawNodemailerRate, startSinkProcess } from './smtp-sink-process';
+import { rawNodemailerRate, referenceNode, startSinkProcess } from './smtp-sink-process';
 
 const RECIPIENTS = Number(process.env.BENCH_RECIPIENTS ?? 100_000);
 const RUNS = Number(process.env.BENCH_RUNS ?? 1);
 const POOL_SIZE = Number(process.env.SMTP_POOL_SIZE ?? 8);
 const BODY = `<html><body><h1>Hello {{name ?? there}}</h1><p>${'This month in review. '.repeat(40)}</p><a href="https://example.com/x">Read</a></body></html>`;
-const BASELINE = baselineMessage(BODY, 'News <news@bench.test>', 'News for you', (i) => `User ${i}`);
+const BASELINE = { body: BODY, namePrefix: 'User ', from: 'News <news@bench.test>', subject: 'News for you' };
+const REFERENCE = referenceNode();
 
 async function main(): Promise<void> {
   const dns = await new ZoneDnsServer().start();
@@ -65,10 +66,12 @@ async function main(): Promise<void> {
     await db.query('ANALYZE contacts');
 
     console.log(`campaign to ${RECIPIENTS} recipients, SMTP pool ${POOL_SIZE}, ${RUNS} run(s)`);
-    console.log(`machine: ${machine()}`);
-    const rows: Array<{ rate: number; raw: number; history: number }> = [];
+    console.log(`machine: ${machine()}${REFERENCE ? `; the baseline also runs on ${REFERENCE.path} (${REFERENCE.version}), the issue's reference` : ''}`);
+    const rows: Array<{ rate: number; raw: number; reference?: number; history: number }> = [];
     for (let run = 1; run <= RUNS; run++) {
-      const raw = await rawNodemailerRate(sink, { count: Math.min(RECIPIENTS, 20_000), poolSize: POOL_SIZE, concurrency: 16, message: BASELINE });
+      const baseline = { count: Math.min(RECIPIENTS, 20_000), poolSize: POOL_SIZE, concurrency: 16, spec: BASELINE };
+      const raw = await rawNodemailerRate(sink, baseline);
+      const reference = REFERENCE ? await rawNodemailerRate(sink, { ...baseline, node: REFERENCE.path }) : undefined;
       const c = JSON.parse(
         (
           await request(agent, api.port, 'POST', '/campaigns', { name: `Bench ${run}`, subject: 'News for {{name}}', body: BODY, from: 'news@bench.test', fromName: 'News', audienceType: 'ALL' }, auth)
@@ -87,15 +90,18 @@ async function main(): Promise<void> {
       }
       const description = await temporal.workflow.getHandle(`campaign-send:${c.id}`).describe();
       const history = description.historyLength;
-      rows.push({ rate, raw, history });
+      rows.push({ rate, raw, reference, history });
       console.log(
         `run ${run}: ${rate.toFixed(0)} emails/s end to end, baseline ${raw.toFixed(0)} emails/s (${(rate / raw).toFixed(2)}x baseline), ` +
+          (reference ? `on ${REFERENCE!.version} ${reference.toFixed(0)} emails/s (${(rate / reference).toFixed(2)}x), ` : '') +
           `worker peak RSS ${peakMb.toFixed(0)} MB, last workflow run's history ${history} events`,
       );
     }
     const m = { rate: median(rows.map((r) => r.rate)), raw: median(rows.map((r) => r.raw)), ratio: median(rows.map((r) => r.rate / r.raw)) };
+    const referenceRatio = REFERENCE ? median(rows.map((r) => r.rate / r.reference!)) : undefined;
     console.log(
-      `median: ${m.rate.toFixed(0)} emails/s, baseline ${m.raw.toFixed(0)} emails/s, ${m.ratio.toFixed(2)}x baseline (median of the runs' ratios), ` +
+      `median: ${m.rate.toFixed(0)} emails/s, baseline ${m.raw.toFixed(0)} emails/s, ${m.ratio.toFixed(2)}x baseline` +
+        `${referenceRatio ? ` and ${referenceRatio.toFixed(2)}x the baseline on ${REFERENCE!.version}` : ''} (medians of the runs' ratios), ` +
         `worker peak RSS ${peakMb.toFixed(0)} MB (goal: >= 2.2x baseline, worker < 400 MB)`,
     );
     agent.destroy();

@@ -5,10 +5,11 @@
  * them. And the baseline every delivery figure is a ratio to: nodemailer alone, sending the same
  * message to the same sink in the same run.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
+import path from 'node:path';
 import { createTransport } from 'nodemailer';
 import { freePort } from '../src/db/embedded-postgres';
 import { render } from '../src/mail/render';
@@ -67,45 +68,93 @@ export async function startSinkProcess(): Promise<SinkProcess> {
   };
 }
 
-export interface BaselineMessage {
+/** The baseline's message, as plain data, so that a reference run on another Node sends the very same. */
+export interface BaselineSpec {
+  /** The body template, rendered with `{ name: namePrefix + i }` for the i-th message. */
+  body: string;
+  namePrefix: string;
   from: string;
   subject: string;
-  html: (i: number) => string;
-  text: (i: number) => string;
-}
-
-/**
- * The message a bench's service sends, for the baseline: `body` rendered with `{ name: name(i) }`,
- * its text part made as the service makes it (the body's text template, rendered the same way).
- */
-export function baselineMessage(body: string, from: string, subject: string, name: (i: number) => string): BaselineMessage {
-  const text = htmlToTextTemplate(body) ?? '';
-  return { from, subject, html: (i) => render(body, { name: name(i) }, 'html'), text: (i) => render(text, { name: name(i) }, 'text') };
 }
 
 /**
  * The fixed reference: nodemailer's pooled transport signing with its own DKIM, the key given as a PEM
- * string, 8 connections (`poolSize`), the same message the service sends, to the same sink: emails/s.
+ * string, `poolSize` connections, the message the service sends (its text part made as the service
+ * makes it), to the sink on `port`. `prepare` builds all that; `run` sends `count` messages, `concurrency`
+ * at a time, and resolves when the sink has accepted the last one.
  */
-export async function rawNodemailerRate(sink: SinkProcess, opts: { count: number; poolSize: number; concurrency: number; message: BaselineMessage }): Promise<number> {
+export function baselineSender(port: number, opts: { count: number; poolSize: number; concurrency: number; spec: BaselineSpec }) {
+  const { body, namePrefix, from, subject } = opts.spec;
+  const text = htmlToTextTemplate(body) ?? '';
   const dkim = {
     domainName: 'bench.test',
     keySelector: 'raw',
     privateKey: crypto.generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(),
   };
-  const transport = createTransport({ pool: true, host: '127.0.0.1', port: sink.port, maxConnections: opts.poolSize, maxMessages: Infinity });
-  const start = await sink.count();
-  const t0 = Date.now();
-  let next = 0;
-  const worker = async () => {
-    while (next < opts.count) {
-      const i = next++;
-      const { from, subject } = opts.message;
-      await transport.sendMail({ from, to: `raw${i}@example.org`, subject, html: opts.message.html(i), text: opts.message.text(i), dkim });
-    }
+  const transport = createTransport({ pool: true, host: '127.0.0.1', port, maxConnections: opts.poolSize, maxMessages: Infinity });
+  return {
+    async run(): Promise<void> {
+      let next = 0;
+      const worker = async () => {
+        while (next < opts.count) {
+          const i = next++;
+          const values = { name: `${namePrefix}${i}` };
+          await transport.sendMail({ from, to: `raw${i}@example.org`, subject, html: render(body, values, 'html'), text: render(text, values, 'text'), dkim });
+        }
+      };
+      await Promise.all(Array.from({ length: opts.concurrency }, worker));
+    },
+    close: () => transport.close(),
   };
-  await Promise.all(Array.from({ length: opts.concurrency }, worker));
+}
+
+/**
+ * The baseline's rate in emails/s, received by `sink`. With `node`, it runs on that Node binary (see
+ * `referenceNode`) in a process of its own, timed from when it is ready to send.
+ */
+export async function rawNodemailerRate(
+  sink: SinkProcess,
+  opts: { count: number; poolSize: number; concurrency: number; spec: BaselineSpec; node?: string },
+): Promise<number> {
+  const start = await sink.count();
+  if (!opts.node) {
+    const sender = baselineSender(sink.port, opts);
+    const t0 = Date.now();
+    await sender.run();
+    await sink.waitFor(start + opts.count, 600_000);
+    sender.close();
+    return opts.count / ((Date.now() - t0) / 1000);
+  }
+  const { node, ...rest } = opts;
+  const child = spawn(node, [path.join(__dirname, 'reference-sender.js'), JSON.stringify({ port: sink.port, ...rest })], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+  await new Promise<void>((resolve, reject) => {
+    child.stdout!.once('data', () => resolve());
+    void exited.then((code) => reject(new Error(`the reference sender on ${node} exited (${code}) before it was ready`)));
+  });
+  const t0 = Date.now();
+  child.stdin!.end('go\n');
   await sink.waitFor(start + opts.count, 600_000);
-  transport.close();
-  return opts.count / ((Date.now() - t0) / 1000);
+  const rate = opts.count / ((Date.now() - t0) / 1000);
+  if ((await exited) !== 0) throw new Error(`the reference sender on ${node} failed`);
+  return rate;
+}
+
+/**
+ * An older Node to run the baseline on as well: the issue measured its baseline on the machine's Node
+ * 20, where nodemailer's PEM path is much slower than on the service's Node 24 (OpenSSL 3.5), so the
+ * same-run baseline moved with the runtime. BENCH_REFERENCE_NODE names the binary (`off`: none);
+ * unset, the first `node` on PATH outside node_modules whose major version is older than this one.
+ */
+export function referenceNode(): { path: string; version: string } | undefined {
+  const given = process.env.BENCH_REFERENCE_NODE;
+  if (given === 'off') return undefined;
+  const major = (v: string) => Number(/^v(\d+)/.exec(v)?.[1] ?? 0);
+  const candidates = given ? [given] : (process.env.PATH ?? '').split(path.delimiter).filter((d) => d && !d.includes('node_modules')).map((d) => path.join(d, 'node'));
+  for (const candidate of candidates) {
+    if (!fs.existsSync(candidate)) continue;
+    const version = execFileSync(candidate, ['--version']).toString().trim();
+    if (given || major(version) < major(process.version)) return { path: candidate, version };
+  }
+  return undefined;
 }
