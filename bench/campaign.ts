@@ -15,7 +15,7 @@ import { Client, Connection } from '@temporalio/client';
 import pg from 'pg';
 import { freePort } from '../src/db/embedded-postgres';
 import { ZoneDnsServer } from '../src/dns/zone-server';
-import { createBenchProject, machine, median, memoryOf, request, startServiceProcess, verifiedBenchDomain } from './service-process';
+import { cpuSecondsOf, createBenchProject, machine, median, memoryOf, postgresCpuSeconds, request, startServiceProcess, verifiedBenchDomain } from './service-process';
 import { embeddedDatabaseUrl } from '../src/db/embedded-postgres';
 import { rawNodemailerRate, referenceNode, startSinkProcess } from './smtp-sink-process';
 
@@ -67,7 +67,7 @@ async function main(): Promise<void> {
 
     console.log(`campaign to ${RECIPIENTS} recipients, SMTP pool ${POOL_SIZE}, ${RUNS} run(s)`);
     console.log(`machine: ${machine()}${REFERENCE ? `; the baseline also runs on ${REFERENCE.path} (${REFERENCE.version}), the issue's reference` : ''}`);
-    const rows: Array<{ rate: number; raw: number; reference?: number; history: number }> = [];
+    const rows: Array<{ rate: number; raw: number; reference?: number; history: number; worker: number; postgres: number }> = [];
     for (let run = 1; run <= RUNS; run++) {
       const baseline = { count: Math.min(RECIPIENTS, 20_000), poolSize: POOL_SIZE, concurrency: 16, spec: BASELINE };
       const raw = await rawNodemailerRate(sink, baseline);
@@ -78,11 +78,14 @@ async function main(): Promise<void> {
         ).body,
       ).data;
       const start = await sink.count();
+      const cpu0 = { worker: cpuSecondsOf(worker.child.pid!), postgres: postgresCpuSeconds() };
       const t0 = Date.now();
       const res = await request(agent, api.port, 'POST', `/campaigns/${c.id}/send`, {}, auth);
       if (res.status !== 200) throw new Error(res.body);
       await sink.waitFor(start + RECIPIENTS, 3_600_000);
       const rate = RECIPIENTS / ((Date.now() - t0) / 1000);
+      // CPU per email, from the send call to the last message at the sink: the worker (all its threads) and PostgreSQL.
+      const cpu = { worker: ((cpuSecondsOf(worker.child.pid!) - cpu0.worker) / RECIPIENTS) * 1e3, postgres: ((postgresCpuSeconds() - cpu0.postgres) / RECIPIENTS) * 1e3 };
       let status = '';
       while (status !== 'SENT') {
         status = JSON.parse((await request(agent, api.port, 'GET', `/campaigns/${c.id}`, undefined, auth)).body).status;
@@ -90,11 +93,12 @@ async function main(): Promise<void> {
       }
       const description = await temporal.workflow.getHandle(`campaign-send:${c.id}`).describe();
       const history = description.historyLength;
-      rows.push({ rate, raw, reference, history });
+      rows.push({ rate, raw, reference, history, ...cpu });
       console.log(
         `run ${run}: ${rate.toFixed(0)} emails/s end to end, baseline ${raw.toFixed(0)} emails/s (${(rate / raw).toFixed(2)}x baseline), ` +
           (reference ? `on ${REFERENCE!.version} ${reference.toFixed(0)} emails/s (${(rate / reference).toFixed(2)}x), ` : '') +
-          `worker peak RSS ${peakMb.toFixed(0)} MB, last workflow run's history ${history} events`,
+          `worker peak RSS ${peakMb.toFixed(0)} MB, last workflow run's history ${history} events; ` +
+          `CPU per email: worker ${cpu.worker.toFixed(3)} ms, PostgreSQL ${cpu.postgres.toFixed(3)} ms`,
       );
     }
     const m = { rate: median(rows.map((r) => r.rate)), raw: median(rows.map((r) => r.raw)), ratio: median(rows.map((r) => r.rate / r.raw)) };
@@ -102,7 +106,8 @@ async function main(): Promise<void> {
     console.log(
       `median: ${m.rate.toFixed(0)} emails/s, baseline ${m.raw.toFixed(0)} emails/s, ${m.ratio.toFixed(2)}x baseline` +
         `${referenceRatio ? ` and ${referenceRatio.toFixed(2)}x the baseline on ${REFERENCE!.version}` : ''} (medians of the runs' ratios), ` +
-        `worker peak RSS ${peakMb.toFixed(0)} MB (goal: >= 2.2x baseline, worker < 400 MB)`,
+        `worker peak RSS ${peakMb.toFixed(0)} MB (goal: >= 2.2x baseline, worker < 400 MB); ` +
+        `CPU per email: worker ${median(rows.map((r) => r.worker)).toFixed(3)} ms, PostgreSQL ${median(rows.map((r) => r.postgres)).toFixed(3)} ms`,
     );
     agent.destroy();
   } finally {

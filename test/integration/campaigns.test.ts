@@ -14,7 +14,7 @@ let svc: TestService;
 beforeAll(async () => {
   dns = await new ZoneDnsServer().start();
   smtp = await new SmtpSink().start();
-  svc = await startTestService({ DNS_SERVERS: dns.address, SMTP_URL: smtp.url, CAMPAIGN_BATCH_SIZE: '20' });
+  svc = await startTestService({ DNS_SERVERS: dns.address, SMTP_URL: smtp.url, CAMPAIGN_BATCH_SIZE: '20', EMAIL_RETRY_BASE_SECONDS: '1' });
 });
 afterAll(async () => {
   await svc.stop();
@@ -24,6 +24,7 @@ afterAll(async () => {
 beforeEach(() => {
   smtp.received.length = 0;
   smtp.delayMs = 0;
+  smtp.reply = () => 'accept';
 });
 
 async function setup(name: string) {
@@ -139,6 +140,28 @@ describe('sending', () => {
     expect((await svc.api.put(`/campaigns/${c.id}`, base(from), key)).status).toBe(400);
     expect((await svc.api.delete(`/campaigns/${c.id}`, key)).status).toBe(400);
     expect((await svc.api.post(`/campaigns/${c.id}/cancel`, {}, key)).status).toBe(400);
+  });
+
+  test('a recipient refused with 4xx is sent on a later attempt, one refused with 5xx fails; each email counts its attempts', async () => {
+    const { key, from } = await setup('Refusals');
+    for (const email of ['ok@r.test', 'later@r.test', 'never@r.test']) await svc.api.post('/contacts', { email }, key);
+    let refusals = 0;
+    smtp.reply = (to) => {
+      if (to[0] === 'later@r.test' && refusals++ < 1) return { code: 451, message: 'Busy' };
+      return to[0] === 'never@r.test' ? { code: 550, message: 'No such user' } : 'accept';
+    };
+    const c = (await svc.api.post('/campaigns', base(from), key)).body.data;
+    expect((await svc.api.post(`/campaigns/${c.id}/send`, {}, key)).status).toBe(200);
+    await whenStatus(key, c.id, 'SENT');
+    const rows = await dbQuery(svc.databaseUrl, `SELECT to_email, status, attempts FROM emails WHERE campaign_id = $1 ORDER BY to_email`, [c.id]);
+    expect(rows).toEqual([
+      { to_email: 'later@r.test', status: 'SENT', attempts: 2 },
+      { to_email: 'never@r.test', status: 'FAILED', attempts: 1 },
+      { to_email: 'ok@r.test', status: 'SENT', attempts: 1 },
+    ]);
+    expect(smtp.received.map((m) => m.envelope.to[0]).sort()).toEqual(['later@r.test', 'ok@r.test']);
+    expect((await svc.api.get(`/campaigns/${c.id}`, key)).body).toMatchObject({ sentCount: 2 });
+    expect((await svc.api.get(`/campaigns/${c.id}/stats`, key)).body).toMatchObject({ sent: 2, failed: 1, queued: 0 });
   });
 
   test('SEGMENT and FILTERED audiences', async () => {

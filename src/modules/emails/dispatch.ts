@@ -44,6 +44,10 @@ interface Attachment {
   content: Buffer;
 }
 
+/** What delivery reads of a queued email (`QueuedEmail` but its `attempts`), from `emails e`. */
+const QUEUED_COLUMNS = `e.id, e.project_id, e.contact_id, e.template_id, e.campaign_id, e.from_email, e.from_name, e.reply_to,
+       e.to_email, e.to_name, e.subject, e.html, e.text, e.headers, e.message_id`;
+
 /** `<project id>:<sender domain>`: whose DKIM key signs this email. */
 const senderOf = (e: QueuedEmail) => `${e.project_id}:${e.from_email.slice(e.from_email.lastIndexOf('@') + 1)}`;
 
@@ -157,7 +161,8 @@ class OutcomeRecorder {
  * If the server cannot be reached at all, the batch's claims are released and SmtpUnavailableError is
  * thrown, so the Temporal activity fails and is retried with backoff until the server is back.
  * A crash loses nothing: claims expire and another dispatcher sends the mail (a message whose
- * acceptance was not yet recorded may then be sent twice; at most one batch).
+ * acceptance was not yet recorded may then be sent twice; at most one batch). A campaign's batches are
+ * read, not claimed: its own workflow is their only sender, and its retried activity reads them again.
  */
 export class EmailDispatcher {
   /** Parsed DKIM keys by the SHA-256 of their PEM. */
@@ -202,21 +207,36 @@ export class EmailDispatcher {
     return { ...report, idle, nextDueInSeconds: next.due === null ? null : Math.max(0, next.due) };
   }
 
-  /** Claims due queued mail for `owner`: transactional (campaignId undefined) or one campaign's. */
-  private async claim(owner: string, campaignId?: string, limit = this.deps.batchSize ?? 100): Promise<QueuedEmail[]> {
+  /** Claims due queued transactional mail for `owner`: every dispatcher shares this queue. */
+  private async claim(owner: string): Promise<QueuedEmail[]> {
     return sql<QueuedEmail>(
       this.deps.orm.em.fork(),
       `WITH due AS (
          SELECT id FROM emails
-         WHERE status = 'QUEUED' AND ${campaignId ? 'campaign_id = ?' : 'campaign_id IS NULL'}
+         WHERE status = 'QUEUED' AND campaign_id IS NULL
            AND next_attempt_at <= now() AND (claimed_until IS NULL OR claimed_until < now())
          ORDER BY next_attempt_at LIMIT ? FOR UPDATE SKIP LOCKED
        )
        UPDATE emails e SET claimed_until = now() + make_interval(secs => ?), claimed_by = ?, attempts = e.attempts + 1
        FROM due WHERE e.id = due.id
-       RETURNING e.id, e.project_id, e.contact_id, e.template_id, e.campaign_id, e.from_email, e.from_name, e.reply_to,
-                 e.to_email, e.to_name, e.subject, e.html, e.text, e.headers, e.message_id, e.attempts`,
-      [...(campaignId ? [campaignId] : []), limit, CLAIM_SECONDS, owner],
+       RETURNING ${QUEUED_COLUMNS}, e.attempts`,
+      [this.deps.batchSize ?? 100, CLAIM_SECONDS, owner],
+    );
+  }
+
+  /**
+   * The next batch of one campaign's due mail, unclaimed: only the campaign's own workflow sends it, one
+   * batch at a time, so a claim would guard nothing (an attempt that died leaves its batch QUEUED and the
+   * retry reads it again, as it took back claims before) and cost a row version per recipient. `attempts`
+   * is the attempt about to be made; recording its outcome writes it.
+   */
+  private async campaignDue(campaignId: string, limit: number): Promise<QueuedEmail[]> {
+    return sql<QueuedEmail>(
+      this.deps.orm.em.fork(),
+      `SELECT ${QUEUED_COLUMNS}, e.attempts + 1 AS attempts FROM emails e
+       WHERE e.campaign_id = ? AND e.status = 'QUEUED' AND e.next_attempt_at <= now()
+       ORDER BY e.next_attempt_at LIMIT ?`,
+      [campaignId, limit],
     );
   }
 
@@ -229,11 +249,8 @@ export class EmailDispatcher {
     opts: { limit: number; heartbeat: () => void; signal?: AbortSignal },
   ): Promise<DrainReport & { claimed: number; remaining: number; nextDueInSeconds: number | null }> {
     const em = this.deps.orm.em.fork();
-    // Only the campaign's own workflow sends its mail, one batch at a time: claims still held when a
-    // batch starts were left by an attempt that died, and are taken back at once.
-    await sql(em, `UPDATE emails SET claimed_until = NULL, claimed_by = NULL WHERE campaign_id = ? AND status = 'QUEUED' AND claimed_until IS NOT NULL`, [campaignId]);
     const report: DrainReport = { sent: 0, retried: 0, failed: 0 };
-    const batch = await this.claim(`campaign-send:${campaignId}`, campaignId, opts.limit);
+    const batch = await this.campaignDue(campaignId, opts.limit);
     if (batch.length) await this.deliver(batch, report, opts.heartbeat, opts.signal);
     const [left] = await sql<{ remaining: number; next_due: number | null }>(
       em,
@@ -418,7 +435,8 @@ export class EmailDispatcher {
   }
 
   /**
-   * One transaction for the whole batch, one statement per outcome kind. Only rows still QUEUED change,
+   * One transaction for the whole batch, one statement per outcome kind, each writing the attempt it
+   * records (a campaign's mail is not claimed, so this is where its count moves). Only rows still QUEUED change,
    * and `email.sent` is written only for those, so a batch recorded twice records nothing twice.
    */
   private async record(batch: QueuedEmail[], outcomes: Map<string, DeliveryOutcome>, subjects: Map<string, string>, report: DrainReport): Promise<void> {
@@ -438,17 +456,22 @@ export class EmailDispatcher {
         await sql(
           tx,
           `UPDATE emails e SET next_attempt_at = now() + make_interval(secs => v.delay), claimed_until = NULL,
-                               last_error = v.error, updated_at = now()
-           FROM unnest(?::uuid[], ?::int[], ?::text[]) AS v(id, delay, error) WHERE e.id = v.id AND e.status = 'QUEUED'`,
-          [retry.map((r) => r.email.id), retry.map((r) => retryDelaySeconds(r.email.attempts, this.deps.retryBaseSeconds ?? 30)), retry.map((r) => r.outcome.error)],
+                               attempts = v.attempts, last_error = v.error, updated_at = now()
+           FROM unnest(?::uuid[], ?::int[], ?::int[], ?::text[]) AS v(id, attempts, delay, error) WHERE e.id = v.id AND e.status = 'QUEUED'`,
+          [
+            retry.map((r) => r.email.id),
+            retry.map((r) => r.email.attempts),
+            retry.map((r) => retryDelaySeconds(r.email.attempts, this.deps.retryBaseSeconds ?? 30)),
+            retry.map((r) => r.outcome.error),
+          ],
         );
       }
       if (failed.length) {
         const failedRows = await sql<{ id: string; campaign_id: string | null }>(
           tx,
-          `UPDATE emails e SET status = 'FAILED', failed_at = now(), claimed_until = NULL, last_error = v.error, updated_at = now()
-           FROM unnest(?::uuid[], ?::text[]) AS v(id, error) WHERE e.id = v.id AND e.status = 'QUEUED' RETURNING e.id, e.campaign_id`,
-          [failed.map((f) => f.email.id), failed.map((f) => f.outcome.error)],
+          `UPDATE emails e SET status = 'FAILED', failed_at = now(), claimed_until = NULL, attempts = v.attempts, last_error = v.error, updated_at = now()
+           FROM unnest(?::uuid[], ?::int[], ?::text[]) AS v(id, attempts, error) WHERE e.id = v.id AND e.status = 'QUEUED' RETURNING e.id, e.campaign_id`,
+          [failed.map((f) => f.email.id), failed.map((f) => f.email.attempts), failed.map((f) => f.outcome.error)],
         );
         await countForCampaigns(tx, failedRows, 'failed_count');
       }
@@ -482,11 +505,11 @@ export class EmailDispatcher {
       // An open or click can be recorded before this (the recipient was quick): keep the higher status.
       // A campaign cancelled while this was in flight still sent it: what left is recorded as sent.
       `WITH v AS (
-         SELECT * FROM unnest(?::uuid[], ?::text[], ?::text[], ?::uuid[], ?::jsonb[]) AS v(id, pid, subject, event_id, data)
+         SELECT * FROM unnest(?::uuid[], ?::int[], ?::text[], ?::text[], ?::uuid[], ?::jsonb[]) AS v(id, attempts, pid, subject, event_id, data)
        ), updated AS (
          UPDATE emails e SET status = CASE WHEN e.status IN ('QUEUED', 'CANCELLED') THEN 'SENT' ELSE e.status END, sent_at = now(),
                              provider_message_id = v.pid, subject = coalesce(v.subject, e.subject), claimed_until = NULL,
-                             last_error = NULL, updated_at = now()
+                             attempts = v.attempts, last_error = NULL, updated_at = now()
          FROM v WHERE e.id = v.id AND e.sent_at IS NULL AND e.status <> 'FAILED'
          RETURNING e.id, e.project_id, e.contact_id, e.campaign_id
        ), counted AS (
@@ -499,6 +522,7 @@ export class EmailDispatcher {
        RETURNING id, name, contact_id, data, created_at`,
       [
         sent.map((s) => s.email.id),
+        sent.map((s) => s.email.attempts),
         sent.map((s) => s.outcome.providerMessageId),
         sent.map((s) => subjects.get(s.email.id) ?? null),
         sent.map(() => newId()),
