@@ -6,6 +6,10 @@
  *
  *   npm run bench:campaign                       # 100,000 recipients, 1 run
  *   BENCH_RECIPIENTS=20000 BENCH_RUNS=3 npm run bench:campaign
+ *   BENCH_REFERENCE_NODE=off npm run bench:campaign   # without the baseline's run on an older Node
+ *
+ * Also prints the CPU per email of the worker (all its threads) and of PostgreSQL, from /proc, and,
+ * when the machine has an older Node (see `referenceNode`), the ratio to the baseline run on it.
  *
  * The API and the worker run as two processes of the built service (the worker joins the API's
  * embedded PostgreSQL and Temporal dev server), so the worker's memory is its own.

@@ -6,6 +6,10 @@
  *
  *   npm run bench:send                      # 3 runs of 3,000 emails, 32 concurrent requests
  *   BENCH_RUNS=5 BENCH_EMAILS=5000 BENCH_CONNECTIONS=32 npm run bench:send
+ *   BENCH_REFERENCE_NODE=off npm run bench:send   # without the baseline's run on an older Node
+ *
+ * When the machine has an older Node than the project's (see `referenceNode`), the baseline also runs
+ * on it, as the issue measured it, and the delivered rate is printed as a ratio to that too.
  *
  * The service runs as its own process on embedded defaults (PostgreSQL, durable Temporal dev server);
  * smtp-sink runs as its own process (bench/smtp-sink-process.ts); a DNS server publishing the sender
