@@ -164,6 +164,19 @@ describe('sending', () => {
     expect((await svc.api.get(`/campaigns/${c.id}/stats`, key)).body).toMatchObject({ sent: 2, failed: 1, queued: 0 });
   });
 
+  test('one delivery activity takes batch after batch (CAMPAIGN_BATCH_SIZE 20, 45 recipients), each read whole', async () => {
+    const { key, from } = await setup('Batches');
+    for (let i = 0; i < 45; i++) await svc.api.post('/contacts', { email: `r${i}@batches.test` }, key);
+    const c = (await svc.api.post('/campaigns', base(from), key)).body.data;
+    expect((await svc.api.post(`/campaigns/${c.id}/send`, {}, key)).status).toBe(200);
+    await whenStatus(key, c.id, 'SENT');
+    expect(new Set((await smtp.waitFor(45)).map((m) => m.envelope.to[0])).size).toBe(45);
+    const history = await svc.temporal.client.workflow.getHandle(`campaign-send:${c.id}`).fetchHistory();
+    const deliveries = history.events!.filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'deliverCampaignBatch');
+    // Three batches; one activity per batch would be three (a slow machine may need a second one).
+    expect(deliveries.length).toBeLessThan(3);
+  });
+
   test('SEGMENT and FILTERED audiences', async () => {
     const { key, from } = await setup('Audiences');
     for (const [email, plan] of [['p1@a.test', 'pro'], ['p2@a.test', 'pro'], ['f1@a.test', 'free']]) {

@@ -241,24 +241,31 @@ export class EmailDispatcher {
   }
 
   /**
-   * One batch of a campaign's mail, for its `campaign-send` workflow: claims up to `limit` recipients,
-   * renders each with their own data, sends and records.
+   * A campaign's mail, for its `campaign-send` workflow: reads up to `limit` due recipients, renders
+   * each with their own data, sends and records; then the next batch, until nothing is due or `forMs`
+   * has passed (a batch once begun is finished). One batch is in memory at a time.
    */
   async deliverCampaignBatch(
     campaignId: string,
-    opts: { limit: number; heartbeat: () => void; signal?: AbortSignal },
+    opts: { limit: number; forMs?: number; heartbeat: () => void; signal?: AbortSignal },
   ): Promise<DrainReport & { claimed: number; remaining: number; nextDueInSeconds: number | null }> {
     const em = this.deps.orm.em.fork();
     const report: DrainReport = { sent: 0, retried: 0, failed: 0 };
-    const batch = await this.campaignDue(campaignId, opts.limit);
-    if (batch.length) await this.deliver(batch, report, opts.heartbeat, opts.signal);
+    const started = Date.now();
+    let claimed = 0;
+    do {
+      const batch = await this.campaignDue(campaignId, opts.limit);
+      if (!batch.length) break;
+      claimed += batch.length;
+      await this.deliver(batch, report, opts.heartbeat, opts.signal);
+    } while (Date.now() - started < (opts.forMs ?? 0) && !opts.signal?.aborted);
     const [left] = await sql<{ remaining: number; next_due: number | null }>(
       em,
       `SELECT count(*)::int AS remaining, extract(epoch FROM min(next_attempt_at) - now())::float AS next_due
        FROM emails WHERE campaign_id = ? AND status = 'QUEUED'`,
       [campaignId],
     );
-    return { ...report, claimed: batch.length, remaining: left.remaining, nextDueInSeconds: left.next_due === null ? null : Math.max(0, left.next_due) };
+    return { ...report, claimed, remaining: left.remaining, nextDueInSeconds: left.next_due === null ? null : Math.max(0, left.next_due) };
   }
 
   private async deliver(all: QueuedEmail[], report: DrainReport, heartbeat: () => void = () => {}, signal?: AbortSignal): Promise<void> {
