@@ -31,7 +31,7 @@ const { deliverCampaignBatch } = proxyActivities<Activities>({
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '15 seconds' },
 });
 
-/** Batches per run before continuing as new: history stays bounded whatever the audience size. */
+/** Delivery activities (each a few batches) per run before continuing as new: history stays bounded whatever the audience size. */
 const BATCHES_PER_RUN = 100;
 
 export interface CampaignSendInput {
