@@ -19,16 +19,16 @@ import { Client, Connection } from '@temporalio/client';
 import pg from 'pg';
 import { freePort } from '../src/db/embedded-postgres';
 import { ZoneDnsServer } from '../src/dns/zone-server';
-import { cpuSecondsOf, createBenchProject, machine, median, memoryOf, postgresCpuSeconds, request, startServiceProcess, verifiedBenchDomain } from './service-process';
+import { cpuSecondsOf, createBenchProject, machine, median, medianReferenceRatio, memoryOf, postgresCpuSeconds, request, startServiceProcess, verifiedBenchDomain } from './service-process';
 import { embeddedDatabaseUrl } from '../src/db/embedded-postgres';
-import { rawNodemailerRate, referenceNode, startSinkProcess } from './smtp-sink-process';
+import { rawNodemailerRate, referenceBaseline, startSinkProcess } from './smtp-sink-process';
 
 const RECIPIENTS = Number(process.env.BENCH_RECIPIENTS ?? 100_000);
 const RUNS = Number(process.env.BENCH_RUNS ?? 1);
 const POOL_SIZE = Number(process.env.SMTP_POOL_SIZE ?? 8);
 const BODY = `<html><body><h1>Hello {{name ?? there}}</h1><p>${'This month in review. '.repeat(40)}</p><a href="https://example.com/x">Read</a></body></html>`;
 const BASELINE = { body: BODY, namePrefix: 'User ', from: 'News <news@bench.test>', subject: 'News for you' };
-const REFERENCE = referenceNode();
+const REFERENCE = referenceBaseline();
 
 async function main(): Promise<void> {
   const dns = await new ZoneDnsServer().start();
@@ -70,12 +70,12 @@ async function main(): Promise<void> {
     await db.query('ANALYZE contacts');
 
     console.log(`campaign to ${RECIPIENTS} recipients, SMTP pool ${POOL_SIZE}, ${RUNS} run(s)`);
-    console.log(`machine: ${machine()}${REFERENCE ? `; the baseline also runs on ${REFERENCE.path} (${REFERENCE.version}), the issue's reference` : ''}`);
+    console.log(`machine: ${machine()}${REFERENCE.note}`);
     const rows: Array<{ rate: number; raw: number; reference?: number; history: number; worker: number; postgres: number }> = [];
     for (let run = 1; run <= RUNS; run++) {
       const baseline = { count: Math.min(RECIPIENTS, 20_000), poolSize: POOL_SIZE, concurrency: 16, spec: BASELINE };
       const raw = await rawNodemailerRate(sink, baseline);
-      const reference = REFERENCE ? await rawNodemailerRate(sink, { ...baseline, node: REFERENCE.path }) : undefined;
+      const reference = await REFERENCE.rate(sink, baseline);
       const c = JSON.parse(
         (
           await request(agent, api.port, 'POST', '/campaigns', { name: `Bench ${run}`, subject: 'News for {{name}}', body: BODY, from: 'news@bench.test', fromName: 'News', audienceType: 'ALL' }, auth)
@@ -100,16 +100,15 @@ async function main(): Promise<void> {
       rows.push({ rate, raw, reference, history, ...cpu });
       console.log(
         `run ${run}: ${rate.toFixed(0)} emails/s end to end, baseline ${raw.toFixed(0)} emails/s (${(rate / raw).toFixed(2)}x baseline), ` +
-          (reference ? `on ${REFERENCE!.version} ${reference.toFixed(0)} emails/s (${(rate / reference).toFixed(2)}x), ` : '') +
+          REFERENCE.figure(rate, reference) +
           `worker peak RSS ${peakMb.toFixed(0)} MB, last workflow run's history ${history} events; ` +
           `CPU per email: worker ${cpu.worker.toFixed(3)} ms, PostgreSQL ${cpu.postgres.toFixed(3)} ms`,
       );
     }
     const m = { rate: median(rows.map((r) => r.rate)), raw: median(rows.map((r) => r.raw)), ratio: median(rows.map((r) => r.rate / r.raw)) };
-    const referenceRatio = REFERENCE ? median(rows.map((r) => r.rate / r.reference!)) : undefined;
-    console.log(
+        console.log(
       `median: ${m.rate.toFixed(0)} emails/s, baseline ${m.raw.toFixed(0)} emails/s, ${m.ratio.toFixed(2)}x baseline` +
-        `${referenceRatio ? ` and ${referenceRatio.toFixed(2)}x the baseline on ${REFERENCE!.version}` : ''} (medians of the runs' ratios), ` +
+        `${REFERENCE.median(medianReferenceRatio(rows, (r) => r.rate))} (medians of the runs' ratios), ` +
         `worker peak RSS ${peakMb.toFixed(0)} MB (goal: >= 2.2x baseline, worker < 400 MB); ` +
         `CPU per email: worker ${median(rows.map((r) => r.worker)).toFixed(3)} ms, PostgreSQL ${median(rows.map((r) => r.postgres)).toFixed(3)} ms`,
     );

@@ -15,8 +15,8 @@
  * smtp-sink runs as its own process (bench/smtp-sink-process.ts); a DNS server publishing the sender
  * domain's records runs in this one.
  */
-import { cpuSecondsOf, machine, median, postgresCpuSeconds, request, startSendingBench } from './service-process';
-import { rawNodemailerRate, referenceNode } from './smtp-sink-process';
+import { cpuSecondsOf, machine, median, medianReferenceRatio, postgresCpuSeconds, request, startSendingBench } from './service-process';
+import { rawNodemailerRate, referenceBaseline } from './smtp-sink-process';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const EMAILS = Number(process.env.BENCH_EMAILS ?? 3000);
@@ -24,18 +24,18 @@ const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
 const POOL_SIZE = Number(process.env.SMTP_POOL_SIZE ?? 8);
 const BODY = `<html><body><h1>Hello {{name ?? there}}</h1><p>${'Your weekly summary. '.repeat(40)}</p><a href="https://example.com/x">Open</a></body></html>`;
 const BASELINE = { body: BODY, namePrefix: 'user ', from: 'Bench <hello@bench.test>', subject: 'Weekly summary for you' };
-const REFERENCE = referenceNode();
+const REFERENCE = referenceBaseline();
 
 async function main(): Promise<void> {
   const { sink, service, agent, auth, stop } = await startSendingBench({ SMTP_POOL_SIZE: String(POOL_SIZE) }, CONNECTIONS);
   try {
     console.log(`POST /v1/send, ${EMAILS} single-recipient requests per run, ${CONNECTIONS} concurrent, SMTP pool ${POOL_SIZE}, ${RUNS} runs`);
-    console.log(`machine: ${machine()}${REFERENCE ? `; the baseline also runs on ${REFERENCE.path} (${REFERENCE.version}), the issue's reference` : ''}`);
+    console.log(`machine: ${machine()}${REFERENCE.note}`);
     const rows: Array<{ accepted: number; delivered: number; raw: number; reference?: number; service: number; postgres: number }> = [];
     for (let run = 1; run <= RUNS; run++) {
       const baseline = { count: EMAILS, poolSize: POOL_SIZE, concurrency: POOL_SIZE * 4, spec: BASELINE };
       const raw = await rawNodemailerRate(sink, baseline);
-      const reference = REFERENCE ? await rawNodemailerRate(sink, { ...baseline, node: REFERENCE.path }) : undefined;
+      const reference = await REFERENCE.rate(sink, baseline);
       const start = await sink.count();
       const cpu0 = { service: cpuSecondsOf(service.child.pid!), postgres: postgresCpuSeconds() };
       const t0 = Date.now();
@@ -64,7 +64,7 @@ async function main(): Promise<void> {
       rows.push(row);
       console.log(
         `run ${run}: accepted ${row.accepted.toFixed(0)} req/s, delivered ${row.delivered.toFixed(0)} emails/s (${(row.delivered / raw).toFixed(2)}x baseline), ` +
-          `baseline ${raw.toFixed(0)} emails/s, ${referenceFigure(row)}${errors} errors; CPU per request: service ${cpu.service.toFixed(2)} ms, PostgreSQL ${cpu.postgres.toFixed(2)} ms`,
+          `baseline ${raw.toFixed(0)} emails/s, ${REFERENCE.figure(row.delivered, reference)}${errors} errors; CPU per request: service ${cpu.service.toFixed(2)} ms, PostgreSQL ${cpu.postgres.toFixed(2)} ms`,
       );
     }
     const m = {
@@ -72,24 +72,19 @@ async function main(): Promise<void> {
       delivered: median(rows.map((r) => r.delivered)),
       raw: median(rows.map((r) => r.raw)),
       ratio: median(rows.map((r) => r.delivered / r.raw)),
-      referenceRatio: REFERENCE ? median(rows.map((r) => r.delivered / r.reference!)) : undefined,
+      referenceRatio: medianReferenceRatio(rows, (r) => r.delivered),
       service: median(rows.map((r) => r.service)),
       postgres: median(rows.map((r) => r.postgres)),
     };
     console.log(
       `median: accepted ${m.accepted.toFixed(0)} req/s, delivered ${m.delivered.toFixed(0)} emails/s, baseline ${m.raw.toFixed(0)} emails/s, ` +
-        `delivered ${m.ratio.toFixed(2)}x baseline${m.referenceRatio ? ` and ${m.referenceRatio.toFixed(2)}x the baseline on ${REFERENCE!.version}` : ''} ` +
+        `delivered ${m.ratio.toFixed(2)}x baseline${REFERENCE.median(m.referenceRatio)} ` +
         `(medians of the runs' ratios; goal: >= 600 req/s accepted, >= 1.2x baseline delivered); ` +
         `CPU per request: service ${m.service.toFixed(2)} ms, PostgreSQL ${m.postgres.toFixed(2)} ms`,
     );
   } finally {
     await stop();
   }
-}
-
-/** The same baseline on the reference Node, and the delivered rate as a ratio to it. */
-function referenceFigure(row: { delivered: number; reference?: number }): string {
-  return row.reference ? `on ${REFERENCE!.version} ${row.reference.toFixed(0)} emails/s (${(row.delivered / row.reference).toFixed(2)}x), ` : '';
 }
 
 main().catch((err) => {

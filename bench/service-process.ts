@@ -158,6 +158,11 @@ export async function timed(fn: () => Promise<unknown>): Promise<number> {
 }
 
 export const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+/** The median of the runs' ratios of `rate` to the baseline on the reference Node, when every run has it. */
+export function medianReferenceRatio<R extends { reference?: number }>(rows: R[], rate: (row: R) => number): number | undefined {
+  return rows.length && rows.every((r) => r.reference) ? median(rows.map((r) => rate(r) / r.reference!)) : undefined;
+}
 export const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 
 export function machine(): string {

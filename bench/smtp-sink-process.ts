@@ -158,3 +158,21 @@ export function referenceNode(): { path: string; version: string } | undefined {
   }
   return undefined;
 }
+
+/**
+ * The baseline on the reference Node (`referenceNode`), as both delivery benches run and print it; with
+ * no older Node on the machine every part is empty and nothing runs.
+ */
+export function referenceBaseline() {
+  const node = referenceNode();
+  return {
+    /** For the bench's machine line. */
+    note: node ? `; the baseline also runs on ${node.path} (${node.version}), the issue's reference` : '',
+    rate: (sink: SinkProcess, opts: { count: number; poolSize: number; concurrency: number; spec: BaselineSpec }) =>
+      node ? rawNodemailerRate(sink, { ...opts, node: node.path }) : Promise.resolve(undefined),
+    /** A run's rate against the reference's rate in the same run. */
+    figure: (rate: number, reference: number | undefined) => (node && reference ? `on ${node.version} ${reference.toFixed(0)} emails/s (${(rate / reference).toFixed(2)}x), ` : ''),
+    /** The median of the runs' ratios to it, for the median line. */
+    median: (ratio: number | undefined) => (node && ratio ? ` and ${ratio.toFixed(2)}x the baseline on ${node.version}` : ''),
+  };
+}
