@@ -27,5 +27,6 @@ RUN mkdir -p /app/.data && chown node:node /app/.data
 USER node
 EXPOSE 8080 2587
 # The role is the argument: all (default), api or worker. SIGTERM drains and exits 0 (SHUTDOWN_TIMEOUT_SECONDS).
-ENTRYPOINT ["node", "dist/src/main.js"]
+# bin/postbox execs node with the role's Node options (a worker's young generation is capped).
+ENTRYPOINT ["sh", "bin/postbox"]
 CMD ["all"]

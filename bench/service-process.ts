@@ -53,16 +53,18 @@ export function request(
 }
 
 /**
- * Starts `node dist/src/main.js [role]` with embedded defaults and the given settings; waits for
- * /health (or, for a worker, a moment to connect). Pass `dataDir` to join another process's cluster.
+ * Starts the service as `npm start` does (`bin/postbox [role]`, on this process's Node) with embedded
+ * defaults and the given settings; waits for /health (or, for a worker, a moment to connect). Pass
+ * `dataDir` to join another process's cluster. BENCH_NODE_ARGS (`--flag=value` form) go to its node.
  */
 export async function startServiceProcess(env: Record<string, string>, role?: string, joinDataDir?: string): Promise<ServiceProcess> {
   const dataDir = joinDataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'postbox-bench-'));
   const port = await freePort();
   const nodeArgs = process.env.BENCH_NODE_ARGS ? process.env.BENCH_NODE_ARGS.split(' ') : [];
-  const child = spawn(process.execPath, [...nodeArgs, path.join(__dirname, '../src/main.js'), ...(role ? [role] : [])], {
+  const child = spawn('sh', [path.join(__dirname, '../../bin/postbox'), ...nodeArgs, ...(role ? [role] : [])], {
     env: {
       ...process.env,
+      PATH: `${path.dirname(process.execPath)}${path.delimiter}${process.env.PATH ?? ''}`,
       DATA_DIR: dataDir,
       PORT: String(port),
       HOST: '127.0.0.1',
