@@ -106,7 +106,7 @@ async function main(): Promise<void> {
       );
     }
     const m = { rate: median(rows.map((r) => r.rate)), raw: median(rows.map((r) => r.raw)), ratio: median(rows.map((r) => r.rate / r.raw)) };
-        console.log(
+    console.log(
       `median: ${m.rate.toFixed(0)} emails/s, baseline ${m.raw.toFixed(0)} emails/s, ${m.ratio.toFixed(2)}x baseline` +
         `${REFERENCE.median(medianReferenceRatio(rows, (r) => r.rate))} (medians of the runs' ratios), ` +
         `worker peak RSS ${peakMb.toFixed(0)} MB (goal: >= 2.2x baseline, worker < 400 MB); ` +

@@ -1,12 +1,13 @@
 /**
  * The baseline in a process of its own, for a run on another Node binary (`rawNodemailerRate` with
- * `node`): prepares, says so on stdout, sends when told on stdin, exits once the sink has them all.
+ * `node`): prepares (and warms up), says so on stdout, sends when told on stdin, exits once the sink has them all.
  */
-import { type BaselineSpec, baselineSender } from './smtp-sink-process';
+import { type BaselineRun, baselineSender } from './smtp-sink-process';
 
-const opts = JSON.parse(process.argv[2]) as { port: number; count: number; poolSize: number; concurrency: number; spec: BaselineSpec };
+const opts = JSON.parse(process.argv[2]) as BaselineRun & { port: number };
 const sender = baselineSender(opts.port, opts);
-process.stdout.write('ready\n');
+const warm = opts.warmup ? sender.run(opts.warmup) : Promise.resolve();
+void warm.then(() => process.stdout.write('ready\n'));
 process.stdin.once('data', () => {
   sender
     .run()

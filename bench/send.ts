@@ -7,6 +7,7 @@
  *   npm run bench:send                      # 3 runs of 3,000 emails, 32 concurrent requests
  *   BENCH_RUNS=5 BENCH_EMAILS=5000 BENCH_CONNECTIONS=32 npm run bench:send
  *   BENCH_REFERENCE_NODE=off npm run bench:send   # without the baseline's run on an older Node
+ *   BENCH_WARMUP=0 npm run bench:send       # time a cold service and cold baselines (default: 1,000 first)
  *
  * When the machine has an older Node than the project's (see `referenceNode`), the baseline also runs
  * on it, as the issue measured it, and the delivered rate is printed as a ratio to that too.
@@ -21,6 +22,8 @@ import { rawNodemailerRate, referenceBaseline } from './smtp-sink-process';
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const EMAILS = Number(process.env.BENCH_EMAILS ?? 3000);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
+/** Requests to the service, and messages through each baseline sender, before anything is timed. */
+const WARMUP = Number(process.env.BENCH_WARMUP ?? 1000);
 const POOL_SIZE = Number(process.env.SMTP_POOL_SIZE ?? 8);
 const BODY = `<html><body><h1>Hello {{name ?? there}}</h1><p>${'Your weekly summary. '.repeat(40)}</p><a href="https://example.com/x">Open</a></body></html>`;
 const BASELINE = { body: BODY, namePrefix: 'user ', from: 'Bench <hello@bench.test>', subject: 'Weekly summary for you' };
@@ -29,23 +32,17 @@ const REFERENCE = referenceBaseline();
 async function main(): Promise<void> {
   const { sink, service, agent, auth, stop } = await startSendingBench({ SMTP_POOL_SIZE: String(POOL_SIZE) }, CONNECTIONS);
   try {
-    console.log(`POST /v1/send, ${EMAILS} single-recipient requests per run, ${CONNECTIONS} concurrent, SMTP pool ${POOL_SIZE}, ${RUNS} runs`);
+    console.log(`POST /v1/send, ${EMAILS} single-recipient requests per run, ${CONNECTIONS} concurrent, SMTP pool ${POOL_SIZE}, ${RUNS} runs, after ${WARMUP} untimed`);
     console.log(`machine: ${machine()}${REFERENCE.note}`);
-    const rows: Array<{ accepted: number; delivered: number; raw: number; reference?: number; service: number; postgres: number }> = [];
-    for (let run = 1; run <= RUNS; run++) {
-      const baseline = { count: EMAILS, poolSize: POOL_SIZE, concurrency: POOL_SIZE * 4, spec: BASELINE };
-      const raw = await rawNodemailerRate(sink, baseline);
-      const reference = await REFERENCE.rate(sink, baseline);
-      const start = await sink.count();
-      const cpu0 = { service: cpuSecondsOf(service.child.pid!), postgres: postgresCpuSeconds() };
-      const t0 = Date.now();
+    /** `n` requests, CONNECTIONS at a time, each to a new contact `<prefix>-<i>`; answers how many failed. */
+    const sendAll = async (n: number, prefix: string): Promise<number> => {
       let next = 0;
       let errors = 0;
       const worker = async () => {
-        while (next < EMAILS) {
+        while (next < n) {
           const i = next++;
           const res = await request(agent, service.port, 'POST', '/v1/send', {
-            to: `user${run}-${i}@example.org`,
+            to: `${prefix}-${i}@example.org`,
             from: 'Bench <hello@bench.test>',
             subject: 'Weekly summary for {{name}}',
             body: BODY,
@@ -55,6 +52,22 @@ async function main(): Promise<void> {
         }
       };
       await Promise.all(Array.from({ length: CONNECTIONS }, worker));
+      return errors;
+    };
+    // A service runs warm: the first requests of a new process (its JIT, its connections' caches) are not timed.
+    if (WARMUP) {
+      const start = await sink.count();
+      await sink.waitFor(start + WARMUP - (await sendAll(WARMUP, 'warmup')), 600_000);
+    }
+    const rows: Array<{ accepted: number; delivered: number; raw: number; reference?: number; service: number; postgres: number }> = [];
+    for (let run = 1; run <= RUNS; run++) {
+      const baseline = { count: EMAILS, warmup: WARMUP, poolSize: POOL_SIZE, concurrency: POOL_SIZE * 4, spec: BASELINE };
+      const raw = await rawNodemailerRate(sink, baseline);
+      const reference = await REFERENCE.rate(sink, baseline);
+      const start = await sink.count();
+      const cpu0 = { service: cpuSecondsOf(service.child.pid!), postgres: postgresCpuSeconds() };
+      const t0 = Date.now();
+      const errors = await sendAll(EMAILS, `user${run}`);
       const acceptedSeconds = (Date.now() - t0) / 1000;
       await sink.waitFor(start + EMAILS - errors, 600_000);
       const deliveredSeconds = (Date.now() - t0) / 1000;

@@ -77,13 +77,22 @@ export interface BaselineSpec {
   subject: string;
 }
 
+export interface BaselineRun {
+  count: number;
+  /** Messages sent first and not timed: the sender's JIT warm and its connections open, as the service's are. */
+  warmup?: number;
+  poolSize: number;
+  concurrency: number;
+  spec: BaselineSpec;
+}
+
 /**
  * The fixed reference: nodemailer's pooled transport signing with its own DKIM, the key given as a PEM
  * string, `poolSize` connections, the message the service sends (its text part made as the service
- * makes it), to the sink on `port`. `prepare` builds all that; `run` sends `count` messages, `concurrency`
- * at a time, and resolves when the sink has accepted the last one.
+ * makes it), to the sink on `port`. `run` sends `count` messages (or `n`), `concurrency` at a time,
+ * and resolves when the sink has accepted the last one.
  */
-export function baselineSender(port: number, opts: { count: number; poolSize: number; concurrency: number; spec: BaselineSpec }) {
+export function baselineSender(port: number, opts: BaselineRun) {
   const { body, namePrefix, from, subject } = opts.spec;
   const text = htmlToTextTemplate(body) ?? '';
   const dkim = {
@@ -93,10 +102,10 @@ export function baselineSender(port: number, opts: { count: number; poolSize: nu
   };
   const transport = createTransport({ pool: true, host: '127.0.0.1', port, maxConnections: opts.poolSize, maxMessages: Infinity });
   return {
-    async run(): Promise<void> {
+    async run(n = opts.count): Promise<void> {
       let next = 0;
       const worker = async () => {
-        while (next < opts.count) {
+        while (next < n) {
           const i = next++;
           const values = { name: `${namePrefix}${i}` };
           await transport.sendMail({ from, to: `raw${i}@example.org`, subject, html: render(body, values, 'html'), text: render(text, values, 'text'), dkim });
@@ -112,13 +121,11 @@ export function baselineSender(port: number, opts: { count: number; poolSize: nu
  * The baseline's rate in emails/s, received by `sink`. With `node`, it runs on that Node binary (see
  * `referenceNode`) in a process of its own, timed from when it is ready to send.
  */
-export async function rawNodemailerRate(
-  sink: SinkProcess,
-  opts: { count: number; poolSize: number; concurrency: number; spec: BaselineSpec; node?: string },
-): Promise<number> {
-  const start = await sink.count();
+export async function rawNodemailerRate(sink: SinkProcess, opts: BaselineRun & { node?: string }): Promise<number> {
   if (!opts.node) {
     const sender = baselineSender(sink.port, opts);
+    if (opts.warmup) await sender.run(opts.warmup);
+    const start = await sink.count();
     const t0 = Date.now();
     await sender.run();
     await sink.waitFor(start + opts.count, 600_000);
@@ -132,6 +139,7 @@ export async function rawNodemailerRate(
     child.stdout!.once('data', () => resolve());
     void exited.then((code) => reject(new Error(`the reference sender on ${node} exited (${code}) before it was ready`)));
   });
+  const start = await sink.count();
   const t0 = Date.now();
   child.stdin!.end('go\n');
   await sink.waitFor(start + opts.count, 600_000);
@@ -168,7 +176,7 @@ export function referenceBaseline() {
   return {
     /** For the bench's machine line. */
     note: node ? `; the baseline also runs on ${node.path} (${node.version}), the issue's reference` : '',
-    rate: (sink: SinkProcess, opts: { count: number; poolSize: number; concurrency: number; spec: BaselineSpec }) =>
+    rate: (sink: SinkProcess, opts: BaselineRun) =>
       node ? rawNodemailerRate(sink, { ...opts, node: node.path }) : Promise.resolve(undefined),
     /** A run's rate against the reference's rate in the same run. */
     figure: (rate: number, reference: number | undefined) => (node && reference ? `on ${node.version} ${reference.toFixed(0)} emails/s (${(rate / reference).toFixed(2)}x), ` : ''),
