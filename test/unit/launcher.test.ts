@@ -28,7 +28,7 @@ function launched(args: string[]): { execArgv: string[]; argv: string[] } {
   }
 }
 
-const MAIN = path.join(ROOT, 'bin/../dist/src/main.js');
+const MAIN = path.join(ROOT, 'dist/src/main.js');
 
 test('a worker starts with its young generation capped; all and api with V8 defaults', () => {
   expect(launched(['worker'])).toEqual({ execArgv: ['--max-semi-space-size=8'], argv: [MAIN, 'worker'] });
