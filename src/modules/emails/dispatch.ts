@@ -160,9 +160,10 @@ class OutcomeRecorder {
  * accepted → SENT with `email.sent`; 4xx → queued again after a backoff; 5xx → FAILED with the reason.
  * If the server cannot be reached at all, the batch's claims are released and SmtpUnavailableError is
  * thrown, so the Temporal activity fails and is retried with backoff until the server is back.
- * A crash loses nothing: claims expire and another dispatcher sends the mail (a message whose
- * acceptance was not yet recorded may then be sent twice; at most one batch). A campaign's batches are
- * read, not claimed: its own workflow is their only sender, and its retried activity reads them again.
+ * A crash loses nothing: the owner's next drain takes its claims back (or they expire) and the mail is
+ * sent (a message whose acceptance was not yet recorded may then be sent twice: at most one per permit,
+ * DELIVERY_IN_FLIGHT per process). A campaign's batches are read, not claimed: its own workflow is their
+ * only sender, and its retried activity reads them again.
  */
 export class EmailDispatcher {
   /** Parsed DKIM keys by the SHA-256 of their PEM. */
