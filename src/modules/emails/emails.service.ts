@@ -10,7 +10,7 @@ import { ADDRESS_SHAPE } from '../../mail/mime';
 import { htmlToText } from '../../mail/text';
 import { addTracking } from '../../mail/tracking';
 import { type ComposedMessage, type ComposeInput, composeMessage, effectiveTracking } from '../../mail/compose';
-import { resolveDataMap } from '../contacts/data-map';
+import { applyData, resolveDataMap, type ResolvedData } from '../contacts/data-map';
 import { upsertContact } from '../contacts/contacts.service';
 import type { EventRecord } from '../events/events.store';
 import { getTemplate, type TemplateRow } from '../templates/templates.service';
@@ -174,9 +174,14 @@ export async function queueEmail(em: EntityManager, e: QueuedEmailInput, notify 
 }
 
 /**
- * POST /v1/send. Everything that can refuse the request is checked before anything is written; then,
- * in one transaction, each recipient gets their contact upsert and their own rendered, queued email.
- * The dispatchers are woken by a NOTIFY that fires only when that transaction commits.
+ * POST /v1/send. Everything that can refuse the request is checked before anything is written; then
+ * each recipient gets their contact upserted and their own rendered, queued email, all or none. The
+ * dispatchers are woken by a NOTIFY that fires only when that commits (or told in-process, below).
+ *
+ * The common send (each recipient new, or a contact whose subscription it leaves alone; no billing caps
+ * to count against; no attachments) is written by one statement, which is its own transaction
+ * (`queueInOneStatement`): two round trips in all instead of five. Every other send, and one whose
+ * recipients changed between the read and that statement, takes a transaction that locks each contact.
  */
 export async function sendEmails(
   em: EntityManager,
@@ -198,19 +203,13 @@ export async function sendEmails(
   const type: EmailType = template?.type ?? 'TRANSACTIONAL';
   const given = stripped(input.attachments ?? []);
   checkSizes(given, body, deps.limits);
-  const { settings, limits } = await sendingContext(em, projectId, sender.email);
   const to = recipients(input.to);
+  const { settings, limits, contacts: known } = await sendingContext(em, projectId, sender.email, to.map((r) => r.email));
   const resolved = resolveDataMap(input.data);
 
   if (type === 'MARKETING') {
     // New contacts from /v1/send start unsubscribed unless `subscribed` says otherwise.
-    const existing = await sql<{ email: string; subscribed: boolean }>(
-      em,
-      `SELECT email, subscribed FROM contacts WHERE project_id = ? AND email = ANY(?::text[])`,
-      [projectId, to.map((r) => r.email)],
-    );
-    const known = new Map(existing.map((r) => [r.email, r.subscribed]));
-    const refused = to.filter((r) => !(input.subscribed ?? known.get(r.email) ?? false)).map((r) => r.email);
+    const refused = to.filter((r) => !(input.subscribed ?? known.get(r.email)?.subscribed ?? false)).map((r) => r.email);
     if (refused.length) {
       throw badRequest('A MARKETING template cannot be sent to unsubscribed contacts', 'CONTACT_UNSUBSCRIBED', {
         details: { emails: refused },
@@ -220,10 +219,56 @@ export async function sendEmails(
   }
 
   const attachments = decoded(given);
+  /** One recipient's message, rendered with their contact's data as it is after this send's changes. */
+  const compose = (emailId: string, contact: { id: string; email: string; data: Record<string, unknown> }): ComposedMessage => {
+    const common = { emailId, contact, headers: input.headers ?? {}, settings, tracking: [input.tracking, template?.tracking], links: deps.links };
+    return input.literal ? composeLiteral(common, input.literal) : composeMessage({ ...common, type, subject, body, values: resolved.values });
+  };
+  const queued = (id: string, contact: { id: string; email: string }, recipient: { name: string | null }, message: ComposedMessage): QueuedEmailInput => ({
+    id,
+    projectId,
+    contactId: contact.id,
+    templateId: template?.id ?? null,
+    type,
+    from: sender,
+    replyTo,
+    to: { email: contact.email, name: recipient.name },
+    message,
+  });
   // While a drain of this process runs, it is told after the commit instead of by a NOTIFY: a transaction
   // that notifies commits under PostgreSQL's one notify lock, so concurrent sends could not share a WAL
   // flush (npm run bench:send-db). Inside a caller's transaction the commit is not ours to wait for.
   const local = deps.queue?.draining && !insideTransaction(em) ? deps.queue : undefined;
+
+  const oneStatement =
+    !attachments.length &&
+    !insideTransaction(em) &&
+    limits.emails === null &&
+    limits.contacts === null &&
+    // A write of `subscribed` that changes it (or ends a snooze) writes its event: the transaction's work.
+    to.every((r) => {
+      const contact = known.get(r.email);
+      return !contact || input.subscribed === undefined || (contact.subscribed === input.subscribed && !contact.snoozed);
+    });
+  if (oneStatement) {
+    const emails: QueuedEmailInput[] = to.map((r) => {
+      const contact = known.get(r.email);
+      const next = { id: contact?.id ?? newId(), email: contact?.email ?? r.email, data: applyData(contact?.data ?? {}, resolved) };
+      const id = newId();
+      return queued(id, next, r, compose(id, next));
+    });
+    const result = { emails: emails.map((e) => ({ contact: { id: e.contactId, email: e.to.email }, email: e.id })), timestamp: new Date().toISOString(), events: [] };
+    const written = await queueInOneStatement(em, emails, {
+      created: { known: new Set([...known.values()].map((c) => c.id)), subscribed: input.subscribed ?? false, data: resolved },
+      notify: !local,
+      idempotency: idempotency && { key: idempotency.key, response: { emails: result.emails, timestamp: result.timestamp } },
+    });
+    if (written) {
+      local?.queuedHere();
+      return result;
+    }
+  }
+
   // Everything below goes through sql(), so the lean transaction serves (0.2 ms of CPU less a request).
   const result = await sqlTransaction(em, async (tx) => {
     await assertWithinBillingLimits(tx, projectId, to.length, limits);
@@ -239,28 +284,7 @@ export async function sendEmails(
       events.push(...upsert.events);
       const contact = upsert.contact;
       const emailId = newId();
-      const common = {
-        emailId,
-        contact: { id: contact.id, email: contact.email, data: contact.data },
-        headers: input.headers ?? {},
-        settings,
-        tracking: [input.tracking, template?.tracking],
-        links: deps.links,
-      };
-      const message = input.literal
-        ? composeLiteral(common, input.literal)
-        : composeMessage({ ...common, type, subject, body, values: resolved.values });
-      await queueEmail(tx, {
-        id: emailId,
-        projectId,
-        contactId: contact.id,
-        templateId: template?.id ?? null,
-        type,
-        from: sender,
-        replyTo,
-        to: { email: contact.email, name: recipient.name },
-        message,
-      }, !local);
+      await queueEmail(tx, queued(emailId, contact, recipient, compose(emailId, contact)), !local);
       if (attachments.length) await insertAttachments(tx, emailId, attachments);
       emails.push({ contact: { id: contact.id, email: contact.email }, email: emailId });
     }
@@ -271,6 +295,95 @@ export async function sendEmails(
   });
   local?.queuedHere();
   return result;
+}
+
+/** SQLSTATE of a foreign-key violation: here, a contact that was not there (or was) as the send read it. */
+const FOREIGN_KEY_VIOLATION = '23503';
+
+/**
+ * Queues `emails` of one project in a single statement, atomic by itself: the recipients who were not
+ * contacts (`created.known` lists the ids that were) are inserted with the send's `subscribed` and
+ * data, the known ones get the send's data merged in by the database (so a concurrent change is not
+ * lost), the emails are inserted, the Idempotency-Key is marked done with its answer, and the
+ * dispatchers are notified unless `notify` is false. If a recipient was created or deleted by someone
+ * else since the read, an email's contact is not there and the foreign key refuses the statement:
+ * nothing is written and this answers false, for the caller to take the transaction that locks.
+ */
+export async function queueInOneStatement(
+  em: EntityManager,
+  emails: QueuedEmailInput[],
+  opts: {
+    created: { known: Set<string>; subscribed: boolean; data: Pick<ResolvedData, 'set' | 'unset'> };
+    notify: boolean;
+    idempotency?: { key: string; response: unknown };
+  },
+): Promise<boolean> {
+  const [first] = emails;
+  const { projectId } = first;
+  const domain = first.from.email.slice(first.from.email.lastIndexOf('@') + 1);
+  const set = JSON.stringify(opts.created.data.set);
+  const unset = opts.created.data.unset;
+  try {
+    await sql(
+      em,
+      // Rows of values, not arrays: pg would escape each message into an array literal, and PostgreSQL parse it back.
+      `WITH r (contact_id, known, email_id, to_email, to_name, subject, html, text, headers) AS (
+         VALUES ${emails.map((_, i) => (i === 0 ? '(?::uuid, ?::boolean, ?::uuid, ?, ?, ?, ?, ?, ?::jsonb)' : '(?, ?, ?, ?, ?, ?, ?, ?, ?)')).join(', ')}
+       ), created AS (
+         INSERT INTO contacts (id, project_id, email, subscribed, data, created_at, updated_at)
+         SELECT contact_id, ?, to_email, ?, ?::jsonb, now(), now() FROM r WHERE NOT known
+         ON CONFLICT (project_id, email) DO NOTHING
+       ), merged AS (
+         UPDATE contacts c SET data = (c.data || ?::jsonb) - ?::text[], updated_at = now()
+         FROM r WHERE r.known AND c.id = r.contact_id AND c.project_id = ? AND c.data IS DISTINCT FROM (c.data || ?::jsonb) - ?::text[]
+       ), queued AS (
+         INSERT INTO emails (id, project_id, contact_id, template_id, type, from_email, from_name, reply_to, to_email, to_name,
+                             subject, html, text, headers, message_id)
+         SELECT email_id, ?, contact_id, ?, ?, ?, ?, ?, to_email, to_name, subject, html, text, headers, '<' || email_id || '@' || ? || '>' FROM r
+       )${
+         opts.idempotency
+           ? `, marked AS (
+         UPDATE idempotency_keys SET status_code = 200, response = ?::jsonb WHERE project_id = ? AND key = ?
+       )`
+           : ''
+       }
+       SELECT ${opts.notify ? 'pg_notify(?, ?)' : '1'}`,
+      [
+        ...emails.flatMap((e) => [
+          e.contactId,
+          opts.created.known.has(e.contactId),
+          e.id,
+          e.to.email,
+          e.to.name,
+          e.message.subject,
+          e.message.html,
+          e.message.text,
+          JSON.stringify(e.message.headers),
+        ]),
+        projectId,
+        opts.created.subscribed,
+        JSON.stringify(applyData({}, opts.created.data)),
+        set,
+        unset,
+        projectId,
+        set,
+        unset,
+        projectId,
+        first.templateId,
+        first.type,
+        first.from.email,
+        first.from.name,
+        first.replyTo,
+        domain,
+        ...(opts.idempotency ? [JSON.stringify(opts.idempotency.response), projectId, opts.idempotency.key] : []),
+        ...(opts.notify ? [EMAIL_QUEUED_CHANNEL, projectId] : []),
+      ],
+    );
+    return true;
+  } catch (err) {
+    if ((err as { code?: string }).code === FOREIGN_KEY_VIOLATION) return false;
+    throw err;
+  }
 }
 
 async function insertAttachments(em: EntityManager, emailId: string, attachments: ReturnType<typeof decoded>): Promise<void> {
