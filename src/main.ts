@@ -81,7 +81,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
       stops.push(pg.stop);
       databaseUrl = pg.url;
     }
-    const orm = await createOrm(databaseUrl, { poolMax: config.DATABASE_POOL_MAX, log });
+    const orm = await createOrm(databaseUrl, { poolMax: config.databasePoolMax, log });
     stops.push(() => orm.close());
     const applied = await migrate(orm, databaseUrl);
     if (applied.length) log.info({ migrations: applied }, 'migrations applied');

@@ -1,5 +1,6 @@
 import path from 'node:path';
-import { ConfigError, loadConfig } from '../../src/config';
+import os from 'node:os';
+import { ConfigError, defaultPoolMax, loadConfig } from '../../src/config';
 
 test('defaults', () => {
   const c = loadConfig({});
@@ -25,6 +26,12 @@ test('DELIVERY_IN_FLIGHT defaults to 4 × SMTP_POOL_SIZE', () => {
   expect(loadConfig({}).deliveryInFlight).toBe(32);
   expect(loadConfig({ SMTP_POOL_SIZE: '3' }).deliveryInFlight).toBe(12);
   expect(loadConfig({ SMTP_POOL_SIZE: '3', DELIVERY_IN_FLIGHT: '5' }).deliveryInFlight).toBe(5);
+});
+
+test('DATABASE_POOL_MAX defaults to 3 connections per core, 6 to 20', () => {
+  expect([1, 2, 3, 4, 6, 7, 64].map(defaultPoolMax)).toEqual([6, 6, 9, 12, 18, 20, 20]);
+  expect(loadConfig({}).databasePoolMax).toBe(defaultPoolMax(os.availableParallelism()));
+  expect(loadConfig({ DATABASE_POOL_MAX: '40' }).databasePoolMax).toBe(40);
 });
 
 test('DNS_SERVERS is a comma-separated host[:port] list', () => {
