@@ -4,12 +4,12 @@
  */
 import pg from 'pg';
 import pino from 'pino';
-import { createOrm, type Orm, sql } from '../../src/db/orm';
+import { createOrm, type Orm } from '../../src/db/orm';
 import { QueueSignal } from '../../src/db/work-queue';
 import { Links } from '../../src/mail/links';
-import { createProject, signup } from '../../src/modules/accounts/accounts.service';
 import { EMAIL_QUEUED_CHANNEL, type LocalEmailQueue, sendEmails } from '../../src/modules/emails/emails.service';
 import { createTestDatabase, dbQuery } from '../setup/db';
+import { projectSendingFrom } from '../setup/sender';
 import { until } from '../setup/until';
 
 const log = pino({ level: 'silent' });
@@ -22,15 +22,7 @@ const notifications: string[] = [];
 beforeAll(async () => {
   url = await createTestDatabase();
   orm = await createOrm(url, { poolMax: 4, log });
-  const em = orm.em.fork();
-  const user = await signup(em, 'queue@example.com', 'queue test password');
-  projectId = (await createProject(em, user.id, 'queue')).id;
-  await sql(
-    em,
-    `INSERT INTO domains (id, project_id, domain, status, verification_token, dkim_selector, dkim_private_key, dkim_public_key, spf_value)
-     VALUES (gen_random_uuid(), ?, 'queue.test', 'verified', '-', 'pb', '-', '-', '-')`,
-    [projectId],
-  );
+  projectId = await projectSendingFrom(orm, 'queue.test');
   listener = new pg.Client({ connectionString: url });
   await listener.connect();
   listener.on('notification', (n) => notifications.push(n.payload ?? ''));

@@ -3,12 +3,12 @@
  * when a recipient changed since the send read them, so the caller can take the locking transaction.
  */
 import pino from 'pino';
-import { createOrm, type Orm, sql } from '../../src/db/orm';
+import { createOrm, type Orm } from '../../src/db/orm';
 import { newId } from '../../src/db/ids';
 import { Links } from '../../src/mail/links';
-import { createProject, signup } from '../../src/modules/accounts/accounts.service';
 import { type QueuedEmailInput, queueInOneStatement, sendEmails } from '../../src/modules/emails/emails.service';
 import { createTestDatabase, dbQuery } from '../setup/db';
+import { projectSendingFrom } from '../setup/sender';
 
 let url: string;
 let orm: Orm;
@@ -17,15 +17,7 @@ let projectId: string;
 beforeAll(async () => {
   url = await createTestDatabase();
   orm = await createOrm(url, { poolMax: 8, log: pino({ level: 'silent' }) });
-  const em = orm.em.fork();
-  const user = await signup(em, 'one@example.com', 'one statement password');
-  projectId = (await createProject(em, user.id, 'one')).id;
-  await sql(
-    em,
-    `INSERT INTO domains (id, project_id, domain, status, verification_token, dkim_selector, dkim_private_key, dkim_public_key, spf_value)
-     VALUES (gen_random_uuid(), ?, 'one.test', 'verified', '-', 'pb', '-', '-', '-')`,
-    [projectId],
-  );
+  projectId = await projectSendingFrom(orm, 'one.test');
 });
 afterAll(async () => {
   await orm.close(true);

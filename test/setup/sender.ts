@@ -1,5 +1,24 @@
+import { type Orm, sql } from '../../src/db/orm';
 import type { ZoneDnsServer } from '../../src/dns/zone-server';
+import { createProject, signup } from '../../src/modules/accounts/accounts.service';
 import type { Api } from './service';
+
+/**
+ * For tests of the services without HTTP: a new account's project whose sender `domain` is verified
+ * (no DKIM key: nothing is delivered). Answers the project's id.
+ */
+export async function projectSendingFrom(orm: Orm, domain: string): Promise<string> {
+  const em = orm.em.fork();
+  const user = await signup(em, `owner@${domain}`, 'a test password');
+  const projectId = (await createProject(em, user.id, domain)).id;
+  await sql(
+    em,
+    `INSERT INTO domains (id, project_id, domain, status, verification_token, dkim_selector, dkim_private_key, dkim_public_key, spf_value)
+     VALUES (gen_random_uuid(), ?, ?, 'verified', '-', 'pb', '-', '-', '-')`,
+    [projectId, domain],
+  );
+  return projectId;
+}
 
 /** Adds a sender domain, publishes its records in the test DNS zone and verifies it: how a user gets a sender. */
 export async function verifiedDomain(api: Api, dns: ZoneDnsServer, secretKey: string, domain: string) {

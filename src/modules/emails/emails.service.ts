@@ -134,6 +134,9 @@ export interface QueuedEmailInput {
   message: ComposedMessage;
 }
 
+/** An email's own columns after its sender's, in the order both queueing statements insert them. */
+const recipientValues = (e: QueuedEmailInput) => [e.to.email, e.to.name, e.message.subject, e.message.html, e.message.text, JSON.stringify(e.message.headers)];
+
 /**
  * Stores one rendered email as QUEUED in the caller's transaction, and NOTIFYs the dispatchers in the
  * same statement (delivered when the transaction commits; PostgreSQL sends one notification for all of
@@ -160,12 +163,7 @@ export async function queueEmail(em: EntityManager, e: QueuedEmailInput, notify 
       e.from.email,
       e.from.name,
       e.replyTo,
-      e.to.email,
-      e.to.name,
-      e.message.subject,
-      e.message.html,
-      e.message.text,
-      JSON.stringify(e.message.headers),
+      ...recipientValues(e),
       `<${e.id}@${domain}>`,
       ...(notify ? [EMAIL_QUEUED_CHANNEL, e.projectId] : []),
     ],
@@ -353,12 +351,7 @@ export async function queueInOneStatement(
           e.contactId,
           opts.created.known.has(e.contactId),
           e.id,
-          e.to.email,
-          e.to.name,
-          e.message.subject,
-          e.message.html,
-          e.message.text,
-          JSON.stringify(e.message.headers),
+          ...recipientValues(e),
         ]),
         projectId,
         opts.created.subscribed,
