@@ -8,20 +8,14 @@
  *   npm run bench:delivery-db               # 4 rounds of 4,000 emails (the first is a warm-up)
  *   BENCH_GROUP=32 npm run bench:delivery-db
  */
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { startEmbeddedPostgres } from '../src/db/embedded-postgres';
+import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../src/db/ids';
-import { createOrm, migrate, sql } from '../src/db/orm';
-import { createLogger } from '../src/log';
-import { Links } from '../src/mail/links';
-import type { MessageSender } from '../src/mail/delivery-threads';
 import type { QueueSignal } from '../src/db/work-queue';
-import { createProject, signup } from '../src/modules/accounts/accounts.service';
+import type { MessageSender } from '../src/mail/delivery-threads';
+import { Links } from '../src/mail/links';
 import { EmailDispatcher, type QueuedEmail } from '../src/modules/emails/dispatch';
 import { sendEmails } from '../src/modules/emails/emails.service';
-import type { EntityManager } from '@mikro-orm/postgresql';
+import { startBenchDatabase } from './bench-database';
 import { machine, median, postgresCpuSeconds } from './service-process';
 
 const ROUNDS = Number(process.env.BENCH_RUNS ?? 4);
@@ -37,21 +31,8 @@ interface DrainSteps {
 }
 
 async function main(): Promise<void> {
-  const log = createLogger('warn');
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'postbox-delivery-db-'));
-  const db = await startEmbeddedPostgres({ dataDir, log });
-  const orm = await createOrm(db.url, { poolMax: 6, log });
+  const { orm, projectId, log, stop } = await startBenchDatabase('delivery-db', 6);
   try {
-    await migrate(orm, db.url);
-    const em = orm.em.fork();
-    const user = await signup(em, 'bench@example.com', 'bench password');
-    const project = await createProject(em, user.id, 'bench');
-    await sql(
-      em,
-      `INSERT INTO domains (id, project_id, domain, status, verification_token, dkim_selector, dkim_private_key, dkim_public_key, spf_value)
-       VALUES (gen_random_uuid(), ?, 'bench.test', 'verified', '-', 'pb', '-', '-', '-')`,
-      [project.id],
-    );
     const deps = { links: new Links('https://mail.bench.test', 'bench secret'), limits: { attachmentsMaxBytes: 10e6, messageMaxBytes: 20e6 } };
     const dispatcher = new EmailDispatcher({ orm, sender: {} as MessageSender, queue: {} as QueueSignal, log, batchSize: BATCH });
     const steps = dispatcher as unknown as DrainSteps;
@@ -63,7 +44,7 @@ async function main(): Promise<void> {
         while (next < EMAILS) {
           const i = next++;
           const input = { to: `user${round}-${i}@example.org`, from: 'Bench <hello@bench.test>', subject: 'Weekly summary for {{name}}', body: BODY, data: { name: `user ${i}` } };
-          await sendEmails(orm.em.fork(), project.id, input, deps);
+          await sendEmails(orm.em.fork(), projectId, input, deps);
         }
       };
       await Promise.all(Array.from({ length: 16 }, queue));
@@ -97,9 +78,7 @@ async function main(): Promise<void> {
       `median: claim PostgreSQL ${m((r) => r.claimPg)} µs, this process ${m((r) => r.claimCaller)} µs; record SENT PostgreSQL ${m((r) => r.recordPg)} µs, this process ${m((r) => r.recordCaller)} µs (per email)`,
     );
   } finally {
-    await orm.close();
-    await db.stop();
-    fs.rmSync(dataDir, { recursive: true, force: true });
+    await stop();
   }
 }
 

@@ -10,15 +10,10 @@
  *   npm run bench:send-db                   # 5 rounds of 3,000 sends (the first is a warm-up)
  *   BENCH_DROP=count-triggers npm run bench:send-db
  */
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { startEmbeddedPostgres } from '../src/db/embedded-postgres';
-import { createOrm, migrate, sql } from '../src/db/orm';
-import { createLogger } from '../src/log';
+import { sql } from '../src/db/orm';
 import { Links } from '../src/mail/links';
-import { createProject, signup } from '../src/modules/accounts/accounts.service';
 import { sendEmails } from '../src/modules/emails/emails.service';
+import { startBenchDatabase } from './bench-database';
 import { machine, median, postgresCpuSeconds } from './service-process';
 
 const ROUNDS = Number(process.env.BENCH_RUNS ?? 5);
@@ -33,21 +28,9 @@ const DROPS: Record<string, string[]> = {
 };
 
 async function series(drop: string | undefined) {
-  const log = createLogger('warn');
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'postbox-send-db-'));
-  const db = await startEmbeddedPostgres({ dataDir, log });
-  const orm = await createOrm(db.url, { poolMax: 20, log });
+  const { orm, projectId, stop } = await startBenchDatabase('send-db', 20);
   try {
-    await migrate(orm, db.url);
     const em = orm.em.fork();
-    const user = await signup(em, 'bench@example.com', 'bench password');
-    const project = await createProject(em, user.id, 'bench');
-    await sql(
-      em,
-      `INSERT INTO domains (id, project_id, domain, status, verification_token, dkim_selector, dkim_private_key, dkim_public_key, spf_value)
-       VALUES (gen_random_uuid(), ?, 'bench.test', 'verified', '-', 'pb', '-', '-', '-')`,
-      [project.id],
-    );
     for (const statement of drop ? DROPS[drop] : []) await sql(em, statement);
     const queue = drop === 'notify' ? { draining: true, queuedHere: () => {} } : undefined;
     const deps = { links: new Links('https://mail.bench.test', 'bench secret'), limits: { attachmentsMaxBytes: 10e6, messageMaxBytes: 20e6 }, queue };
@@ -63,7 +46,7 @@ async function series(drop: string | undefined) {
         while (next < SENDS) {
           const i = next++;
           const input = { to: `user${round}-${i}@example.org`, from: 'Bench <hello@bench.test>', subject: 'Weekly summary for {{name}}', body: BODY, data: { name: `user ${i}` } };
-          await sendEmails(orm.em.fork(), project.id, input, deps);
+          await sendEmails(orm.em.fork(), projectId, input, deps);
         }
       };
       await Promise.all(Array.from({ length: CONCURRENCY }, worker));
@@ -82,9 +65,7 @@ async function series(drop: string | undefined) {
     }
     return rows;
   } finally {
-    await orm.close();
-    await db.stop();
-    fs.rmSync(dataDir, { recursive: true, force: true });
+    await stop();
   }
 }
 
