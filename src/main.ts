@@ -148,7 +148,15 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         return queue;
       };
       const queue = await listen(EMAIL_QUEUED_CHANNEL, 'email');
-      emailQueue = queue;
+      // DELIVERY_IN_FLIGHT send slots: each holds at most one message handed to SMTP whose outcome is not yet recorded.
+      const dispatcher = new EmailDispatcher({ orm, sender, queue, log, hub, retryBaseSeconds: config.EMAIL_RETRY_BASE_SECONDS, metrics, concurrency: config.deliveryInFlight });
+      emailQueue = {
+        get draining() {
+          return queue.draining;
+        },
+        queuedHere: () => queue.queuedHere(),
+        claimant: () => dispatcher.claimant(),
+      };
       const automationQueue = await listen(AUTOMATION_OUTBOX_CHANNEL, 'automation');
       const webhookQueue = await listen(WEBHOOK_DELIVERIES_CHANNEL, 'webhook');
       const worker: RunningWorker = await startWorker({
@@ -162,8 +170,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         shutdownTimeoutSeconds: config.SHUTDOWN_TIMEOUT_SECONDS,
         resolver,
         accountMail: { mailer, publicUrl: config.publicUrl, from: config.systemEmailFrom },
-        // DELIVERY_IN_FLIGHT send slots: each holds at most one message handed to SMTP whose outcome is not yet recorded.
-        dispatcher: new EmailDispatcher({ orm, sender, queue, log, hub, retryBaseSeconds: config.EMAIL_RETRY_BASE_SECONDS, metrics, concurrency: config.deliveryInFlight }),
+        dispatcher,
         hub,
         segmentRefreshSeconds: config.SEGMENT_REFRESH_SECONDS,
         campaignBatchSize: config.CAMPAIGN_BATCH_SIZE,

@@ -1,21 +1,23 @@
 import { type Orm, sql } from '../../src/db/orm';
 import type { ZoneDnsServer } from '../../src/dns/zone-server';
 import { createProject, signup } from '../../src/modules/accounts/accounts.service';
+import { generateDkimKeyPair } from '../../src/modules/domains/domain-records';
 import type { Api } from './service';
 
 /**
- * For tests of the services without HTTP: a new account's project whose sender `domain` is verified
- * (no DKIM key: nothing is delivered). Answers the project's id.
+ * For tests of the services without HTTP: a new account's project whose sender `domain` is verified,
+ * with a DKIM key of its own. Answers the project's id.
  */
 export async function projectSendingFrom(orm: Orm, domain: string): Promise<string> {
   const em = orm.em.fork();
   const user = await signup(em, `owner@${domain}`, 'a test password');
   const projectId = (await createProject(em, user.id, domain)).id;
+  const keys = generateDkimKeyPair();
   await sql(
     em,
     `INSERT INTO domains (id, project_id, domain, status, verification_token, dkim_selector, dkim_private_key, dkim_public_key, spf_value)
-     VALUES (gen_random_uuid(), ?, ?, 'verified', '-', 'pb', '-', '-', '-')`,
-    [projectId, domain],
+     VALUES (gen_random_uuid(), ?, ?, 'verified', '-', 'pb', ?, ?, '-')`,
+    [projectId, domain, keys.privateKey, keys.publicKey],
   );
   return projectId;
 }

@@ -64,7 +64,7 @@ export class SmtpUnavailableError extends Error {}
  * A claim's lifetime when its owner never comes back to take it (its execution was terminated): the
  * normal takeover after a crash is the owner's retried activity, one heartbeat timeout (20 s) later.
  */
-const CLAIM_SECONDS = 120;
+export const CLAIM_SECONDS = 120;
 
 /** A campaign recipient's message, rendered by whoever encodes it. */
 type Draft = DraftMessage['compose'];
@@ -120,6 +120,53 @@ class Permits {
   }
 }
 
+/** Mail a request of this process queues for a running drain: claimed for it when inserted, handed over in memory. */
+export interface DrainClaimant {
+  /** The drain's owner, written as `claimed_by` with the rows. */
+  owner: string;
+  /** After the request's statement, exactly once: the rows it queued claimed for `owner`, or none. */
+  handOver(emails: QueuedEmail[]): void;
+}
+
+/** Rows handed over in memory wait at most this many at once per drain: past it, requests queue mail unclaimed. */
+const HAND_OVER_MAX = 256;
+
+/**
+ * One drain's intake of handed-over mail. A drain must not end (return or throw) while a request it
+ * gave a claim to is still writing: mail committed after the owner's next drain took its claims back
+ * would otherwise wait for its claim to expire.
+ */
+class HandOver {
+  readonly ready: QueuedEmail[] = [];
+  private writing = 0;
+  private open = true;
+  private settled?: () => void;
+
+  constructor(readonly owner: string, private readonly wake: () => void) {}
+
+  claimant(): DrainClaimant | undefined {
+    if (!this.open || this.ready.length + this.writing >= HAND_OVER_MAX) return undefined;
+    this.writing++;
+    let done = false;
+    return {
+      owner: this.owner,
+      handOver: (emails) => {
+        if (done) return;
+        done = true;
+        this.ready.push(...emails);
+        if (--this.writing === 0) this.settled?.();
+        this.wake();
+      },
+    };
+  }
+
+  /** No more claimants; resolves once every request given one has handed over. */
+  async close(): Promise<void> {
+    this.open = false;
+    while (this.writing > 0) await new Promise<void>((resolve) => (this.settled = resolve));
+  }
+}
+
 /**
  * Records delivery outcomes in groups as they arrive: while one group's transaction runs, the next
  * one collects. `record` resolves once the email's outcome is committed, or rejects with the error
@@ -172,6 +219,9 @@ export class EmailDispatcher {
   /** A permit is held from sending a message until its outcome is recorded: the process's crash exposure. */
   private readonly permits: Permits;
 
+  /** The running drains' intakes of mail handed over by this process's requests. */
+  private readonly handOvers = new Set<HandOver>();
+
   constructor(private readonly deps: DispatcherDeps) {
     this.permits = new Permits(deps.concurrency ?? 8);
   }
@@ -195,17 +245,39 @@ export class EmailDispatcher {
   }): Promise<DrainReport & { idle: boolean; nextDueInSeconds: number | null }> {
     const report: DrainReport = { sent: 0, retried: 0, failed: 0 };
     await sql(this.deps.orm.em.fork(), `UPDATE emails SET claimed_until = NULL, claimed_by = NULL WHERE claimed_by = ? AND status = 'QUEUED'`, [opts.owner]);
-    const { idle } = await this.deps.queue.drain(opts, async () => {
-      const batch = await this.claim(opts.owner);
-      if (batch.length) await this.deliver(batch, report, opts.heartbeat, opts.signal);
-      return batch.length;
-    });
+    const handed = new HandOver(opts.owner, () => this.deps.queue.queuedHere());
+    const batchSize = this.deps.batchSize ?? 100;
+    this.handOvers.add(handed);
+    let idle: boolean;
+    try {
+      ({ idle } = await this.deps.queue.drain(opts, async () => {
+        // Mail handed over needs no claim and no reading back: it was claimed for this drain when inserted.
+        const batch = handed.ready.length ? handed.ready.splice(0, batchSize) : await this.claim(opts.owner);
+        if (batch.length) await this.deliver(batch, report, opts.heartbeat, opts.signal);
+        return batch.length;
+      }));
+    } finally {
+      this.handOvers.delete(handed);
+      await handed.close();
+    }
+    // What was handed over while the drain ended goes out now; a cancelled drain leaves it claimed, and
+    // its owner's next drain takes it back, as after a crash.
+    while (handed.ready.length && !opts.signal?.aborted) await this.deliver(handed.ready.splice(0, batchSize), report, opts.heartbeat, opts.signal);
     const [next] = await sql<{ due: number | null }>(
       this.deps.orm.em.fork(),
       `SELECT extract(epoch FROM min(greatest(next_attempt_at, coalesce(claimed_until, next_attempt_at))) - now())::float AS due
        FROM emails WHERE status = 'QUEUED' AND campaign_id IS NULL`,
     );
     return { ...report, idle, nextDueInSeconds: next.due === null ? null : Math.max(0, next.due) };
+  }
+
+  /** For a request of this process about to queue mail: a running drain with room to take it in memory, if any. */
+  claimant(): DrainClaimant | undefined {
+    for (const handed of this.handOvers) {
+      const claimant = handed.claimant();
+      if (claimant) return claimant;
+    }
+    return undefined;
   }
 
   /** Claims due queued transactional mail for `owner`: every dispatcher shares this queue. */

@@ -15,6 +15,7 @@ import { upsertContact } from '../contacts/contacts.service';
 import type { EventRecord } from '../events/events.store';
 import { getTemplate, type TemplateRow } from '../templates/templates.service';
 import type { AttachmentInput, SendInput } from './emails.schemas';
+import { CLAIM_SECONDS, type DrainClaimant, type QueuedEmail } from './dispatch';
 import { sendingContext } from './sending-context';
 
 export type EmailType = TemplateRow['type'];
@@ -31,6 +32,8 @@ export interface SendLimits {
 export interface LocalEmailQueue {
   readonly draining: boolean;
   queuedHere(): void;
+  /** A running drain of this process that takes mail claimed for it at insert, in memory (`EmailDispatcher.claimant`). */
+  claimant?(): DrainClaimant | undefined;
 }
 
 /**
@@ -134,6 +137,29 @@ export interface QueuedEmailInput {
   message: ComposedMessage;
 }
 
+/** The Message-ID of an email: its id at its sender's domain. */
+const messageIdOf = (e: QueuedEmailInput) => `<${e.id}@${e.from.email.slice(e.from.email.lastIndexOf('@') + 1)}>`;
+
+/** An email as delivery reads it, for mail handed to a drain in memory instead of read back (its first attempt). */
+const asClaimed = (e: QueuedEmailInput): QueuedEmail => ({
+  id: e.id,
+  project_id: e.projectId,
+  contact_id: e.contactId,
+  template_id: e.templateId,
+  campaign_id: null,
+  from_email: e.from.email,
+  from_name: e.from.name,
+  reply_to: e.replyTo,
+  to_email: e.to.email,
+  to_name: e.to.name,
+  subject: e.message.subject,
+  html: e.message.html,
+  text: e.message.text,
+  headers: e.message.headers,
+  message_id: messageIdOf(e),
+  attempts: 1,
+});
+
 /** An email's own columns after its sender's, in the order both queueing statements insert them. */
 const recipientValues = (e: QueuedEmailInput) => [e.to.email, e.to.name, e.message.subject, e.message.html, e.message.text, JSON.stringify(e.message.headers)];
 
@@ -145,7 +171,6 @@ const recipientValues = (e: QueuedEmailInput) => [e.to.email, e.to.name, e.messa
  * caller with a derived id harmless, and then nothing is notified.
  */
 export async function queueEmail(em: EntityManager, e: QueuedEmailInput, notify = true): Promise<boolean> {
-  const domain = e.from.email.slice(e.from.email.lastIndexOf('@') + 1);
   const rows = await sql(
     em,
     `WITH queued AS (
@@ -164,7 +189,7 @@ export async function queueEmail(em: EntityManager, e: QueuedEmailInput, notify 
       e.from.name,
       e.replyTo,
       ...recipientValues(e),
-      `<${e.id}@${domain}>`,
+      messageIdOf(e),
       ...(notify ? [EMAIL_QUEUED_CHANNEL, e.projectId] : []),
     ],
   );
@@ -256,13 +281,22 @@ export async function sendEmails(
       return queued(id, next, r, compose(id, next));
     });
     const result = { emails: emails.map((e) => ({ contact: { id: e.contactId, email: e.to.email }, email: e.id })), timestamp: new Date().toISOString(), events: [] };
-    const written = await queueInOneStatement(em, emails, {
-      created: { known: new Set([...known.values()].map((c) => c.id)), subscribed: input.subscribed ?? false, data: resolved },
-      notify: !local,
-      idempotency: idempotency && { key: idempotency.key, response: { emails: result.emails, timestamp: result.timestamp } },
-    });
+    // While a drain of this process runs, the mail is claimed for it as it is inserted and handed to it
+    // in memory: no claim to write and nothing to read back.
+    const claimant = local?.claimant?.();
+    let written = false;
+    try {
+      written = await queueInOneStatement(em, emails, {
+        created: { known: new Set([...known.values()].map((c) => c.id)), subscribed: input.subscribed ?? false, data: resolved },
+        notify: !local,
+        claimedBy: claimant?.owner,
+        idempotency: idempotency && { key: idempotency.key, response: { emails: result.emails, timestamp: result.timestamp } },
+      });
+    } finally {
+      claimant?.handOver(written ? emails.map(asClaimed) : []);
+    }
     if (written) {
-      local?.queuedHere();
+      if (!claimant) local?.queuedHere();
       return result;
     }
   }
@@ -313,20 +347,21 @@ export async function queueInOneStatement(
   opts: {
     created: { known: Set<string>; subscribed: boolean; data: Pick<ResolvedData, 'set' | 'unset'> };
     notify: boolean;
+    /** A drain of this process the emails are claimed for as they are inserted (their first attempt). */
+    claimedBy?: string;
     idempotency?: { key: string; response: unknown };
   },
 ): Promise<boolean> {
   const [first] = emails;
   const { projectId } = first;
-  const domain = first.from.email.slice(first.from.email.lastIndexOf('@') + 1);
   const set = JSON.stringify(opts.created.data.set);
   const unset = opts.created.data.unset;
   try {
     await sql(
       em,
       // Rows of values, not arrays: pg would escape each message into an array literal, and PostgreSQL parse it back.
-      `WITH r (contact_id, known, email_id, to_email, to_name, subject, html, text, headers) AS (
-         VALUES ${emails.map((_, i) => (i === 0 ? '(?::uuid, ?::boolean, ?::uuid, ?, ?, ?, ?, ?, ?::jsonb)' : '(?, ?, ?, ?, ?, ?, ?, ?, ?)')).join(', ')}
+      `WITH r (contact_id, known, email_id, to_email, to_name, subject, html, text, headers, message_id) AS (
+         VALUES ${emails.map((_, i) => (i === 0 ? '(?::uuid, ?::boolean, ?::uuid, ?, ?, ?, ?, ?, ?::jsonb, ?)' : '(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)')).join(', ')}
        ), created AS (
          INSERT INTO contacts (id, project_id, email, subscribed, data, created_at, updated_at)
          SELECT contact_id, ?, to_email, ?, ?::jsonb, now(), now() FROM r WHERE NOT known
@@ -336,8 +371,10 @@ export async function queueInOneStatement(
          FROM r WHERE r.known AND c.id = r.contact_id AND c.project_id = ? AND c.data IS DISTINCT FROM (c.data || ?::jsonb) - ?::text[]
        ), queued AS (
          INSERT INTO emails (id, project_id, contact_id, template_id, type, from_email, from_name, reply_to, to_email, to_name,
-                             subject, html, text, headers, message_id)
-         SELECT email_id, ?, contact_id, ?, ?, ?, ?, ?, to_email, to_name, subject, html, text, headers, '<' || email_id || '@' || ? || '>' FROM r
+                             subject, html, text, headers, message_id${opts.claimedBy ? ', claimed_by, claimed_until, attempts' : ''})
+         SELECT email_id, ?, contact_id, ?, ?, ?, ?, ?, to_email, to_name, subject, html, text, headers, message_id${
+           opts.claimedBy ? ', ?, now() + make_interval(secs => ?), 1' : ''
+         } FROM r
        )${
          opts.idempotency
            ? `, marked AS (
@@ -352,6 +389,7 @@ export async function queueInOneStatement(
           opts.created.known.has(e.contactId),
           e.id,
           ...recipientValues(e),
+          messageIdOf(e),
         ]),
         projectId,
         opts.created.subscribed,
@@ -367,7 +405,7 @@ export async function queueInOneStatement(
         first.from.email,
         first.from.name,
         first.replyTo,
-        domain,
+        ...(opts.claimedBy ? [opts.claimedBy, CLAIM_SECONDS] : []),
         ...(opts.idempotency ? [JSON.stringify(opts.idempotency.response), projectId, opts.idempotency.key] : []),
         ...(opts.notify ? [EMAIL_QUEUED_CHANNEL, projectId] : []),
       ],
