@@ -128,9 +128,6 @@ export interface DrainClaimant {
   handOver(emails: QueuedEmail[]): void;
 }
 
-/** Rows handed over in memory wait at most this many at once per drain: past it, requests queue mail unclaimed. */
-const HAND_OVER_MAX = 256;
-
 /**
  * One drain's intake of handed-over mail. A drain must not end (return or throw) while a request it
  * gave a claim to is still writing: mail committed after the owner's next drain took its claims back
@@ -142,10 +139,15 @@ class HandOver {
   private open = true;
   private settled?: () => void;
 
-  constructor(readonly owner: string, private readonly wake: () => void) {}
+  /** At most `max` rows wait or are being written (a claim batch's worth): past it, requests queue mail unclaimed. */
+  constructor(
+    readonly owner: string,
+    private readonly max: number,
+    private readonly wake: () => void,
+  ) {}
 
   claimant(): DrainClaimant | undefined {
-    if (!this.open || this.ready.length + this.writing >= HAND_OVER_MAX) return undefined;
+    if (!this.open || this.ready.length + this.writing >= this.max) return undefined;
     this.writing++;
     let done = false;
     return {
@@ -245,14 +247,18 @@ export class EmailDispatcher {
   }): Promise<DrainReport & { idle: boolean; nextDueInSeconds: number | null }> {
     const report: DrainReport = { sent: 0, retried: 0, failed: 0 };
     await sql(this.deps.orm.em.fork(), `UPDATE emails SET claimed_until = NULL, claimed_by = NULL WHERE claimed_by = ? AND status = 'QUEUED'`, [opts.owner]);
-    const handed = new HandOver(opts.owner, () => this.deps.queue.queuedHere());
     const batchSize = this.deps.batchSize ?? 100;
+    const handed = new HandOver(opts.owner, batchSize, () => this.deps.queue.queuedHere());
     this.handOvers.add(handed);
     let idle: boolean;
+    let turn = 0;
     try {
       ({ idle } = await this.deps.queue.drain(opts, async () => {
         // Mail handed over needs no claim and no reading back: it was claimed for this drain when inserted.
-        const batch = handed.ready.length ? handed.ready.splice(0, batchSize) : await this.claim(opts.owner);
+        // It goes first every other round only, so what waits in the shared queue (mail queued unclaimed
+        // past the hand-over's cap or by other processes, retries coming due) is never starved by it.
+        let batch = handed.ready.length && turn++ % 2 === 0 ? handed.ready.splice(0, batchSize) : await this.claim(opts.owner);
+        if (!batch.length && handed.ready.length) batch = handed.ready.splice(0, batchSize);
         if (batch.length) await this.deliver(batch, report, opts.heartbeat, opts.signal);
         return batch.length;
       }));
