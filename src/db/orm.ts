@@ -153,6 +153,9 @@ export async function sqlTransaction<T>(em: EntityManager, fn: (tx: EntityManage
 /** PostgreSQL's SQLSTATE for a unique violation. */
 export const isUniqueViolation = (err: unknown): boolean => (err as { code?: string })?.code === '23505';
 
+/** PostgreSQL's SQLSTATE for a foreign-key violation. */
+export const isForeignKeyViolation = (err: unknown): boolean => (err as { code?: string })?.code === '23503';
+
 /**
  * Commit barrier for a workflow started inside the transaction that writes its row (started before
  * the commit, so that a failed start writes nothing): the writer holds `key` until it commits or

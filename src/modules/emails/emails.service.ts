@@ -2,7 +2,7 @@ import { assertWithinBillingLimits } from '../billing/billing.service';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import addressparser from 'nodemailer/lib/addressparser';
 import { newId } from '../../db/ids';
-import { insideTransaction, sql, sqlTransaction } from '../../db/orm';
+import { insideTransaction, isForeignKeyViolation, sql, sqlTransaction } from '../../db/orm';
 import { AppError, badRequest } from '../../http/errors';
 import { type IdempotencyClaim, markIdempotentSuccess } from '../../http/idempotency';
 import type { Links } from '../../mail/links';
@@ -329,9 +329,6 @@ export async function sendEmails(
   return result;
 }
 
-/** SQLSTATE of a foreign-key violation: here, a contact that was not there (or was) as the send read it. */
-const FOREIGN_KEY_VIOLATION = '23503';
-
 /**
  * Queues `emails` of one project in a single statement, atomic by itself: the recipients who were not
  * contacts (`created.known` lists the ids that were) are inserted with the send's `subscribed` and
@@ -412,7 +409,8 @@ export async function queueInOneStatement(
     );
     return true;
   } catch (err) {
-    if ((err as { code?: string }).code === FOREIGN_KEY_VIOLATION) return false;
+    // A contact that was not there (or was) as the send read it.
+    if (isForeignKeyViolation(err)) return false;
     throw err;
   }
 }
