@@ -16,13 +16,12 @@ import { Links } from '../src/mail/links';
 import { EmailDispatcher, type QueuedEmail } from '../src/modules/emails/dispatch';
 import { sendEmails } from '../src/modules/emails/emails.service';
 import { startBenchDatabase } from './bench-database';
-import { machine, median, postgresCpuSeconds } from './service-process';
+import { machine, median, postgresCpuSeconds, sendRequest } from './service-process';
 
 const ROUNDS = Number(process.env.BENCH_RUNS ?? 4);
 const EMAILS = Number(process.env.BENCH_EMAILS ?? 4000);
 const BATCH = Number(process.env.BENCH_BATCH ?? 32);
 const GROUP = Number(process.env.BENCH_GROUP ?? 8);
-const BODY = `<html><body><h1>Hello {{name ?? there}}</h1><p>${'Your weekly summary. '.repeat(40)}</p><a href="https://example.com/x">Open</a></body></html>`;
 
 /** The two steps of a drain this bench times, which the dispatcher keeps to itself. */
 interface DrainSteps {
@@ -43,8 +42,7 @@ async function main(): Promise<void> {
       const queue = async () => {
         while (next < EMAILS) {
           const i = next++;
-          const input = { to: `user${round}-${i}@example.org`, from: 'Bench <hello@bench.test>', subject: 'Weekly summary for {{name}}', body: BODY, data: { name: `user ${i}` } };
-          await sendEmails(orm.em.fork(), projectId, input, deps);
+          await sendEmails(orm.em.fork(), projectId, sendRequest(`user${round}-${i}@example.org`, i), deps);
         }
       };
       await Promise.all(Array.from({ length: 16 }, queue));

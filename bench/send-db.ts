@@ -14,12 +14,11 @@ import { sql } from '../src/db/orm';
 import { Links } from '../src/mail/links';
 import { sendEmails } from '../src/modules/emails/emails.service';
 import { startBenchDatabase } from './bench-database';
-import { machine, median, postgresCpuSeconds } from './service-process';
+import { machine, median, postgresCpuSeconds, sendRequest } from './service-process';
 
 const ROUNDS = Number(process.env.BENCH_RUNS ?? 5);
 const SENDS = Number(process.env.BENCH_EMAILS ?? 3000);
 const CONCURRENCY = Number(process.env.BENCH_CONNECTIONS ?? 32);
-const BODY = `<html><body><h1>Hello {{name ?? there}}</h1><p>${'Your weekly summary. '.repeat(40)}</p><a href="https://example.com/x">Open</a></body></html>`;
 const DROPS: Record<string, string[]> = {
   'count-triggers': ['DROP TRIGGER emails_counted_insert ON emails', 'DROP TRIGGER contacts_counted_insert ON contacts'],
   'email-search-index': ['DROP INDEX contacts_email_trgm_idx'],
@@ -45,8 +44,7 @@ async function series(drop: string | undefined) {
       const worker = async () => {
         while (next < SENDS) {
           const i = next++;
-          const input = { to: `user${round}-${i}@example.org`, from: 'Bench <hello@bench.test>', subject: 'Weekly summary for {{name}}', body: BODY, data: { name: `user ${i}` } };
-          await sendEmails(orm.em.fork(), projectId, input, deps);
+          await sendEmails(orm.em.fork(), projectId, sendRequest(`user${round}-${i}@example.org`, i), deps);
         }
       };
       await Promise.all(Array.from({ length: CONCURRENCY }, worker));

@@ -16,7 +16,7 @@
  * smtp-sink runs as its own process (bench/smtp-sink-process.ts); a DNS server publishing the sender
  * domain's records runs in this one.
  */
-import { cpuSecondsOf, machine, median, medianReferenceRatio, postgresCpuSeconds, request, startSendingBench } from './service-process';
+import { cpuSecondsOf, machine, median, medianReferenceRatio, postgresCpuSeconds, request, SEND_BODY, sendRequest, startSendingBench } from './service-process';
 import { rawNodemailerRate, referenceBaseline } from './smtp-sink-process';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
@@ -25,8 +25,7 @@ const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
 /** Requests to the service, and messages through each baseline sender, before anything is timed. */
 const WARMUP = Number(process.env.BENCH_WARMUP ?? 1000);
 const POOL_SIZE = Number(process.env.SMTP_POOL_SIZE ?? 8);
-const BODY = `<html><body><h1>Hello {{name ?? there}}</h1><p>${'Your weekly summary. '.repeat(40)}</p><a href="https://example.com/x">Open</a></body></html>`;
-const BASELINE = { body: BODY, namePrefix: 'user ', from: 'Bench <hello@bench.test>', subject: 'Weekly summary for you' };
+const BASELINE = { body: SEND_BODY, namePrefix: 'user ', from: 'Bench <hello@bench.test>', subject: 'Weekly summary for you' };
 const REFERENCE = referenceBaseline();
 
 async function main(): Promise<void> {
@@ -41,13 +40,7 @@ async function main(): Promise<void> {
       const worker = async () => {
         while (next < n) {
           const i = next++;
-          const res = await request(agent, service.port, 'POST', '/v1/send', {
-            to: `${prefix}-${i}@example.org`,
-            from: 'Bench <hello@bench.test>',
-            subject: 'Weekly summary for {{name}}',
-            body: BODY,
-            data: { name: `user ${i}` },
-          }, auth);
+          const res = await request(agent, service.port, 'POST', '/v1/send', sendRequest(`${prefix}-${i}@example.org`, i), auth);
           if (res.status !== 200) errors++;
         }
       };

@@ -184,6 +184,18 @@ export function cpuSecondsOf(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
+/** The message the /v1/send benches send: a 2.8 KB HTML body with a placeholder and a link. */
+export const SEND_BODY = `<html><body><h1>Hello {{name ?? there}}</h1><p>${'Your weekly summary. '.repeat(40)}</p><a href="https://example.com/x">Open</a></body></html>`;
+
+/** One single-recipient /v1/send request of those benches, to a new contact. */
+export const sendRequest = (to: string, i: number) => ({
+  to,
+  from: 'Bench <hello@bench.test>',
+  subject: 'Weekly summary for {{name}}',
+  body: SEND_BODY,
+  data: { name: `user ${i}` },
+});
+
 /** CPU seconds of every PostgreSQL process on the machine (a bench's cluster is the only one running). */
 export function postgresCpuSeconds(): number {
   let seconds = 0;
