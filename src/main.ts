@@ -21,7 +21,7 @@ import { SmtpSubmission } from './modules/emails/smtp-submission.service';
 import { ProjectKeyCache } from './modules/accounts/project-keys';
 import { storeCaptured } from './modules/dev-mailbox/dev-mailbox.service';
 import { EmailDispatcher } from './modules/emails/dispatch';
-import { EMAIL_QUEUED_CHANNEL, type LocalEmailQueue } from './modules/emails/emails.service';
+import { EMAIL_QUEUED_CHANNEL, type LocalEmailQueue, SendBatcher } from './modules/emails/emails.service';
 import { QueueSignal } from './db/work-queue';
 import { DeliveryThreads, InProcessSender } from './mail/delivery-threads';
 import { Mailer } from './mail/transport';
@@ -201,6 +201,8 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
       const keys = new ProjectKeyCache(databaseUrl, log);
       await keys.start();
       stops.push(() => keys.stop());
+      // One for /v1/send and SMTP submission: their concurrent sends share statements.
+      const sendBatcher = new SendBatcher(orm);
       const app = createApp({
         config,
         orm,
@@ -215,6 +217,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         health,
         metrics,
         emailQueue,
+        sendBatcher,
       });
       const server = await listen(app.callback(), { host: config.HOST, port: config.PORT });
       port = server.port;
@@ -238,7 +241,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
       log.info({ url, publicUrl: config.publicUrl }, 'HTTP API listening');
 
       if (config.submission.port !== 0) {
-        submission = await startSubmission(config, log, stops, new SmtpSubmission({ orm, keys, limiter, links, limits: config.sendLimits, queue: emailQueue, hub, idempotencyTtlHours: config.IDEMPOTENCY_TTL_HOURS, log }));
+        submission = await startSubmission(config, log, stops, new SmtpSubmission({ orm, keys, limiter, links, limits: config.sendLimits, queue: emailQueue, batcher: sendBatcher, hub, idempotencyTtlHours: config.IDEMPOTENCY_TTL_HOURS, log }));
       }
     }
 

@@ -15,7 +15,7 @@ import { domainRoutes } from '../modules/domains/domains.routes';
 import { webhookEndpointRoutes } from '../modules/webhook-endpoints/webhook-endpoints.routes';
 import { templateRoutes } from '../modules/templates/templates.routes';
 import { emailRoutes } from '../modules/emails/emails.routes';
-import type { LocalEmailQueue } from '../modules/emails/emails.service';
+import type { LocalEmailQueue, SendBatcher } from '../modules/emails/emails.service';
 import { trackingRoutes } from '../modules/emails/tracking.routes';
 import { preferencePageRoutes } from '../modules/contacts/preference-pages';
 import { snsRoutes } from '../modules/webhooks/sns.routes';
@@ -63,6 +63,8 @@ export interface AppDeps {
   metrics: Metrics;
   /** This process's own email queue, when its worker drains one. */
   emailQueue?: LocalEmailQueue;
+  /** Writes the one-statement sends of concurrent requests together. */
+  sendBatcher?: SendBatcher;
 }
 
 export function createApp(deps: AppDeps): Koa {
@@ -118,6 +120,7 @@ export function createApp(deps: AppDeps): Koa {
     hub: deps.hub,
     limits: config.sendLimits,
     queue: deps.emailQueue,
+    batcher: deps.sendBatcher,
   });
   const bucket = config.S3_BUCKET
     ? new S3Bucket({ endpoint: config.S3_ENDPOINT!, bucket: config.S3_BUCKET, region: config.S3_REGION, accessKeyId: config.S3_ACCESS_KEY_ID!, secretAccessKey: config.S3_SECRET_ACCESS_KEY!, sessionToken: config.S3_SESSION_TOKEN })

@@ -4,9 +4,9 @@ import type { Guards } from '../../http/guards';
 import type { Links } from '../../mail/links';
 import type { ActivityHub } from '../events/contact-activity';
 import { sendResponse, sendSchema } from './emails.schemas';
-import { type LocalEmailQueue, type SendLimits, sendEmails } from './emails.service';
+import { type LocalEmailQueue, type SendBatcher, type SendLimits, sendEmails } from './emails.service';
 
-export function emailRoutes(router: Router, g: Guards, deps: { links: Links; limits: SendLimits; queue?: LocalEmailQueue; hub: ActivityHub }): void {
+export function emailRoutes(router: Router, g: Guards, deps: { links: Links; limits: SendLimits; queue?: LocalEmailQueue; batcher?: SendBatcher; hub: ActivityHub }): void {
   router.post(
     '/v1/send',
     g.secret,

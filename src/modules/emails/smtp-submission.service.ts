@@ -15,7 +15,7 @@ import { dataMapSchema } from '../contacts/data-map';
 import { assertVerifiedSender } from '../domains/domains.service';
 import type { ActivityHub } from '../events/contact-activity';
 import { HEADER_NAME, STRUCTURAL_HEADERS } from './emails.schemas';
-import { type LocalEmailQueue, type SendLimits, type SendRequest, sendEmails } from './emails.service';
+import { type LocalEmailQueue, type SendBatcher, type SendLimits, type SendRequest, sendEmails } from './emails.service';
 
 /** The idempotency key's request name for a submitted message (HTTP keys say `POST /v1/send`). */
 const SMTP_REQUEST = 'SMTP DATA';
@@ -190,6 +190,7 @@ export class SmtpSubmission implements SubmissionHandler<Submitter> {
       links: Links;
       limits: SendLimits;
       queue?: LocalEmailQueue;
+      batcher?: SendBatcher;
       hub: ActivityHub;
       idempotencyTtlHours: number;
       log: Logger;
