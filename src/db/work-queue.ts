@@ -8,6 +8,21 @@ import { PgListener } from './listener';
  * flight). Without the listener connection, drains still poll, only more often; when it is back
  * (PostgreSQL restarted), everything waits as if notified, since what was queued meanwhile said nothing.
  */
+/**
+ * Wakes one drain alone (`QueueSignal.drain`'s `bell`): for work handed to that drain, which no other
+ * drain could take, so ringing every drain would only make the others look for work in vain.
+ */
+export class DrainBell {
+  rung = 0;
+  /** The drain's wait, while it waits. */
+  waiter?: () => void;
+
+  ring(): void {
+    this.rung++;
+    this.waiter?.();
+  }
+}
+
 export class QueueSignal {
   private readonly listener: PgListener;
   private listenedBefore = false;
@@ -72,18 +87,20 @@ export class QueueSignal {
    * Resolves on the next notification (at once if one came after `since`), after `ms`, or when
    * `signal` aborts.
    */
-  wait(ms: number, since: number, signal?: AbortSignal): Promise<void> {
-    if (this.seq !== since || signal?.aborted) return Promise.resolve();
+  wait(ms: number, since: number, signal?: AbortSignal, bell?: { bell: DrainBell; since: number }): Promise<void> {
+    if (this.seq !== since || signal?.aborted || (bell && bell.bell.rung !== bell.since)) return Promise.resolve();
     return new Promise((resolve) => {
       const done = () => {
         clearTimeout(timer);
         signal?.removeEventListener('abort', done);
         this.waiters.delete(done);
+        if (bell) bell.bell.waiter = undefined;
         resolve();
       };
       const timer = setTimeout(done, this.listener.isListening ? ms : Math.min(ms, 500));
       signal?.addEventListener('abort', done);
       this.waiters.add(done);
+      if (bell) bell.bell.waiter = done;
     });
   }
 
@@ -92,7 +109,10 @@ export class QueueSignal {
    * none for `idleMs`, `maxMs` have passed, or `signal` aborts. `idle` says whether it stopped for
    * lack of work. While it runs, this process's notifications are its own.
    */
-  async drain(opts: { idleMs: number; maxMs: number; heartbeat: () => void; signal?: AbortSignal }, round: () => Promise<number>): Promise<{ idle: boolean }> {
+  async drain(
+    opts: { idleMs: number; maxMs: number; heartbeat: () => void; signal?: AbortSignal; bell?: DrainBell },
+    round: () => Promise<number>,
+  ): Promise<{ idle: boolean }> {
     this.active++;
     try {
       const start = Date.now();
@@ -103,10 +123,11 @@ export class QueueSignal {
         if (now - lastWork >= opts.idleMs) return { idle: true };
         opts.heartbeat();
         const since = this.seq;
+        const rung = opts.bell?.rung ?? 0;
         if ((await round()) > 0) lastWork = Date.now();
         // Also polls once a second: work can come due (a retry) without a notification. A round that took
         // longer than what was left of idleMs leaves nothing to wait (a negative timeout is a warning).
-        else await this.wait(Math.max(0, Math.min(1000, opts.idleMs - (Date.now() - lastWork))), since, opts.signal);
+        else await this.wait(Math.max(0, Math.min(1000, opts.idleMs - (Date.now() - lastWork))), since, opts.signal, opts.bell && { bell: opts.bell, since: rung });
       }
     } finally {
       this.active--;

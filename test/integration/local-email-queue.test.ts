@@ -5,7 +5,7 @@
 import pg from 'pg';
 import pino from 'pino';
 import { createOrm, type Orm } from '../../src/db/orm';
-import { QueueSignal } from '../../src/db/work-queue';
+import { DrainBell, QueueSignal } from '../../src/db/work-queue';
 import { Links } from '../../src/mail/links';
 import { EMAIL_QUEUED_CHANNEL, type LocalEmailQueue, sendEmails } from '../../src/modules/emails/emails.service';
 import { createTestDatabase, dbQuery } from '../setup/db';
@@ -114,5 +114,27 @@ describe('QueueSignal told of work queued here', () => {
     // Told while a drain ran: the dispatchers asleep elsewhere were not woken for it.
     expect(idle).toHaveLength(1);
     expect(signal.draining).toBe(false);
+  });
+
+  test("a drain's bell wakes that drain alone; the process's telling wakes every drain", async () => {
+    const stop = new AbortController();
+    const bell = new DrainBell();
+    const rounds = { rung: 0, other: 0 };
+    // Each drain polls once a second when idle; everything below happens well within that.
+    const drain = (name: keyof typeof rounds, own?: DrainBell) =>
+      signal.drain({ idleMs: 120_000, maxMs: 120_000, heartbeat: () => {}, signal: stop.signal, bell: own }, async () => {
+        rounds[name]++;
+        return 0;
+      });
+    const drains = [drain('rung', bell), drain('other')];
+    await until(async () => (rounds.rung === 1 && rounds.other === 1) || undefined);
+    bell.ring();
+    await until(async () => rounds.rung === 2 || undefined);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(rounds).toEqual({ rung: 2, other: 1 });
+    signal.queuedHere();
+    await until(async () => (rounds.rung === 3 && rounds.other === 2) || undefined);
+    stop.abort();
+    await Promise.all(drains);
   });
 });

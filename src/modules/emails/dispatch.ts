@@ -3,7 +3,7 @@ import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import type { Logger } from 'pino';
 import { sql } from '../../db/orm';
 import { whileUnreachable } from '../../db/unreachable';
-import type { QueueSignal } from '../../db/work-queue';
+import { DrainBell, type QueueSignal } from '../../db/work-queue';
 import type { DkimKey } from '../../mail/dkim';
 import type { MessageSender } from '../../mail/delivery-threads';
 import type { OutgoingMessage } from '../../mail/mime';
@@ -119,6 +119,13 @@ class Permits {
     else this.free++;
   }
 }
+
+/**
+ * While requests hand mail to a drain, how long a claim that found the shared queue empty keeps the
+ * drain from claiming again (each claim is a statement): the longest that mail queued unclaimed by
+ * another process, or a retry coming due, waits behind handed-over mail.
+ */
+const SHARED_RECHECK_MS = 500;
 
 /** Mail a request of this process queues for a running drain: claimed for it when inserted, handed over in memory. */
 export interface DrainClaimant {
@@ -248,16 +255,23 @@ export class EmailDispatcher {
     const report: DrainReport = { sent: 0, retried: 0, failed: 0 };
     await sql(this.deps.orm.em.fork(), `UPDATE emails SET claimed_until = NULL, claimed_by = NULL WHERE claimed_by = ? AND status = 'QUEUED'`, [opts.owner]);
     const batchSize = this.deps.batchSize ?? 100;
-    const handed = new HandOver(opts.owner, batchSize, () => this.deps.queue.queuedHere());
+    // Rows handed over are this drain's alone: they wake it, not every drain of the process.
+    const bell = new DrainBell();
+    const handed = new HandOver(opts.owner, batchSize, () => bell.ring());
     this.handOvers.add(handed);
     let idle: boolean;
     let turn = 0;
+    /** When a claim last found the shared queue empty. */
+    let sharedEmptyAt = -Infinity;
     try {
-      ({ idle } = await this.deps.queue.drain(opts, async () => {
+      ({ idle } = await this.deps.queue.drain({ ...opts, bell }, async () => {
         // Mail handed over needs no claim and no reading back: it was claimed for this drain when inserted.
-        // It goes first every other round only, so what waits in the shared queue (mail queued unclaimed
-        // past the hand-over's cap or by other processes, retries coming due) is never starved by it.
-        let batch = handed.ready.length && turn++ % 2 === 0 ? handed.ready.splice(0, batchSize) : await this.claim(opts.owner);
+        // The shared queue (mail queued unclaimed past the hand-over's cap or by other processes, retries
+        // coming due) gets every other round, so it is never starved by what is handed over; once a claim
+        // found it empty, it is looked at again after SHARED_RECHECK_MS, not at every other round.
+        const sharedTurn = turn++ % 2 === 1 && Date.now() - sharedEmptyAt >= SHARED_RECHECK_MS;
+        let batch = handed.ready.length && !sharedTurn ? handed.ready.splice(0, batchSize) : await this.claim(opts.owner);
+        if (!batch.length) sharedEmptyAt = Date.now();
         if (!batch.length && handed.ready.length) batch = handed.ready.splice(0, batchSize);
         if (batch.length) await this.deliver(batch, report, opts.heartbeat, opts.signal);
         return batch.length;
