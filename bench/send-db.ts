@@ -2,11 +2,11 @@
  * The database part of POST /v1/send alone: the service's own `sendEmails` (sending context, contact
  * upsert, rendering, the queued email and its NOTIFY, in one statement that concurrent sends share
  * through a `SendBatcher`, as the service's are) called directly, 32 at a time, against the embedded
- * PostgreSQL; no HTTP, no delivery. `BENCH_DROP=batcher` adds a series with a statement per send. Prints emails/s, PostgreSQL's CPU per
- * send (all its processes, from /proc) and this process's, and the WAL flushes per send.
- * `BENCH_DROP` names what to take away for one extra series, to measure its share (a throwaway
- * database; the service never runs without them): `count-triggers`, `email-search-index`, or `notify`
- * (the sends' NOTIFY, which the service leaves out while a drain of its own process runs).
+ * PostgreSQL; no HTTP, no delivery. Prints emails/s, PostgreSQL's CPU per email (all its processes,
+ * from /proc) and this process's, and the WAL flushes per email. `BENCH_DROP` names what to take away
+ * for one extra series, to measure its share (a throwaway database; the service never runs without
+ * them): `count-triggers`, `email-search-index`, `notify` (the sends' NOTIFY, which the service leaves
+ * out while a drain of its own process runs) or `batcher` (each send its own statement).
  *
  *   npm run bench:send-db                   # 5 rounds of 3,000 sends (the first is a warm-up)
  *   BENCH_DROP=count-triggers npm run bench:send-db

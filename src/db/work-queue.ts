@@ -2,13 +2,6 @@ import type { Logger } from 'pino';
 import { PgListener } from './listener';
 
 /**
- * PostgreSQL LISTEN on a channel that a queuing transaction NOTIFYs at commit. It wakes this
- * process's drains that wait for work, and, when none runs here, tells `onIdleNotification` (the
- * worker signals its standing dispatcher executions, which otherwise sleep without an activity in
- * flight). Without the listener connection, drains still poll, only more often; when it is back
- * (PostgreSQL restarted), everything waits as if notified, since what was queued meanwhile said nothing.
- */
-/**
  * Wakes one drain alone (`QueueSignal.drain`'s `bell`): for work handed to that drain, which no other
  * drain could take, so ringing every drain would only make the others look for work in vain.
  */
@@ -23,6 +16,13 @@ export class DrainBell {
   }
 }
 
+/**
+ * PostgreSQL LISTEN on a channel that a queuing transaction NOTIFYs at commit. It wakes this
+ * process's drains that wait for work, and, when none runs here, tells `onIdleNotification` (the
+ * worker signals its standing dispatcher executions, which otherwise sleep without an activity in
+ * flight). Without the listener connection, drains still poll, only more often; when it is back
+ * (PostgreSQL restarted), everything waits as if notified, since what was queued meanwhile said nothing.
+ */
 export class QueueSignal {
   private readonly listener: PgListener;
   private listenedBefore = false;

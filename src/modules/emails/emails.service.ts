@@ -161,8 +161,21 @@ const asClaimed = (e: QueuedEmailInput): QueuedEmail => ({
   attempts: 1,
 });
 
-/** An email's own columns after its sender's, in the order both queueing statements insert them. */
-const recipientValues = (e: QueuedEmailInput) => [e.to.email, e.to.name, e.message.subject, e.message.html, e.message.text, JSON.stringify(e.message.headers)];
+/** An email's columns from `template_id` to `message_id`, in the order both queueing statements insert them. */
+const messageValues = (e: QueuedEmailInput) => [
+  e.templateId,
+  e.type,
+  e.from.email,
+  e.from.name,
+  e.replyTo,
+  e.to.email,
+  e.to.name,
+  e.message.subject,
+  e.message.html,
+  e.message.text,
+  JSON.stringify(e.message.headers),
+  messageIdOf(e),
+];
 
 /**
  * Stores one rendered email as QUEUED in the caller's transaction, and NOTIFYs the dispatchers in the
@@ -184,13 +197,7 @@ export async function queueEmail(em: EntityManager, e: QueuedEmailInput, notify 
       e.id,
       e.projectId,
       e.contactId,
-      e.templateId,
-      e.type,
-      e.from.email,
-      e.from.name,
-      e.replyTo,
-      ...recipientValues(e),
-      messageIdOf(e),
+      ...messageValues(e),
       ...(notify ? [EMAIL_QUEUED_CHANNEL, e.projectId] : []),
     ],
   );
@@ -205,8 +212,8 @@ export async function queueEmail(em: EntityManager, e: QueuedEmailInput, notify 
  * The common send (each recipient new, or a contact whose subscription it leaves alone; no billing caps
  * to count against; no attachments) is written by one statement, which is its own transaction
  * (`queueSends`), shared with concurrent sends when `deps.batcher` is given: two round trips in all
- * instead of five. Every other send, and one whose
- * recipients changed between the read and that statement, takes a transaction that locks each contact.
+ * instead of five. Every other send, and one whose recipients changed between the read and that
+ * statement, takes a transaction that locks each contact.
  */
 export async function sendEmails(
   em: EntityManager,
@@ -378,13 +385,7 @@ export async function queueSends(em: EntityManager, sends: QueuedSend[]): Promis
       set,
       s.created.data.unset,
       e.id,
-      e.templateId,
-      e.type,
-      e.from.email,
-      e.from.name,
-      e.replyTo,
-      ...recipientValues(e),
-      messageIdOf(e),
+      ...messageValues(e),
       s.claimedBy ?? null,
     ]);
   });
