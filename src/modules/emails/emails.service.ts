@@ -428,9 +428,11 @@ export async function queueSends(em: EntityManager, sends: QueuedSend[]): Promis
  * Writes the sends of concurrent requests that take one statement together (`StatementBatcher`): under
  * load PostgreSQL sees one statement and one commit for several sends (npm run bench:send-db with
  * BENCH_RECIPIENTS shows what that saves per email). A contact is written by one statement at a time.
+ * One statement at a time by default: in bench:send it cost PostgreSQL less per send than two
+ * (larger batches) and delivered more (README, "Delivery on Node 24").
  */
 export class SendBatcher extends StatementBatcher<QueuedSend, void> {
-  constructor(orm: Orm, maxRows = 100, maxInFlight = 2) {
+  constructor(orm: Orm, maxRows = 100, maxInFlight = 1) {
     super({
       write: async (sends) => {
         await queueSends(orm.em.fork(), sends);
