@@ -30,15 +30,15 @@ function launched(args: string[]): { execArgv: string[]; argv: string[] } {
 
 const MAIN = path.join(ROOT, 'dist/src/main.js');
 
-test('a worker starts with its young generation capped; all and api with V8 defaults', () => {
-  expect(launched(['worker'])).toEqual({ execArgv: ['--max-semi-space-size=8'], argv: [MAIN, 'worker'] });
+test('a worker starts with its young and old generations capped; all and api with V8 defaults', () => {
+  expect(launched(['worker'])).toEqual({ execArgv: ['--max-semi-space-size=8', '--max-old-space-size=256'], argv: [MAIN, 'worker'] });
   expect(launched(['api'])).toEqual({ execArgv: [], argv: [MAIN, 'api'] });
   expect(launched([])).toEqual({ execArgv: [], argv: [MAIN] });
 });
 
-test("Node options before the role reach node after the worker's cap, so they win", () => {
+test("Node options before the role reach node after the worker's caps, so they win", () => {
   expect(launched(['--max-semi-space-size=32', '--stack-trace-limit=50', 'worker'])).toEqual({
-    execArgv: ['--max-semi-space-size=8', '--max-semi-space-size=32', '--stack-trace-limit=50'],
+    execArgv: ['--max-semi-space-size=8', '--max-old-space-size=256', '--max-semi-space-size=32', '--stack-trace-limit=50'],
     argv: [MAIN, 'worker'],
   });
 });
