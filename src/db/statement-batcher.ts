@@ -1,5 +1,8 @@
 interface Pending<I, R> {
   item: I;
+  /** The item's keys and rows, asked of the options once. */
+  keys: string[];
+  rows: number;
   resolve: (result: R) => void;
   reject: (err: unknown) => void;
 }
@@ -38,7 +41,7 @@ export class StatementBatcher<I, R> {
 
   write(item: I): Promise<R> {
     return new Promise((resolve, reject) => {
-      this.queue.push({ item, resolve, reject });
+      this.queue.push({ item, keys: [...this.opts.keys(item)], rows: this.opts.rows?.(item) ?? 1, resolve, reject });
       this.pump();
     });
   }
@@ -66,15 +69,13 @@ export class StatementBatcher<I, R> {
     const waiting = new Set<string>();
     let rows = 0;
     for (const p of this.queue) {
-      const keys = [...this.opts.keys(p.item)];
-      const size = this.opts.rows?.(p.item) ?? 1;
-      const free = !keys.some((k) => this.busy.has(k) || waiting.has(k));
-      if (free && (batch.length === 0 || rows + size <= this.opts.maxRows)) {
-        for (const k of keys) this.busy.add(k);
-        rows += size;
+      const free = !p.keys.some((k) => this.busy.has(k) || waiting.has(k));
+      if (free && (batch.length === 0 || rows + p.rows <= this.opts.maxRows)) {
+        for (const k of p.keys) this.busy.add(k);
+        rows += p.rows;
         batch.push(p);
       } else {
-        for (const k of keys) waiting.add(k);
+        for (const k of p.keys) waiting.add(k);
         rest.push(p);
       }
     }
@@ -86,7 +87,7 @@ export class StatementBatcher<I, R> {
     try {
       await this.writeAll(batch);
     } finally {
-      for (const p of batch) for (const k of this.opts.keys(p.item)) this.busy.delete(k);
+      for (const p of batch) for (const k of p.keys) this.busy.delete(k);
     }
   }
 
