@@ -7,6 +7,7 @@
  *   npm run bench:campaign                       # 100,000 recipients, 1 run
  *   BENCH_RECIPIENTS=20000 BENCH_RUNS=3 npm run bench:campaign
  *   BENCH_REFERENCE_NODE=off npm run bench:campaign   # without the baseline's run on an older Node
+ *   SMTP_POOL_SIZE=8 npm run bench:campaign      # the service with 8 SMTP connections (default 16; the baseline always has 8)
  *
  * Also prints the CPU per email of the worker (all its threads) and of PostgreSQL, from /proc, and,
  * when the machine has an older Node (see `referenceNode`), the ratio to the baseline run on it.
@@ -19,13 +20,12 @@ import { Client, Connection } from '@temporalio/client';
 import pg from 'pg';
 import { freePort } from '../src/db/embedded-postgres';
 import { ZoneDnsServer } from '../src/dns/zone-server';
-import { cpuSecondsOf, createBenchProject, machine, median, medianReferenceRatio, memoryOf, postgresCpuSeconds, request, startServiceProcess, verifiedBenchDomain } from './service-process';
+import { cpuSecondsOf, createBenchProject, machine, median, medianReferenceRatio, memoryOf, postgresCpuSeconds, request, SERVICE_SMTP_POOL, startServiceProcess, verifiedBenchDomain } from './service-process';
 import { embeddedDatabaseUrl } from '../src/db/embedded-postgres';
-import { rawNodemailerRate, referenceBaseline, startSinkProcess } from './smtp-sink-process';
+import { BASELINE_CONNECTIONS, rawNodemailerRate, referenceBaseline, startSinkProcess } from './smtp-sink-process';
 
 const RECIPIENTS = Number(process.env.BENCH_RECIPIENTS ?? 100_000);
 const RUNS = Number(process.env.BENCH_RUNS ?? 1);
-const POOL_SIZE = Number(process.env.SMTP_POOL_SIZE ?? 8);
 const BODY = `<html><body><h1>Hello {{name ?? there}}</h1><p>${'This month in review. '.repeat(40)}</p><a href="https://example.com/x">Read</a></body></html>`;
 const BASELINE = { body: BODY, namePrefix: 'User ', from: 'News <news@bench.test>', subject: 'News for you' };
 const REFERENCE = referenceBaseline();
@@ -39,7 +39,7 @@ async function main(): Promise<void> {
     SMTP_URL: sink.url,
     DNS_SERVERS: dns.address,
     RATE_LIMIT_PER_MINUTE: '100000000',
-    SMTP_POOL_SIZE: String(POOL_SIZE),
+    SMTP_POOL_SIZE: String(SERVICE_SMTP_POOL),
     TEMPORAL_DEV_SERVER_PORT: String(temporalPort),
     JWT_SECRET: 'bench secret shared by the api and the worker',
   };
@@ -69,11 +69,11 @@ async function main(): Promise<void> {
     );
     await db.query('ANALYZE contacts');
 
-    console.log(`campaign to ${RECIPIENTS} recipients, SMTP pool ${POOL_SIZE}, ${RUNS} run(s)`);
+    console.log(`campaign to ${RECIPIENTS} recipients, SMTP pool ${SERVICE_SMTP_POOL} (the baseline ${BASELINE_CONNECTIONS}), ${RUNS} run(s)`);
     console.log(`machine: ${machine()}${REFERENCE.note}`);
     const rows: Array<{ rate: number; raw: number; reference?: number; history: number; worker: number; postgres: number }> = [];
     for (let run = 1; run <= RUNS; run++) {
-      const baseline = { count: Math.min(RECIPIENTS, 20_000), poolSize: POOL_SIZE, concurrency: 16, spec: BASELINE };
+      const baseline = { count: Math.min(RECIPIENTS, 20_000), poolSize: BASELINE_CONNECTIONS, concurrency: 16, spec: BASELINE };
       const raw = await rawNodemailerRate(sink, baseline);
       const reference = await REFERENCE.rate(sink, baseline);
       const c = JSON.parse(

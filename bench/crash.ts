@@ -19,14 +19,13 @@ import path from 'node:path';
 import pg from 'pg';
 import { embeddedDatabaseUrl, freePort } from '../src/db/embedded-postgres';
 import { ZoneDnsServer } from '../src/dns/zone-server';
-import { createBenchProject, machine, median, request, type ServiceProcess, startServiceProcess, verifiedBenchDomain } from './service-process';
+import { createBenchProject, machine, median, request, SERVICE_SMTP_POOL, type ServiceProcess, startServiceProcess, verifiedBenchDomain } from './service-process';
 import { spawnSmtpSink } from './smtp-sink-process';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const CAMPAIGN = Number(process.env.BENCH_CAMPAIGN ?? 20_000);
 const SENDS = Number(process.env.BENCH_SENDS ?? 2_000);
 const CONCURRENCY = 32;
-const POOL_SIZE = 8;
 /** The kill comes when this share of the mail has arrived. */
 const KILL_AT = 0.3;
 /** BENCH_TARGETS=service,postgres and BENCH_LOADS=campaign,send choose the cases (default: all four). */
@@ -160,7 +159,7 @@ async function main(): Promise<void> {
     SMTP_URL: `smtp://127.0.0.1:${sink.port}`,
     DNS_SERVERS: dns.address,
     RATE_LIMIT_PER_MINUTE: '100000000',
-    SMTP_POOL_SIZE: String(POOL_SIZE),
+    SMTP_POOL_SIZE: String(SERVICE_SMTP_POOL),
     TEMPORAL_DEV_SERVER_PORT: String(await freePort()),
     TEMPORAL_UI: 'off',
     JWT_SECRET: 'bench secret that survives restarts',
@@ -291,7 +290,7 @@ async function main(): Promise<void> {
     return { lost: accepted.size - delivered(), duplicates, deliveredAtKill, backMs, completeMs: sink.lastNewAt - killedAt, stallMs: longestGap(sink.firstDeliveries, killedAt) };
   }
 
-  console.log(`crash bench: campaign of ${CAMPAIGN}, ${SENDS} /v1/send at ${CONCURRENCY} concurrent, SMTP pool ${POOL_SIZE}, kill at ${KILL_AT * 100}% delivered, ${RUNS} run(s) each`);
+  console.log(`crash bench: campaign of ${CAMPAIGN}, ${SENDS} /v1/send at ${CONCURRENCY} concurrent, SMTP pool ${SERVICE_SMTP_POOL}, kill at ${KILL_AT * 100}% delivered, ${RUNS} run(s) each`);
   console.log(`machine: ${machine()}`);
   try {
     for (const target of TARGETS) {

@@ -9,6 +9,7 @@
  *   BENCH_REFERENCE_NODE=off npm run bench:send   # without the baseline's run on an older Node
  *   BENCH_WARMUP=0 npm run bench:send       # time a cold service and cold baselines (default: 1,000 first)
  *   BENCH_CLIENT=node npm run bench:send    # requests from this process's HTTP client instead of wrk
+ *   SMTP_POOL_SIZE=8 npm run bench:send     # the service with 8 SMTP connections (default 16; the baseline always has 8)
  *
  * When the machine has an older Node than the project's (see `referenceNode`), the baseline also runs
  * on it, as the issue measured it, and the delivered rate is printed as a ratio to that too.
@@ -20,8 +21,8 @@
  * smtp-sink runs as its own process (bench/smtp-sink-process.ts); a DNS server publishing the sender
  * domain's records runs in this one.
  */
-import { cpuSecondsOf, machine, median, medianReferenceRatio, postgresCpuSeconds, request, SEND_BODY, sendRequest, startSendingBench } from './service-process';
-import { rawNodemailerRate, referenceBaseline } from './smtp-sink-process';
+import { cpuSecondsOf, machine, median, medianReferenceRatio, postgresCpuSeconds, request, SEND_BODY, SERVICE_SMTP_POOL, sendRequest, startSendingBench } from './service-process';
+import { BASELINE_CONNECTIONS, rawNodemailerRate, referenceBaseline } from './smtp-sink-process';
 import { wrkAvailable, wrkRequests } from './wrk-client';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
@@ -29,16 +30,15 @@ const EMAILS = Number(process.env.BENCH_EMAILS ?? 3000);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
 /** Requests to the service, and messages through each baseline sender, before anything is timed. */
 const WARMUP = Number(process.env.BENCH_WARMUP ?? 1000);
-const POOL_SIZE = Number(process.env.SMTP_POOL_SIZE ?? 8);
 /** The load generator: wrk (C) when installed, else this process's own HTTP client. */
 const CLIENT = process.env.BENCH_CLIENT ?? (wrkAvailable() ? 'wrk' : 'node');
 const BASELINE = { body: SEND_BODY, namePrefix: 'user ', from: 'Bench <hello@bench.test>', subject: 'Weekly summary for you' };
 const REFERENCE = referenceBaseline();
 
 async function main(): Promise<void> {
-  const { sink, service, agent, auth, stop } = await startSendingBench({ SMTP_POOL_SIZE: String(POOL_SIZE) }, CONNECTIONS);
+  const { sink, service, agent, auth, stop } = await startSendingBench({ SMTP_POOL_SIZE: String(SERVICE_SMTP_POOL) }, CONNECTIONS);
   try {
-    console.log(`POST /v1/send, ${EMAILS} single-recipient requests per run, ${CONNECTIONS} concurrent from ${CLIENT === 'wrk' ? 'wrk' : 'Node\'s HTTP client'}, SMTP pool ${POOL_SIZE}, ${RUNS} runs, after ${WARMUP} untimed`);
+    console.log(`POST /v1/send, ${EMAILS} single-recipient requests per run, ${CONNECTIONS} concurrent from ${CLIENT === 'wrk' ? 'wrk' : 'Node\'s HTTP client'}, SMTP pool ${SERVICE_SMTP_POOL} (the baseline ${BASELINE_CONNECTIONS}), ${RUNS} runs, after ${WARMUP} untimed`);
     console.log(`machine: ${machine()}${REFERENCE.note}`);
     /** `n` requests, CONNECTIONS at a time, each to a new contact `<prefix>-<i>`; answers how many failed and the client's CPU. */
     const sendAll = async (n: number, prefix: string): Promise<{ failed: number; cpuSeconds: number }> => {
@@ -64,7 +64,7 @@ async function main(): Promise<void> {
     }
     const rows: Array<{ accepted: number; delivered: number; raw: number; reference?: number; service: number; postgres: number; client: number }> = [];
     for (let run = 1; run <= RUNS; run++) {
-      const baseline = { count: EMAILS, warmup: WARMUP, poolSize: POOL_SIZE, concurrency: POOL_SIZE * 4, spec: BASELINE };
+      const baseline = { count: EMAILS, warmup: WARMUP, poolSize: BASELINE_CONNECTIONS, concurrency: BASELINE_CONNECTIONS * 4, spec: BASELINE };
       const raw = await rawNodemailerRate(sink, baseline);
       const reference = await REFERENCE.rate(sink, baseline);
       const start = await sink.count();

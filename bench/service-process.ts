@@ -5,6 +5,7 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { freePort } from '../src/db/embedded-postgres';
+import { loadConfig } from '../src/config';
 import { ZoneDnsServer } from '../src/dns/zone-server';
 import { type SinkProcess, startSinkProcess } from './smtp-sink-process';
 
@@ -158,6 +159,9 @@ export async function timed(fn: () => Promise<unknown>): Promise<number> {
   await fn();
   return Number(process.hrtime.bigint() - t0) / 1e6;
 }
+
+/** The service's SMTP connections in the benches: its default, or SMTP_POOL_SIZE when set. */
+export const SERVICE_SMTP_POOL = loadConfig({ SMTP_POOL_SIZE: process.env.SMTP_POOL_SIZE }).SMTP_POOL_SIZE;
 
 export const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 

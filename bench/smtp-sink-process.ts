@@ -77,6 +77,9 @@ export interface BaselineSpec {
   subject: string;
 }
 
+/** The baseline's connections: a fixed reference (issue 16), whatever the service's own SMTP_POOL_SIZE. */
+export const BASELINE_CONNECTIONS = 8;
+
 export interface BaselineRun {
   count: number;
   /** Messages sent first and not timed: the sender's JIT warm and its connections open, as the service's are. */

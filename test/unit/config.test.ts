@@ -22,8 +22,9 @@ test('PUBLIC_URL follows PORT unless set, and loses a trailing slash', () => {
   expect(loadConfig({ PUBLIC_URL: 'https://mail.example.com/' }).publicUrl).toBe('https://mail.example.com');
 });
 
-test('DELIVERY_IN_FLIGHT defaults to 4 × SMTP_POOL_SIZE', () => {
-  expect(loadConfig({}).deliveryInFlight).toBe(32);
+test('SMTP_POOL_SIZE defaults to 16 and DELIVERY_IN_FLIGHT to 4 × SMTP_POOL_SIZE', () => {
+  expect(loadConfig({}).SMTP_POOL_SIZE).toBe(16);
+  expect(loadConfig({}).deliveryInFlight).toBe(64);
   expect(loadConfig({ SMTP_POOL_SIZE: '3' }).deliveryInFlight).toBe(12);
   expect(loadConfig({ SMTP_POOL_SIZE: '3', DELIVERY_IN_FLIGHT: '5' }).deliveryInFlight).toBe(5);
 });
