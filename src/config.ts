@@ -77,7 +77,7 @@ const envSchema = z.object({
   /**
    * SMTP connections per worker process. 16, not 8: with 8 (and 32 permits) delivery waited on round trips
    * and outcome commits with the cores not full (bench:campaign 2.14-2.52x against 2.49-2.62x; bench:send
-   * delivered 1-10% behind acceptance against 1-2%); nodemailer's own pool went no faster with 16.
+   * delivered 6-10% behind acceptance against 1-2% in 5 of 6 runs); nodemailer's own pool went no faster with 16.
    */
   SMTP_POOL_SIZE: z.coerce.number().int().min(1).max(100).default(16),
   /** SMTP submission for applications (AUTH with a project's secret key), default 2587; 0 turns it off. */
