@@ -100,11 +100,9 @@ const envSchema = z.object({
   DELIVERY_IN_FLIGHT: z.coerce.number().int().min(1).max(10_000).optional(),
   /**
    * Delivery threads per worker process (render campaign mail, encode, sign, SMTP), sharing SMTP_POOL_SIZE;
-   * 0 delivers on the main thread. One thread spends about a quarter of a millisecond per message (the RSA
-   * signature runs on libuv's threadpool), and each costs its own V8 heap: on 2 cores a second one
-   * delivered no faster and grew the worker by ~37 MB (bench:campaign, 3 runs each).
+   * 0 delivers on the main thread. Unset: `defaultMailThreads` of this machine's cores.
    */
-  MAIL_THREADS: z.coerce.number().int().min(0).max(64).default(1),
+  MAIL_THREADS: z.coerce.number().int().min(0).max(64).optional(),
   ATTACHMENTS_MAX_MB: z.coerce.number().positive().max(40).default(10),
   MESSAGE_MAX_MB: z.coerce.number().positive().max(100).default(40),
   /** Hosts SNS signing certificates and subscription URLs may come from; `*` is one DNS label. */
@@ -181,6 +179,8 @@ export type Config = z.output<typeof envSchema> & {
   sendLimits: { attachmentsMaxBytes: number; messageMaxBytes: number };
   /** DELIVERY_IN_FLIGHT or its default, 4 × SMTP_POOL_SIZE. */
   deliveryInFlight: number;
+  /** MAIL_THREADS or its default, `defaultMailThreads` of this machine's cores. */
+  mailThreads: number;
   /** DATABASE_POOL_MAX or its default, `defaultPoolMax` of this machine's cores. */
   databasePoolMax: number;
   /** Port of the Temporal Web UI next to the built-in dev server; undefined when it is off. */
@@ -196,6 +196,15 @@ export class ConfigError extends Error {}
  * and delivered no slower (README, "Delivery on Node 24").
  */
 export const defaultPoolMax = (cores: number) => Math.min(20, Math.max(6, 3 * cores));
+
+/**
+ * A delivery thread for every four cores, at least one. A thread's work is an eighth to a third of a
+ * message's CPU on 2 cores (per-thread CPU from /proc: 0.21 of ~1.6 ms under /v1/send, 0.36 of ~1.2 ms
+ * in a campaign), so a machine whose cores all deliver needs about cores / 4 of them. Each costs its own
+ * V8 heap, and on 2 cores a second one delivered no faster and grew the worker by ~37 MB
+ * (bench:campaign, 3 runs each). Larger machines are not measured here.
+ */
+export const defaultMailThreads = (cores: number) => Math.max(1, Math.floor(cores / 4));
 
 /** Parses the environment; the error names the first bad variable in one line. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
@@ -231,7 +240,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
   const deliveryInFlight = cfg.DELIVERY_IN_FLIGHT ?? 4 * cfg.SMTP_POOL_SIZE;
   const databasePoolMax = cfg.DATABASE_POOL_MAX ?? defaultPoolMax(os.availableParallelism());
+  const mailThreads = cfg.MAIL_THREADS ?? defaultMailThreads(os.availableParallelism());
   const sendLimits = { attachmentsMaxBytes: cfg.ATTACHMENTS_MAX_MB * 2 ** 20, messageMaxBytes: cfg.MESSAGE_MAX_MB * 2 ** 20 };
   const submission = { port: cfg.SMTP_SUBMISSION_PORT ?? 2587, explicit: cfg.SMTP_SUBMISSION_PORT !== undefined };
-  return { ...cfg, publicUrl, dataDir: path.resolve(cfg.DATA_DIR), spfValue, systemEmailFrom, temporalUiPort, deliveryInFlight, databasePoolMax, sendLimits, submission };
+  return { ...cfg, publicUrl, dataDir: path.resolve(cfg.DATA_DIR), spfValue, systemEmailFrom, temporalUiPort, deliveryInFlight, mailThreads, databasePoolMax, sendLimits, submission };
 }

@@ -127,8 +127,8 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
       // Account mail (verification, password reset) is rare: one connection on the main thread.
       const mailer = new Mailer(smtpUrl, { maxConnections: 1 });
       const sender =
-        config.MAIL_THREADS > 0
-          ? new DeliveryThreads(smtpUrl, { threads: config.MAIL_THREADS, maxConnections: config.SMTP_POOL_SIZE }, links)
+        config.mailThreads > 0
+          ? new DeliveryThreads(smtpUrl, { threads: config.mailThreads, maxConnections: config.SMTP_POOL_SIZE }, links)
           : new InProcessSender(smtpUrl, config.SMTP_POOL_SIZE, links);
       stops.push(async () => {
         mailer.close();

@@ -1,6 +1,6 @@
 import path from 'node:path';
 import os from 'node:os';
-import { ConfigError, defaultPoolMax, loadConfig } from '../../src/config';
+import { ConfigError, defaultMailThreads, defaultPoolMax, loadConfig } from '../../src/config';
 
 test('defaults', () => {
   const c = loadConfig({});
@@ -27,6 +27,13 @@ test('SMTP_POOL_SIZE defaults to 16 and DELIVERY_IN_FLIGHT to 4 × SMTP_POOL_SIZ
   expect(loadConfig({}).deliveryInFlight).toBe(64);
   expect(loadConfig({ SMTP_POOL_SIZE: '3' }).deliveryInFlight).toBe(12);
   expect(loadConfig({ SMTP_POOL_SIZE: '3', DELIVERY_IN_FLIGHT: '5' }).deliveryInFlight).toBe(5);
+});
+
+test('MAIL_THREADS defaults to one delivery thread per 4 cores, at least one; 0 stays 0', () => {
+  expect([1, 2, 4, 7, 8, 16, 64].map(defaultMailThreads)).toEqual([1, 1, 1, 1, 2, 4, 16]);
+  expect(loadConfig({}).mailThreads).toBe(defaultMailThreads(os.availableParallelism()));
+  expect(loadConfig({ MAIL_THREADS: '3' }).mailThreads).toBe(3);
+  expect(loadConfig({ MAIL_THREADS: '0' }).mailThreads).toBe(0);
 });
 
 test('DATABASE_POOL_MAX defaults to 3 connections per core, 6 to 20', () => {
