@@ -114,7 +114,7 @@ export function createApp(deps: AppDeps): Koa {
   snsRoutes(router, { verifier: new SnsVerifier(config.SNS_CERT_HOSTS), textBody, hub: deps.hub, security, topics: config.SNS_TOPIC_ARNS });
   segmentRoutes(router, guards, { temporal: deps.temporal, hub: deps.hub });
   campaignRoutes(router, guards, { temporal: deps.temporal, links: deps.links, hub: deps.hub });
-  workflowRoutes(router, guards, { temporal: deps.temporal });
+  workflowRoutes(router, guards, { temporal: deps.temporal, allowPrivateWebhooks: config.WEBHOOK_ALLOW_PRIVATE });
   emailRoutes(router, guards, {
     links: deps.links,
     hub: deps.hub,
@@ -127,7 +127,7 @@ export function createApp(deps: AppDeps): Koa {
     : undefined;
   uploadRoutes(router, guards, { store: { dataDir: config.dataDir, bucket }, publicUrl: config.S3_PUBLIC_URL ?? config.publicUrl, maxBytes: config.UPLOAD_MAX_MB * 2 ** 20 });
   domainRoutes(router, guards, { temporal: deps.temporal, resolver: deps.resolver, spfValue: config.spfValue });
-  webhookEndpointRoutes(router, guards);
+  webhookEndpointRoutes(router, guards, { allowPrivate: config.WEBHOOK_ALLOW_PRIVATE });
   activityRoutes(router, guards);
   analyticsRoutes(router, guards);
   securityRoutes(router, guards, security);

@@ -217,3 +217,40 @@ test('a restart of the service between two attempts loses nothing', async () => 
     receiver.answer = () => 200;
   }
 });
+
+test('without WEBHOOK_ALLOW_PRIVATE: an address written as private is 422 when saved; a name that leads there fails with a reason that maps nothing', async () => {
+  const strict = await startTestService({ ...env(), WEBHOOK_ALLOW_PRIVATE: 'false' });
+  try {
+    const owner = await createAccount(strict.api, 'Strict');
+    const k = { key: owner.project.secretKey };
+    for (const url of [receiver.url('/in'), 'http://[::1]/in', 'http://localhost:8080/in', 'http://169.254.169.254/latest/meta-data/', 'http://10.0.0.1/in', 'http://2130706433/in']) {
+      const refused = await strict.api.post('/webhook-endpoints', { url }, k);
+      expect(refused.status).toBe(422);
+      expect(refused.body.error.errors[0]).toMatchObject({ field: 'url', message: expect.stringMatching(/not lead to a public address/) });
+    }
+    const created = await strict.api.post('/webhook-endpoints', { url: 'http://internal.hooks.test/in' }, k);
+    expect(created.status).toBe(201);
+    expect((await strict.api.patch(`/webhook-endpoints/${created.body.id}`, { url: 'http://192.168.1.10/in' }, k)).status).toBe(422);
+
+    // The name resolves to a private address: each delivery fails, and its log says why without saying where.
+    dns.set('internal.hooks.test', { A: ['10.0.0.1'] });
+    await strict.api.post(`/webhook-endpoints/${created.body.id}/test`, undefined, k);
+    const failed = await until(async () => {
+      const list = (await strict.api.get(`/webhook-endpoints/${created.body.id}/deliveries`, k)).body;
+      return list.data.find((d: { lastError: string | null }) => d.lastError);
+    }, 20_000, 'the failed delivery');
+    expect(failed.lastError).toMatch(/^the URL does not lead to a public address/);
+    expect(failed.lastError).not.toMatch(/10\.0\.0\.1|internal/);
+
+    // A WEBHOOK step too, when added and when changed.
+    const flow = (await strict.api.post('/workflows', { name: 'Private', eventName: 'x' }, k)).body;
+    const step = await strict.api.post(`/workflows/${flow.id}/steps`, { type: 'WEBHOOK', name: 'h', config: { url: 'http://127.0.0.1:9/x' } }, k);
+    expect(step.status).toBe(422);
+    expect(step.body.error.errors[0].field).toBe('config.url');
+    const ok = await strict.api.post(`/workflows/${flow.id}/steps`, { type: 'WEBHOOK', name: 'h', config: { url: 'https://hooks.example.com/{{id}}' } }, k);
+    expect(ok.status).toBe(201);
+    expect((await strict.api.patch(`/workflows/${flow.id}/steps/${ok.body.id}`, { config: { url: 'http://[fd00::1]/x' } }, k)).status).toBe(422);
+  } finally {
+    await strict.stop();
+  }
+});

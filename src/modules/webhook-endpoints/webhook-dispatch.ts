@@ -140,6 +140,7 @@ export class WebhookDispatcher {
     } catch (err) {
       status = err instanceof WebhookError ? err.status : undefined;
       error = (err as Error).message;
+      if (err instanceof WebhookError && err.detail) this.deps.log.warn({ endpointId: endpoint.id, deliveryId: d.id, detail: err.detail }, `webhook delivery refused: ${error}`);
     }
     const em = this.deps.orm.em.fork();
     if (!error) {

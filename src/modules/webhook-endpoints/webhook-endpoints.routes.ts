@@ -4,6 +4,7 @@ import { endpoint } from '../../http/endpoint';
 import type { Guards } from '../../http/guards';
 import { deletedResponse } from '../../http/responses';
 import { uuidPath } from '../../http/validate';
+import { refusePrivateTarget } from '../workflows/webhook';
 import {
   createEndpointSchema,
   deliveryListQuery,
@@ -31,7 +32,7 @@ const NOT_FOUND = { 404: 'No such webhook endpoint in the project' };
 const params = { id: uuidPath };
 
 /** Webhooks out, on Standard Webhooks: where the project's events are POSTed, signed and retried. */
-export function webhookEndpointRoutes(router: Router, g: Guards): void {
+export function webhookEndpointRoutes(router: Router, g: Guards, deps: { allowPrivate: boolean }): void {
   router.post(
     '/webhook-endpoints',
     g.secret,
@@ -42,11 +43,13 @@ export function webhookEndpointRoutes(router: Router, g: Guards): void {
         description: 'Every event the project records that it subscribes to is POSTed to it, signed with its `secret` (shown now and on rotation only).',
         body: createEndpointSchema,
         responses: { 201: endpointResponse.describe('The endpoint, with its secret') },
-        errors: {},
+        errors: { 422: 'Not an http(s) URL, or one written as a loopback, private, link-local or metadata address' },
       },
       async (ctx, input) => {
+        const body = input.body();
+        refusePrivateTarget(body.url, 'url', deps.allowPrivate);
         ctx.status = 201;
-        ctx.body = toEndpointDto(await createEndpoint(ctx.state.em, ctx.state.project!.id, input.body()), { secret: true });
+        ctx.body = toEndpointDto(await createEndpoint(ctx.state.em, ctx.state.project!.id, body), { secret: true });
       },
     ),
   );
@@ -81,7 +84,9 @@ export function webhookEndpointRoutes(router: Router, g: Guards): void {
         errors: NOT_FOUND,
       },
       async (ctx, input) => {
-        ctx.body = toEndpointDto(await updateEndpoint(ctx.state.em, ctx.state.project!.id, input.param('id'), input.body()));
+        const body = input.body();
+        refusePrivateTarget(body.url, 'url', deps.allowPrivate);
+        ctx.body = toEndpointDto(await updateEndpoint(ctx.state.em, ctx.state.project!.id, input.param('id'), body));
       },
     ),
   );

@@ -326,6 +326,7 @@ export class AutomationRuntime {
       return { status: res.status };
     } catch (err) {
       const retryable = err instanceof WebhookError ? err.retryable : true;
+      if (err instanceof WebhookError && err.detail) this.deps.log.warn({ executionId: x.id, detail: err.detail }, `WEBHOOK step refused: ${err.message}`);
       await sql(this.em(), `UPDATE workflow_execution_steps SET error = ? WHERE id = ?`, [(err as Error).message, run]);
       throw Object.assign(new Error((err as Error).message), { retryable });
     }

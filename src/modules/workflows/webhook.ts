@@ -3,17 +3,47 @@ import https from 'node:https';
 import net from 'node:net';
 import ipaddr from 'ipaddr.js';
 import type { Resolver } from '../../dns/resolver';
+import { AppError } from '../../http/errors';
 
 export class WebhookError extends Error {
   constructor(
+    /** What the project may see (delivery logs, step output): never how our own network resolves. */
     message: string,
     /** Worth trying again (timeouts, 5xx, network) or not (refused address, 4xx). */
     readonly retryable: boolean,
     /** The HTTP status the receiver answered, when it answered. */
     readonly status?: number,
+    /** For the service's own log only: the addresses a host resolved to, and the like. */
+    readonly detail?: string,
   ) {
     super(message);
   }
+}
+
+/** The address refusal a project is told about: the same whatever the name resolved to, so it maps nothing. */
+export const NOT_PUBLIC = 'the URL does not lead to a public address (loopback, private, link-local and metadata addresses are refused)';
+
+/**
+ * A URL whose host is written as a loopback, private, link-local or metadata address (or `localhost`):
+ * refused when the webhook is saved, not at every delivery. Names are checked when they are called.
+ */
+export function literalPrivateTarget(url: string): boolean {
+  let host: string;
+  try {
+    host = new URL(url).hostname.replace(/^\[|\]$/g, '').toLowerCase();
+  } catch {
+    return false;
+  }
+  if (host === 'localhost' || host.endsWith('.localhost')) return true;
+  return net.isIP(host) !== 0 && !isPublicAddress(host);
+}
+
+/** 422 naming `field` when `url` is written as an address no webhook may call (unless private targets are allowed). */
+export function refusePrivateTarget(url: string | undefined, field: string, allowPrivate: boolean): void {
+  if (allowPrivate || url === undefined || !literalPrivateTarget(url)) return;
+  throw new AppError(422, 'VALIDATION_ERROR', 'Request validation failed', {
+    errors: [{ field, message: `${NOT_PUBLIC}; set WEBHOOK_ALLOW_PRIVATE=true on a private deployment`, code: 'invalid_string' }],
+  });
 }
 
 export interface WebhookRequest {
@@ -65,6 +95,13 @@ function describeAddress(ip: string): string {
 }
 
 /**
+ * Headers that may follow a redirect to another origin. Like fetch, credentials (Authorization, Cookie,
+ * Proxy-Authorization) stay behind; so does every other header the caller chose, since a WEBHOOK step's
+ * headers can hold a key under any name. The Standard Webhooks headers are signatures, not secrets.
+ */
+const CROSS_ORIGIN_HEADER = /^(content-type|accept|user-agent|webhook-(id|timestamp|signature))$/i;
+
+/**
  * Calls a webhook with a 10 s budget per hop. Every hop's host is resolved through the service's
  * resolver and the connection is pinned to the address that was checked, so neither a redirect nor a
  * DNS answer that changes between check and connect can reach a private, loopback or metadata
@@ -88,12 +125,15 @@ export async function callWebhook(req: WebhookRequest, deps: WebhookDeps): Promi
   }
   let method = req.method;
   let body = req.body;
+  let headers = req.headers;
   for (let hop = 0; hop <= MAX_REDIRECTS; hop++) {
     if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new WebhookError(`unsupported scheme ${url.protocol}`, false);
     const address = await addressOf(url.hostname.replace(/^\[|\]$/g, ''), deps);
-    const res = await send(url, address, method, req.headers, body, deps.timeoutMs ?? 10_000, deps.signal);
+    const res = await send(url, address, method, headers, body, deps.timeoutMs ?? 10_000, deps.signal);
     if (res.status >= 300 && res.status < 400 && res.headers.location) {
-      url = new URL(res.headers.location, url);
+      const next = new URL(res.headers.location, url);
+      if (next.origin !== url.origin) headers = Object.fromEntries(Object.entries(headers).filter(([name]) => CROSS_ORIGIN_HEADER.test(name)));
+      url = next;
       if (res.status === 303 || ((res.status === 301 || res.status === 302) && method === 'POST')) {
         method = 'GET';
         body = undefined;
@@ -118,7 +158,7 @@ async function addressOf(host: string, deps: WebhookDeps): Promise<string> {
   if (deps.allowPrivate === true) return candidates[0];
   const allowed = typeof deps.allowPrivate === 'function' ? deps.allowPrivate : () => false;
   const blocked = candidates.filter((ip) => !isPublicAddress(ip) && !allowed(ip));
-  if (blocked.length) throw new WebhookError(`${host} resolves to a private, loopback or metadata address (${describeAddress(blocked[0])}); refused`, false);
+  if (blocked.length) throw new WebhookError(NOT_PUBLIC, false, undefined, `${host} resolves to ${describeAddress(blocked[0])}`);
   return candidates[0];
 }
 

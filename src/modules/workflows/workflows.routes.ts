@@ -49,7 +49,7 @@ const tag = 'Workflows';
 const NOT_FOUND = { 404: 'No such workflow in the project' };
 const STEP_ERRORS = { 400: 'The config does not fit the step type, or the change would break the graph', 404: 'No such workflow or step' };
 
-export function workflowRoutes(router: Router, g: Guards, deps: { temporal: TemporalClient }): void {
+export function workflowRoutes(router: Router, g: Guards, deps: { temporal: TemporalClient; allowPrivateWebhooks: boolean }): void {
   const workflowOf = (ctx: Context, id: string) => getWorkflow(ctx.state.em, ctx.state.project!.id, id);
 
   router.get(
@@ -147,7 +147,7 @@ export function workflowRoutes(router: Router, g: Guards, deps: { temporal: Temp
       async (ctx, input) => {
         const w = await workflowOf(ctx, input.param('id'));
         ctx.status = 201;
-        ctx.body = toStepDto(await addStep(ctx.state.em, w, input.body()));
+        ctx.body = toStepDto(await addStep(ctx.state.em, w, input.body(), deps));
       },
     ),
   );
@@ -166,7 +166,7 @@ export function workflowRoutes(router: Router, g: Guards, deps: { temporal: Temp
       },
       async (ctx, input) => {
         const w = await workflowOf(ctx, input.param('id'));
-        ctx.body = toStepDto(await updateStep(ctx.state.em, w, input.param('stepId'), input.body()));
+        ctx.body = toStepDto(await updateStep(ctx.state.em, w, input.param('stepId'), input.body(), deps));
       },
     ),
   );

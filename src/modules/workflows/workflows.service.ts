@@ -4,6 +4,7 @@ import { newId } from '../../db/ids';
 import { sql } from '../../db/orm';
 import { AppError, badRequest, conflict, notFound, validationError } from '../../http/errors';
 import { ConditionError, type Filter, resolveFilter } from '../segments/conditions/tree';
+import { refusePrivateTarget } from './webhook';
 import { type StepType, stepConfigSchemas } from './workflows.schemas';
 
 export interface WorkflowRow {
@@ -127,11 +128,17 @@ function configError(issues: readonly z.core.$ZodIssue[]): AppError {
   return validationError(issues.map((i) => ({ ...i, path: ['config', ...i.path] })));
 }
 
+/** Where a WEBHOOK step may call: private addresses only with WEBHOOK_ALLOW_PRIVATE. */
+export interface StepPolicy {
+  allowPrivateWebhooks: boolean;
+}
+
 /** Validates a step's config for its type; SEND_EMAIL templates must belong to the project. */
-export async function checkStepConfig(em: EntityManager, projectId: string, type: StepType, config: unknown): Promise<Record<string, unknown>> {
+export async function checkStepConfig(em: EntityManager, projectId: string, type: StepType, config: unknown, policy: StepPolicy): Promise<Record<string, unknown>> {
   const parsed = stepConfigSchemas[type].safeParse(config ?? {}, { reportInput: true });
   if (!parsed.success) throw configError(parsed.error.issues);
   const value = parsed.data as Record<string, unknown>;
+  if (type === 'WEBHOOK') refusePrivateTarget(value.url as string, 'config.url', policy.allowPrivateWebhooks);
   if (type === 'SEND_EMAIL') {
     const [t] = await sql(em, `SELECT 1 FROM templates WHERE project_id = ? AND id = ?`, [projectId, value.templateId]);
     if (!t) {
@@ -163,9 +170,10 @@ export async function addStep(
   em: EntityManager,
   w: WorkflowRow,
   input: { type: StepType; name: string; config?: unknown; position?: Record<string, unknown> | null },
+  policy: StepPolicy,
 ): Promise<StepRow> {
   if (input.type === 'TRIGGER') throw badRequest('A workflow has exactly one TRIGGER step, created with it', 'TRIGGER_EXISTS');
-  const config = await checkStepConfig(em, w.project_id, input.type, input.config);
+  const config = await checkStepConfig(em, w.project_id, input.type, input.config, policy);
   const [s] = await sql<StepRow>(
     em,
     `INSERT INTO workflow_steps (id, workflow_id, type, name, config, position) VALUES (?, ?, ?, ?, ?::jsonb, ?::jsonb) RETURNING *`,
@@ -180,9 +188,10 @@ export async function updateStep(
   w: WorkflowRow,
   stepId: string,
   patch: { name?: string; config?: unknown; position?: Record<string, unknown> | null },
+  policy: StepPolicy,
 ): Promise<StepRow> {
   const step = await getStep(em, w.id, stepId);
-  const config = patch.config !== undefined ? await checkStepConfig(em, w.project_id, step.type, patch.config) : step.config;
+  const config = patch.config !== undefined ? await checkStepConfig(em, w.project_id, step.type, patch.config, policy) : step.config;
   const [s] = await sql<StepRow>(
     em,
     `UPDATE workflow_steps SET name = ?, config = ?::jsonb, position = ?::jsonb, updated_at = now() WHERE id = ? RETURNING *`,
