@@ -25,7 +25,8 @@ function unstorable(input: unknown): TextProblem | undefined {
       if (problem) return problem;
       continue;
     }
-    if (value === null || typeof value !== 'object') continue;
+    // Bytes (a submitted message's attachments) are not text and are not walked.
+    if (value === null || typeof value !== 'object' || ArrayBuffer.isView(value)) continue;
     if (depth >= MAX_JSON_DEPTH) {
       return { field: path || '(body)', message: `JSON must not nest more than ${MAX_JSON_DEPTH} levels deep`, code: 'too_big' };
     }

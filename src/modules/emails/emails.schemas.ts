@@ -7,7 +7,7 @@ import { dateTime, sameShape, successEnvelope } from '../../http/responses';
 import type { SendResult } from './emails.service';
 
 
-const noBreaks = z.string().refine((s) => !/[\r\n]/.test(s), { message: 'Cannot contain line breaks', params: { code: 'invalid_string' } });
+const noBreaks = z.string().refine((s) => !/[\r\n\0]/.test(s), { message: 'Cannot contain line breaks or NUL', params: { code: 'invalid_string' } });
 
 export const MAX_RECIPIENTS = 50;
 export const MAX_ATTACHMENTS = 10;
@@ -24,7 +24,7 @@ const headerName = z.string().regex(HEADER_NAME, 'Header names are printable ASC
 const headerValue = z
   .string()
   .max(998)
-  .refine((v) => !/[\r\n]/.test(v), { message: 'Header values cannot contain CR or LF', params: { code: 'invalid_string' } });
+  .refine((v) => !/[\r\n\0]/.test(v), { message: 'Header values cannot contain CR, LF or NUL', params: { code: 'invalid_string' } });
 
 /** Headers the service sets from the request's own fields; overriding them would break the message. */
 export const STRUCTURAL_HEADERS = new Set([
@@ -34,73 +34,91 @@ export const STRUCTURAL_HEADERS = new Set([
 
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 
-const attachment = z
-  .object({
-    filename: z
-      .string()
-      .min(1)
-      .max(255)
-      // The spec: "no newline or quote characters" — both quotes, and every line break a mail header could fold on.
-      .refine((s) => !/[\r\n"'\u2028\u2029\u0085]/.test(s), { message: 'Filenames cannot contain line breaks or quotes', params: { code: 'invalid_string' } }),
-    content: z
-      .string()
-      .min(1)
-      .refine((s) => s.replace(/\s+/g, '').length % 4 === 0 && BASE64.test(s.replace(/\s+/g, '')), {
-        message: 'content must be base64',
-        params: { code: 'invalid_string' },
-      }),
-    contentType: z.string().regex(/^[\w!#$&^.+-]+\/[\w!#$&^.+-]+(\s*;.*)?$/, 'contentType must be a MIME type such as image/png'),
-    contentId: z
-      .string()
-      .min(1)
-      .max(255)
-      .refine((s) => !/[\r\n<>\s]/.test(s), { message: 'contentId cannot contain spaces, angle brackets or line breaks', params: { code: 'invalid_string' } })
-      .optional(),
-    disposition: z.enum(['attachment', 'inline']).default('attachment'),
-  })
-  .superRefine((a, ctx) => {
-    if (a.disposition === 'inline' && !a.contentId) {
-      ctx.addIssue({ code: 'custom', path: ['contentId'], message: 'Inline attachments need a contentId (referenced as cid:<contentId>)', params: { code: 'invalid_type' } });
-    }
+/** An attachment; `content` is base64 over HTTP, the decoded bytes in a submitted message. */
+const attachmentOf = <C extends z.ZodType>(content: C) =>
+  z
+    .object({
+      filename: z
+        .string()
+        .min(1)
+        .max(255)
+        // The spec: "no newline or quote characters" — both quotes, and every line break a mail header could fold on.
+        .refine((s) => !/[\r\n\0"'\u2028\u2029\u0085]/.test(s), { message: 'Filenames cannot contain line breaks, NUL or quotes', params: { code: 'invalid_string' } }),
+      content,
+      contentType: z.string().regex(/^[\w!#$&^.+-]+\/[\w!#$&^.+-]+(\s*;[^\r\n\0]*)?$/, 'contentType must be a MIME type such as image/png'),
+      contentId: z
+        .string()
+        .min(1)
+        .max(255)
+        .refine((s) => !/[\r\n\0<>\s]/.test(s), { message: 'contentId cannot contain spaces, angle brackets, line breaks or NUL', params: { code: 'invalid_string' } })
+        .optional(),
+      disposition: z.enum(['attachment', 'inline']).default('attachment'),
+    })
+    .superRefine((a, ctx) => {
+      if (a.disposition === 'inline' && !a.contentId) {
+        ctx.addIssue({ code: 'custom', path: ['contentId'], message: 'Inline attachments need a contentId (referenced as cid:<contentId>)', params: { code: 'invalid_type' } });
+      }
+    });
+
+const base64Content = z
+  .string()
+  .min(1)
+  .refine((s) => s.replace(/\s+/g, '').length % 4 === 0 && BASE64.test(s.replace(/\s+/g, '')), {
+    message: 'content must be base64',
+    params: { code: 'invalid_string' },
   });
 
-export const sendSchema = z
-  .object({
-    // The cap is checked after the union, so a long list is 422 `too_big` naming it, not an opaque invalid_union.
-    to: z.union([recipient, z.array(recipient).min(1)]).superRefine((to, ctx) => {
-      if (Array.isArray(to) && to.length > MAX_RECIPIENTS) {
-        ctx.addIssue({
-          code: 'too_big',
-          origin: 'array',
-          maximum: MAX_RECIPIENTS,
-          inclusive: true,
-          message: `to takes at most ${MAX_RECIPIENTS} recipients per request (each gets an email of its own); send more in several requests or as a campaign`,
-        });
-      }
-    }),
-    subject: subjectSchema.optional(),
-    body: z.string().min(1).optional(),
-    template: z.uuid({ message: 'template must be a template id (UUID)' }).optional(),
-    from: sender.optional(),
-    name: noBreaks.pipe(z.string().max(200)).optional(),
-    subscribed: z.boolean().optional(),
-    data: dataMapSchema.optional(),
-    headers: z.record(headerName, headerValue).optional(),
-    reply: emailSchema.optional(),
-    attachments: z.array(attachment).max(MAX_ATTACHMENTS).optional(),
-    tracking: trackingOverrideSchema.optional(),
-  })
-  .superRefine((v, ctx) => {
-    if (!v.template) {
-      if (v.subject === undefined) ctx.addIssue({ code: 'custom', path: ['subject'], message: 'subject is required without a template', params: { code: 'invalid_type' } });
-      if (v.body === undefined) ctx.addIssue({ code: 'custom', path: ['body'], message: 'body is required without a template', params: { code: 'invalid_type' } });
+const body = z.string().min(1);
+
+/** The fields of a send; attachments' content as `content` says. */
+const sendFields = <C extends z.ZodType>(content: C) => ({
+  // The cap is checked after the union, so a long list is 422 `too_big` naming it, not an opaque invalid_union.
+  to: z.union([recipient, z.array(recipient).min(1)]).superRefine((to, ctx) => {
+    if (Array.isArray(to) && to.length > MAX_RECIPIENTS) {
+      ctx.addIssue({
+        code: 'too_big',
+        origin: 'array',
+        maximum: MAX_RECIPIENTS,
+        inclusive: true,
+        message: `to takes at most ${MAX_RECIPIENTS} recipients per request (each gets an email of its own); send more in several requests or as a campaign`,
+      });
     }
-    for (const name of Object.keys(v.headers ?? {})) {
-      if (STRUCTURAL_HEADERS.has(name.toLowerCase())) {
-        ctx.addIssue({ code: 'custom', path: ['headers', name], message: `${name} is set by the service from the request's fields`, params: { code: 'invalid_string' } });
-      }
+  }),
+  subject: subjectSchema.optional(),
+  body: body.optional(),
+  template: z.uuid({ message: 'template must be a template id (UUID)' }).optional(),
+  from: sender.optional(),
+  name: noBreaks.pipe(z.string().max(200)).optional(),
+  subscribed: z.boolean().optional(),
+  data: dataMapSchema.optional(),
+  headers: z.record(headerName, headerValue).optional(),
+  reply: emailSchema.optional(),
+  attachments: z.array(attachmentOf(content)).max(MAX_ATTACHMENTS).optional(),
+  tracking: trackingOverrideSchema.optional(),
+});
+
+/** The rules across fields: content or a template, and no header the service sets itself. */
+function sendRules(v: { template?: string; subject?: string; body?: string; headers?: Record<string, string> }, ctx: z.RefinementCtx): void {
+  if (!v.template) {
+    if (v.subject === undefined) ctx.addIssue({ code: 'custom', path: ['subject'], message: 'subject is required without a template', params: { code: 'invalid_type' } });
+    if (v.body === undefined) ctx.addIssue({ code: 'custom', path: ['body'], message: 'body is required without a template', params: { code: 'invalid_type' } });
+  }
+  for (const name of Object.keys(v.headers ?? {})) {
+    if (STRUCTURAL_HEADERS.has(name.toLowerCase())) {
+      ctx.addIssue({ code: 'custom', path: ['headers', name], message: `${name} is set by the service from the request's fields`, params: { code: 'invalid_string' } });
     }
-  });
+  }
+}
+
+export const sendSchema = z.object(sendFields(base64Content)).superRefine(sendRules);
+
+/**
+ * A message submitted over SMTP, as /v1/send would take it and checked by the same rules: `body` is its
+ * HTML (or else its text), `text` its text part beside the HTML, attachments their decoded bytes.
+ */
+export const submittedSendSchema = z
+  .object({ ...sendFields(z.instanceof(Buffer).refine((b) => b.length > 0, 'an attachment cannot be empty')), text: body.optional() })
+  .superRefine(sendRules);
 
 export type SendInput = z.output<typeof sendSchema>;
 export type AttachmentInput = NonNullable<SendInput['attachments']>[number];

@@ -61,10 +61,11 @@ export interface SendResult {
   events: EventRecord[];
 }
 
-function tooBig(field: string, message: string): AppError {
-  return new AppError(422, 'VALIDATION_ERROR', 'Request validation failed', {
-    errors: [{ field, message, code: 'too_big' }],
-  });
+/** The message would be over the size limits: 422 over HTTP, 552 5.3.4 in SMTP. */
+export class MessageTooBig extends AppError {
+  constructor(field: string, message: string) {
+    super(422, 'VALIDATION_ERROR', 'Request validation failed', { errors: [{ field, message, code: 'too_big' }] });
+  }
 }
 
 function missing(field: string, message: string): AppError {
@@ -110,12 +111,12 @@ const decodedSize = (a: SendAttachment) => (typeof a.content === 'string' ? Math
 function checkSizes(attachments: SendAttachment[], body: string, limits: SendLimits): void {
   const attachmentBytes = attachments.reduce((n, a) => n + decodedSize(a), 0);
   if (attachmentBytes > limits.attachmentsMaxBytes) {
-    throw tooBig('attachments', `Attachments total ${attachmentBytes} bytes; the limit is ${limits.attachmentsMaxBytes}`);
+    throw new MessageTooBig('attachments', `Attachments total ${attachmentBytes} bytes; the limit is ${limits.attachmentsMaxBytes}`);
   }
   // On the wire: base64 grows attachments by a third; the HTML travels twice (HTML and text parts).
   const estimate = Math.ceil(attachmentBytes * 1.37) + Buffer.byteLength(body) * 2 + 16 * 1024;
   if (estimate > limits.messageMaxBytes) {
-    throw tooBig('body', `The message would be about ${estimate} bytes; the limit is ${limits.messageMaxBytes}`);
+    throw new MessageTooBig('body', `The message would be about ${estimate} bytes; the limit is ${limits.messageMaxBytes}`);
   }
 }
 

@@ -1,7 +1,6 @@
 import crypto from 'node:crypto';
 import { type AddressObject, type ParsedMail, simpleParser } from 'mailparser';
 import type { Logger } from 'pino';
-import { isUuid } from '../../db/ids';
 import type { Orm } from '../../db/orm';
 import { AppError } from '../../http/errors';
 import { claimIdempotencyKey, claimRetryAfter, type IdempotencyClaim, type KeyRow, releaseUnfinished } from '../../http/idempotency';
@@ -11,11 +10,11 @@ import { mailbox } from '../../mail/mime';
 import { SmtpReply, type SubmissionHandler } from '../../mail/submission-smtp';
 import type { ProjectKeyCache } from '../accounts/project-keys';
 import type { TrackingOverride } from '../accounts/project-settings';
-import { dataMapSchema } from '../contacts/data-map';
 import { assertVerifiedSender } from '../domains/domains.service';
 import type { ActivityHub } from '../events/contact-activity';
-import { HEADER_NAME, STRUCTURAL_HEADERS } from './emails.schemas';
-import { type LocalEmailQueue, type SendBatcher, type SendLimits, type SendRequest, sendEmails } from './emails.service';
+import { parse } from '../../http/validate';
+import { HEADER_NAME, STRUCTURAL_HEADERS, submittedSendSchema } from './emails.schemas';
+import { type LocalEmailQueue, MessageTooBig, type SendBatcher, type SendLimits, type SendRequest, sendEmails } from './emails.service';
 
 /** The idempotency key's request name for a submitted message (HTTP keys say `POST /v1/send`). */
 const SMTP_REQUEST = 'SMTP DATA';
@@ -44,11 +43,27 @@ interface Submitter {
 
 const refuse = (message: string) => new SmtpReply(550, `5.6.0 ${message}`);
 
-const noBreaks = (s: string) => s.replace(/[\r\n]+/g, ' ').trim();
-
 function addresses(field: AddressObject | AddressObject[] | undefined): Array<{ address: string; name: string }> {
   const list = field === undefined ? [] : Array.isArray(field) ? field : [field];
   return list.flatMap((o) => o.value.flatMap((a) => (a.group ? a.group : [a]))).flatMap((a) => (a.address ? [{ address: a.address.toLowerCase(), name: a.name ?? '' }] : []));
+}
+
+/**
+ * RFC 5322 allows CR only before LF, and text never holds NUL (PostgreSQL refuses it). mailparser turns a
+ * bare CR into a space, but on the way out it would end a header line, so a value could smuggle in a
+ * header of its own (a second From:). Refused like /v1/send refuses it, naming the header where it is one.
+ */
+function refuseBareCrOrNul(raw: Buffer): void {
+  const text = raw.toString('latin1');
+  const found = /\r(?!\n)|\0/.exec(text);
+  if (!found) return;
+  // The header line it is on, walking back over folded continuation lines.
+  let start = text.lastIndexOf('\n', found.index) + 1;
+  while (start > 1 && (text[start] === ' ' || text[start] === '\t')) start = text.lastIndexOf('\n', start - 2) + 1;
+  const name = /^([\x21-\x39\x3b-\x7e]{1,100}):/.exec(text.slice(start, found.index))?.[1];
+  if (name) throw refuse(`${name}: Header values cannot contain CR, LF or NUL`);
+  const line = text.slice(0, found.index).split('\n').length;
+  throw refuse(`the body: line ${line} holds ${found[0] === '\0' ? 'a NUL byte' : 'a CR not followed by LF'}, which mail cannot carry`);
 }
 
 /** The client's own headers worth delivering (custom ones, threading, List-Unsubscribe), unfolded. */
@@ -103,40 +118,40 @@ const header = (parsed: ParsedMail, name: string) => {
   return typeof v === 'string' ? decodeWords(v) : undefined;
 };
 
-/** The message turned into what /v1/send takes: its own content as written, or a template with X-Postbox-Data. */
+/**
+ * The message as /v1/send would take it, checked by /v1/send's own schema and limits (`submittedSendSchema`
+ * through the same `parse`): its HTML or text is the body, taken literally; or a template with X-Postbox-Data.
+ */
 function sendRequestOf(parsed: ParsedMail, envelope: { from: string | null; to: string[] }): SendRequest {
   const [fromHeader] = addresses(parsed.from);
   const from = fromHeader ?? (envelope.from ? { address: envelope.from, name: '' } : undefined);
   if (!from) throw refuse('The message has no From: header');
-  const named = new Map([...addresses(parsed.to), ...addresses(parsed.cc)].map((a) => [a.address, noBreaks(a.name).slice(0, 200)]));
+  const named = new Map([...addresses(parsed.to), ...addresses(parsed.cc)].map((a) => [a.address, a.name]));
   const headers = customHeaders(parsed);
-  const cc = addresses(parsed.cc);
-  // Cc is shown as the client wrote it; every envelope recipient (Bcc ones too) gets an email of their own.
-  if (cc.length) headers.Cc = cc.map((a) => mailbox({ address: a.address, name: a.name || null })).join(', ');
   const [reply] = addresses(parsed.replyTo);
 
   const template = header(parsed, SUBMISSION_HEADERS.template)?.trim();
-  if (template !== undefined && !isUuid(template)) throw refuse(`X-Postbox-Template must be a template id (UUID), not "${template}"`);
   const dataHeader = header(parsed, SUBMISSION_HEADERS.data);
-  let data: SendRequest['data'];
+  let data: unknown;
   if (dataHeader !== undefined) {
-    let json: unknown;
     try {
-      json = JSON.parse(dataHeader);
+      data = JSON.parse(dataHeader);
     } catch {
       throw refuse('X-Postbox-Data must be a JSON object');
     }
-    const checked = dataMapSchema.safeParse(json);
-    if (!checked.success) throw refuse(`X-Postbox-Data: ${checked.error.issues[0].message}`);
-    data = checked.data;
   }
   const subscribed = header(parsed, SUBMISSION_HEADERS.subscribed);
   const tracking = header(parsed, SUBMISSION_HEADERS.tracking);
-  const subject = noBreaks(parsed.subject ?? '');
+  const html = typeof parsed.html === 'string' && parsed.html.trim() ? parsed.html : undefined;
+  const text = parsed.text?.trim() ? parsed.text : undefined;
 
-  const request: SendRequest = {
+  const submitted = parse(submittedSendSchema, {
     to: envelope.to.map((email) => ({ email, name: named.get(email) || undefined })),
-    from: { email: from.address, name: noBreaks(from.name).slice(0, 200) || undefined },
+    from: { email: from.address, name: from.name || undefined },
+    subject: parsed.subject || undefined,
+    body: template === undefined ? (html ?? text) : undefined,
+    text: template === undefined && html !== undefined ? text : undefined,
+    template,
     headers,
     data,
     reply: reply?.address,
@@ -145,30 +160,42 @@ function sendRequestOf(parsed: ParsedMail, envelope: { from: string | null; to: 
     attachments: parsed.attachments.map((a, i) => {
       const inline = Boolean(a.cid) && (a.related || a.contentDisposition === 'inline');
       return {
-        // The API's rule for filenames: no quotes or line breaks.
-        filename: (a.filename ?? `attachment-${i + 1}`).replace(/[\r\n"'\u2028\u2029\u0085]/g, '_').slice(0, 255),
+        // Quotes are the API's own rule for the filenames it writes; mail clients write them in names like "Q3's.pdf".
+        filename: (a.filename ?? `attachment-${i + 1}`).replace(/["'\u2028\u2029\u0085]/g, '_'),
         content: a.content,
         contentType: a.contentType || 'application/octet-stream',
         contentId: inline ? a.cid : undefined,
         disposition: inline ? ('inline' as const) : ('attachment' as const),
       };
     }),
-  };
-  if (template !== undefined) return { ...request, template, subject: subject || undefined };
-  const html = typeof parsed.html === 'string' && parsed.html.trim() ? parsed.html : null;
-  const text = parsed.text?.trim() ? parsed.text : null;
-  return { ...request, literal: { subject, html, text } };
+  });
+  const { body: _body, text: _text, ...checked } = submitted;
+  // Cc is shown as the client wrote it (its addresses parsed, names encoded); every envelope recipient, Bcc
+  // ones too, gets an email of their own.
+  const cc = addresses(parsed.cc);
+  const request = cc.length ? { ...checked, headers: { ...checked.headers, Cc: cc.map((a) => mailbox({ address: a.address, name: a.name || null })).join(', ') } } : checked;
+  if (submitted.template !== undefined) return request;
+  return { ...request, literal: { subject: submitted.subject ?? '', html: html ?? null, text: text ?? null } };
+}
+
+/** Where in the message a field of /v1/send came from, so a refusal names what the client wrote. */
+function fieldInMessage(field: string): string {
+  const [head, ...rest] = field.split('.');
+  const named: Record<string, string> = { template: 'X-Postbox-Template', data: 'X-Postbox-Data', subject: 'Subject', from: 'From', to: 'To', reply: 'Reply-To', body: 'the body', text: 'the text part' };
+  if (head === 'headers' && rest.length) return rest.join('.');
+  if (head === 'data' && rest.length) return `X-Postbox-Data ${rest.join('.')}`;
+  return named[head] ?? field;
 }
 
 /** A refusal of the send path in SMTP's words: permanent for what the message or project got wrong, temporary for limits. */
 function smtpReplyOf(err: unknown): unknown {
   if (!(err instanceof AppError)) return err;
   const first = err.opts.errors?.[0];
-  if (first?.code === 'too_big') return new SmtpReply(552, `5.3.4 ${first.message}`);
+  if (err instanceof MessageTooBig) return new SmtpReply(552, `5.3.4 ${first?.message ?? err.message}`);
   if (err.status === 429) return new SmtpReply(451, `4.7.1 ${err.message}`);
   if (err.status === 403 || err.code === 'CONTACT_UNSUBSCRIBED') return new SmtpReply(550, `5.7.1 ${err.message}`);
   if (err.status === 404) return refuse(err.message);
-  if (err.status === 422 || err.status === 400) return refuse(first ? `${first.field}: ${first.message}` : err.message);
+  if (err.status === 422 || err.status === 400) return refuse(first ? `${fieldInMessage(first.field)}: ${first.message}` : err.message);
   return err;
 }
 
@@ -225,10 +252,19 @@ export class SmtpSubmission implements SubmissionHandler<Submitter> {
   }
 
   async submit(user: Submitter, envelope: { from: string | null; to: string[] }, raw: Buffer): Promise<string[]> {
-    // The client's cid: references stay as they are: the inline parts go out with the same Content-IDs.
-    const parsed = await simpleParser(raw, { keepCidLinks: true, skipHtmlToText: true, skipTextToHtml: true, skipImageLinks: true, skipTextLinks: true });
-    // The From: domain is checked by sendEmails before it writes anything (the envelope's was, at MAIL FROM).
-    const request = sendRequestOf(parsed, envelope);
+    // Anything wrong with the message itself is the client's to fix: permanent (5.6.0), never "send again".
+    let parsed: ParsedMail;
+    let request: SendRequest;
+    try {
+      refuseBareCrOrNul(raw);
+      // The client's cid: references stay as they are: the inline parts go out with the same Content-IDs.
+      parsed = await simpleParser(raw, { keepCidLinks: true, skipHtmlToText: true, skipTextToHtml: true, skipImageLinks: true, skipTextLinks: true });
+      // The From: domain is checked by sendEmails before it writes anything (the envelope's was, at MAIL FROM).
+      request = sendRequestOf(parsed, envelope);
+    } catch (err) {
+      if (err instanceof SmtpReply || err instanceof AppError) throw smtpReplyOf(err);
+      throw refuse(`The message could not be read: ${err instanceof Error ? err.message : String(err)}`);
+    }
     const em = this.deps.orm.em.fork();
     let claim: IdempotencyClaim | undefined;
     if (parsed.messageId) {
