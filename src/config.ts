@@ -1,6 +1,7 @@
 import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
+import type { ConnectionLimits } from './net/connection-limits';
 
 const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no', ''])
@@ -93,6 +94,25 @@ const envSchema = z.object({
   SMTP_SUBMISSION_ALLOW_INSECURE_AUTH: bool.default(false),
   /** An SMTP connection idle this long is closed. */
   SMTP_SUBMISSION_IDLE_SECONDS: z.coerce.number().int().min(1).max(3600).default(300),
+  /** A submission connection that has not authenticated this long after connecting is closed (421). */
+  SMTP_SUBMISSION_AUTH_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(3600).default(30),
+  /** Connections SMTP submission holds at once, and from one client address (past either: 421). */
+  SMTP_SUBMISSION_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(100_000).default(256),
+  SMTP_SUBMISSION_MAX_CONNECTIONS_PER_CLIENT: z.coerce.number().int().min(1).max(100_000).default(32),
+  /** Look SMTP clients' addresses up in reverse DNS (their names appear in Received: headers); off, each is its address. */
+  SMTP_REVERSE_DNS: bool.default(false),
+  /** Connections the HTTP API holds at once; more are closed as they arrive. */
+  HTTP_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(100_000).default(1024),
+  /** Connections the HTTP API holds from one client address. Unset: 256, or HTTP_MAX_CONNECTIONS with TRUST_PROXY (the proxy is the client). */
+  HTTP_MAX_CONNECTIONS_PER_CLIENT: z.coerce.number().int().min(1).max(100_000).optional(),
+  /** A connection that has not sent a whole request head this long after connecting (or after its last answer) is closed (408). */
+  HTTP_HEADERS_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(600).default(10),
+  /** Names the Web UI and the dev mailbox answer to besides 127.0.0.1, localhost and [::1] (host or host:port, comma-separated). */
+  ALLOWED_HOSTS: z
+    .string()
+    .optional()
+    .transform((v) => (v ? v.split(',').map((s) => s.trim().toLowerCase()).filter(Boolean) : []))
+    .pipe(z.array(z.string().regex(/^(\[[0-9a-f:.]+\]|[a-z0-9.-]+)(:\d{1,5})?$/, 'expected host or host:port names, comma-separated'))),
   /**
    * Messages a worker process may have handed to SMTP whose outcome is not yet recorded: what a killed
    * process can send twice. Unset: 4 × SMTP_POOL_SIZE, so connections keep sending while outcomes commit.
@@ -185,7 +205,19 @@ export type Config = z.output<typeof envSchema> & {
   databasePoolMax: number;
   /** Port of the Temporal Web UI next to the built-in dev server; undefined when it is off. */
   temporalUiPort?: number;
+  /** Every listener's connection limits as configured (`fitToFileLimit` may lower them at start). */
+  connectionLimits: Record<Listener, ConnectionLimits>;
 };
+
+/** The listeners a process may open, each with its own connection limits. */
+export type Listener = 'http' | 'submission' | 'temporalUi' | 'metrics' | 'devSmtp';
+
+/** The Web UI, metrics and dev mailbox listeners serve an operator, Prometheus and this service: fixed, small limits. */
+export const FIXED_CONNECTION_LIMITS = {
+  temporalUi: { max: 128, perClient: 64 },
+  metrics: { max: 32, perClient: 8 },
+  devSmtp: { max: 256, perClient: 256 },
+} satisfies Partial<Record<Listener, ConnectionLimits>>;
 
 export class ConfigError extends Error {}
 
@@ -243,5 +275,23 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const mailThreads = cfg.MAIL_THREADS ?? defaultMailThreads(os.availableParallelism());
   const sendLimits = { attachmentsMaxBytes: cfg.ATTACHMENTS_MAX_MB * 2 ** 20, messageMaxBytes: cfg.MESSAGE_MAX_MB * 2 ** 20 };
   const submission = { port: cfg.SMTP_SUBMISSION_PORT ?? 2587, explicit: cfg.SMTP_SUBMISSION_PORT !== undefined };
-  return { ...cfg, publicUrl, dataDir: path.resolve(cfg.DATA_DIR), spfValue, systemEmailFrom, temporalUiPort, deliveryInFlight, mailThreads, databasePoolMax, sendLimits, submission };
+  const connectionLimits: Record<Listener, ConnectionLimits> = {
+    ...FIXED_CONNECTION_LIMITS,
+    http: { max: cfg.HTTP_MAX_CONNECTIONS, perClient: cfg.HTTP_MAX_CONNECTIONS_PER_CLIENT ?? (cfg.TRUST_PROXY ? cfg.HTTP_MAX_CONNECTIONS : 256) },
+    submission: { max: cfg.SMTP_SUBMISSION_MAX_CONNECTIONS, perClient: cfg.SMTP_SUBMISSION_MAX_CONNECTIONS_PER_CLIENT },
+  };
+  return {
+    ...cfg,
+    publicUrl,
+    dataDir: path.resolve(cfg.DATA_DIR),
+    spfValue,
+    systemEmailFrom,
+    temporalUiPort,
+    deliveryInFlight,
+    mailThreads,
+    databasePoolMax,
+    sendLimits,
+    submission,
+    connectionLimits,
+  };
 }

@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
-import { ConfigError, type Config, loadConfig, type Role } from './config';
+import { ConfigError, type Config, type Listener, loadConfig, type Role } from './config';
 import { startEmbeddedPostgres } from './db/embedded-postgres';
 import { createOrm, migrate, type Orm, sql } from './db/orm';
 import { createApp } from './http/app';
@@ -15,7 +15,8 @@ import { RateLimiter } from './http/rate-limit';
 import { createLogger, type Logger } from './log';
 import { Metrics } from './metrics';
 import { startCaptureSmtp } from './mail/capture-smtp';
-import { startSubmissionSmtp } from './mail/submission-smtp';
+import { InsecureSubmissionError, startSubmissionSmtp } from './mail/submission-smtp';
+import { ConnectionGate, type ConnectionLimits, fitToFileLimit, gateServer, openFileLimit } from './net/connection-limits';
 import { MAX_RECIPIENTS } from './modules/emails/emails.schemas';
 import { SmtpSubmission } from './modules/emails/smtp-submission.service';
 import { ProjectKeyCache } from './modules/accounts/project-keys';
@@ -86,6 +87,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
     const applied = await migrate(orm, databaseUrl);
     if (applied.length) log.info({ migrations: applied }, 'migrations applied');
     const metrics = new Metrics(orm);
+    const gates = connectionGates(config, log, metrics);
 
     let smtpUrl = config.SMTP_URL;
     if (!smtpUrl) {
@@ -93,6 +95,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         port: config.DEV_SMTP_PORT,
         store: (msg) => storeCaptured(orm.em.fork(), msg),
         log,
+        gate: gates.devSmtp,
       });
       stops.push(capture.close);
       smtpUrl = `smtp://127.0.0.1:${capture.port}`;
@@ -105,7 +108,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
       }
     }
 
-    const { temporal, uiUrl: temporalUiUrl } = await startTemporal(config, databaseUrl, log, stops, metrics);
+    const { temporal, uiUrl: temporalUiUrl } = await startTemporal(config, databaseUrl, log, stops, metrics, gates.temporalUi);
     const resolver = new Resolver(config.DNS_SERVERS);
     const secret = config.JWT_SECRET ?? readOrCreateSecret(path.join(config.dataDir, 'jwt-secret'));
     const links = new Links(config.publicUrl, secret);
@@ -219,7 +222,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         emailQueue,
         sendBatcher,
       });
-      const server = await listen(app.callback(), { host: config.HOST, port: config.PORT });
+      const server = await listen(app.callback(), { host: config.HOST, port: config.PORT, gate: gates.http, headersTimeoutMs: config.HTTP_HEADERS_TIMEOUT_SECONDS * 1000 });
       port = server.port;
       // On SIGTERM /health turns 503 at once, so the load balancer stops sending, while the listener
       // keeps serving for SHUTDOWN_DRAIN_SECONDS: connections already in its accept queue are answered,
@@ -241,13 +244,14 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
       log.info({ url, publicUrl: config.publicUrl }, 'HTTP API listening');
 
       if (config.submission.port !== 0) {
-        submission = await startSubmission(config, log, stops, new SmtpSubmission({ orm, keys, limiter, links, limits: config.sendLimits, queue: emailQueue, batcher: sendBatcher, hub, idempotencyTtlHours: config.IDEMPOTENCY_TTL_HOURS, log }));
+        submission = await startSubmission(config, log, stops, gates.submission, new SmtpSubmission({ orm, keys, limiter, links, limits: config.sendLimits, queue: emailQueue, batcher: sendBatcher, hub, idempotencyTtlHours: config.IDEMPOTENCY_TTL_HOURS, log }));
       }
     }
 
     let metricsPort: number | undefined;
     if (config.METRICS_PORT !== undefined) {
-      const server = await serveMetrics(metrics, config.HOST, config.METRICS_PORT, config.METRICS_TOKEN, workerHealth);
+      const listenOn = { host: config.HOST, port: config.METRICS_PORT, gate: gates.metrics, headersTimeoutMs: config.HTTP_HEADERS_TIMEOUT_SECONDS * 1000 };
+      const server = await serveMetrics(metrics, listenOn, config.METRICS_TOKEN, workerHealth);
       metricsPort = server.port;
       stops.push(() => server.close(1000));
       log.info({ port: metricsPort }, 'metrics listening (GET /metrics)');
@@ -261,10 +265,28 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
 }
 
 /**
- * SMTP submission's listener. The default port already taken (another process of ours on this machine,
- * a second API process, say) leaves this process without one, as a warning; a port that was set is an error.
+ * Each listener's gate, with the configured limits fitted under this process's open-file limit: a
+ * process out of descriptors aborts (a worker thread cannot start its event loop), so the listeners
+ * refuse connections long before that.
  */
-async function startSubmission(config: Config, log: Logger, stops: Array<() => Promise<void>>, handler: SmtpSubmission) {
+function connectionGates(config: Config, log: Logger, metrics: Metrics): Record<Listener, ConnectionGate> {
+  const fileLimit = openFileLimit();
+  const { limits, scaled } = fitToFileLimit(config.connectionLimits, fileLimit);
+  if (scaled) {
+    log.warn({ fileLimit, limits }, `the open-file limit (${fileLimit}) is low for the listeners' connection limits; they are lowered to fit (raise ulimit -n)`);
+  }
+  const refused = (listener: string, reason: string) => metrics.connectionsRefused.inc({ listener, reason });
+  return Object.fromEntries(
+    Object.entries<ConnectionLimits>(limits).map(([name, l]) => [name, new ConnectionGate(name, l, log, refused)]),
+  ) as Record<Listener, ConnectionGate>;
+}
+
+/**
+ * SMTP submission's listener. The default port already taken (another process of ours on this machine,
+ * a second API process, say), or a non-loopback HOST without a certificate, leaves this process without
+ * one, as a warning; a port that was set is an error.
+ */
+async function startSubmission(config: Config, log: Logger, stops: Array<() => Promise<void>>, gate: ConnectionGate, handler: SmtpSubmission) {
   try {
     const listener = await startSubmissionSmtp(
       {
@@ -276,6 +298,9 @@ async function startSubmission(config: Config, log: Logger, stops: Array<() => P
         maxBytes: config.sendLimits.messageMaxBytes,
         maxRecipients: MAX_RECIPIENTS,
         idleSeconds: config.SMTP_SUBMISSION_IDLE_SECONDS,
+        authTimeoutSeconds: config.SMTP_SUBMISSION_AUTH_TIMEOUT_SECONDS,
+        reverseDns: config.SMTP_REVERSE_DNS,
+        gate,
         log,
       },
       handler,
@@ -284,6 +309,10 @@ async function startSubmission(config: Config, log: Logger, stops: Array<() => P
     log.info({ port: listener.port, tlsPort: listener.tlsPort }, 'SMTP submission listening');
     return { port: listener.port, tlsPort: listener.tlsPort };
   } catch (err) {
+    if (err instanceof InsecureSubmissionError && !config.submission.explicit) {
+      log.warn(`${err.message}; this process does not listen for SMTP submission`);
+      return undefined;
+    }
     if (config.submission.explicit || (err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
     log.warn({ port: config.submission.port }, 'the SMTP submission port is taken (another postbox process?); this process does not listen for SMTP; set SMTP_SUBMISSION_PORT to choose one, 0 for none');
     return undefined;
@@ -303,7 +332,7 @@ function portInUse(port: number, host: string): Promise<boolean> {
  * PostgreSQL by default) on TEMPORAL_DEV_SERVER_PORT; a process that finds that port taken joins the
  * dev server another process of ours already runs there.
  */
-async function startTemporal(config: Config, databaseUrl: string, log: Logger, stops: Array<() => Promise<void>>, metrics: Metrics) {
+async function startTemporal(config: Config, databaseUrl: string, log: Logger, stops: Array<() => Promise<void>>, metrics: Metrics, uiGate: ConnectionGate) {
   let address = config.TEMPORAL_ADDRESS;
   let uiUrl: string | undefined;
   if (!address) {
@@ -318,7 +347,9 @@ async function startTemporal(config: Config, databaseUrl: string, log: Logger, s
         persistence:
           config.TEMPORAL_DEV_SERVER_PERSISTENCE === 'postgres' ? { kind: 'postgres', url: databaseUrl } : { kind: 'memory' },
         log,
-        ui: config.temporalUiPort ? { port: config.temporalUiPort } : undefined,
+        ui: config.temporalUiPort
+          ? { port: config.temporalUiPort, allowedHosts: config.ALLOWED_HOSTS, guard: (server: net.Server) => gateServer(server, uiGate) }
+          : undefined,
       });
       stops.push(() => dev.stop());
       address = dev.address;

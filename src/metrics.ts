@@ -89,6 +89,13 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly connectionsRefused = new Counter({
+    name: 'postbox_connections_refused_total',
+    help: 'Connections a listener closed on arrival, by listener and reason: total (it held its most) or per_client (that address did)',
+    labelNames: ['listener', 'reason'] as const,
+    registers: [this.registry],
+  });
+
   constructor(orm: Orm) {
     const pool = () => (orm.em.getConnection().getKnex() as Knex).client.pool;
     new Gauge({

@@ -138,7 +138,7 @@ export function createApp(deps: AppDeps): Koa {
       : undefined,
   });
   // The dev mailbox exists only while the built-in capture SMTP server runs.
-  if (!config.SMTP_URL) devMailboxRoutes(router);
+  if (!config.SMTP_URL) devMailboxRoutes(router, [...config.ALLOWED_HOSTS, new URL(config.publicUrl).host]);
   openApiRoutes(router, { serverUrl: config.publicUrl });
 
   app.use(requestId(deps.log));

@@ -4,7 +4,7 @@ import { AppError, unauthorized } from './errors';
 import type Router from '@koa/router';
 import type { Context, Next } from 'koa';
 import type { Metrics } from '../metrics';
-import { type HttpServer, listen } from './server';
+import { type HttpServer, listen, type ListenOptions } from './server';
 
 // Anything else a client may send is one label value, so it cannot grow the series.
 const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
@@ -60,7 +60,7 @@ export function metricsRoutes(router: Router, metrics: Metrics, token: string | 
 }
 
 /** METRICS_PORT: GET /metrics on a listener of its own, for roles without the HTTP API (workers). */
-export function serveMetrics(metrics: Metrics, host: string, port: number, token?: string, health?: () => Promise<void>): Promise<HttpServer> {
+export function serveMetrics(metrics: Metrics, listenOn: ListenOptions, token?: string, health?: () => Promise<void>): Promise<HttpServer> {
   return listen(
     (req, res) => {
       // GET /health: the container's healthcheck (a worker has no other listener); 503 says why.
@@ -84,6 +84,6 @@ export function serveMetrics(metrics: Metrics, host: string, port: number, token
         (err: Error) => res.writeHead(500, { 'content-type': 'text/plain' }).end(err.message),
       );
     },
-    { host, port },
+    listenOn,
   );
 }

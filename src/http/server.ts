@@ -1,5 +1,6 @@
 import http from 'node:http';
 import type net from 'node:net';
+import { type ConnectionGate, gateServer } from '../net/connection-limits';
 
 export interface HttpServer {
   port: number;
@@ -11,16 +12,28 @@ export interface HttpServer {
   close(timeoutMs: number): Promise<void>;
 }
 
-export async function listen(handler: http.RequestListener, opts: { host: string; port: number }): Promise<HttpServer> {
+export interface ListenOptions {
+  host: string;
+  port: number;
+  /** The listener's connection limits. */
+  gate: ConnectionGate;
+  /** A connection must send a whole request head within this long of connecting (or of its last answer), or get 408. */
+  headersTimeoutMs: number;
+}
+
+export async function listen(handler: http.RequestListener, opts: ListenOptions): Promise<HttpServer> {
   const open = new Set<http.ServerResponse>();
   let closing = false;
-  const server = http.createServer((req, res) => {
+  // Connections are checked against the timeouts every second, so an idle one is closed within a second of its deadline.
+  const timeouts = { headersTimeout: opts.headersTimeoutMs, requestTimeout: Math.max(opts.headersTimeoutMs, 300_000), connectionsCheckingInterval: 1000 };
+  const server = http.createServer(timeouts, (req, res) => {
     open.add(res);
     res.once('close', () => open.delete(res));
     if (closing) res.setHeader('Connection', 'close');
     handler(req, res);
   });
   server.keepAliveTimeout = 65_000;
+  gateServer(server, opts.gate);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(opts.port, opts.host, () => resolve());

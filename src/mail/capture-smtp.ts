@@ -1,6 +1,7 @@
 import { SMTPServer } from 'smtp-server';
 import type { Logger } from 'pino';
 import net from 'node:net';
+import { type ConnectionGate, gateServer, refuseWithLine } from '../net/connection-limits';
 
 export interface CapturedMessage {
   envelopeFrom: string | null;
@@ -21,9 +22,11 @@ export async function startCaptureSmtp(opts: {
   port: number;
   store: (msg: CapturedMessage) => Promise<void>;
   log: Logger;
+  gate: ConnectionGate;
 }): Promise<CaptureServer> {
   const server = new SMTPServer({
     authOptional: true,
+    disableReverseLookup: true,
     disabledCommands: ['STARTTLS', 'AUTH'],
     banner: 'postbox dev mailbox',
     size: 64 * 1024 * 1024,
@@ -48,6 +51,7 @@ export async function startCaptureSmtp(opts: {
     },
   });
   server.on('error', (err) => opts.log.error({ err }, 'dev mailbox SMTP error'));
+  gateServer(server.server as net.Server, opts.gate, refuseWithLine('421 4.7.0 Too many connections; try again later'));
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(opts.port, '127.0.0.1', () => resolve());

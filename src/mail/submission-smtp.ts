@@ -4,6 +4,7 @@ import tls from 'node:tls';
 import type { Logger } from 'pino';
 import { SMTPServer, type SMTPServerOptions, type SMTPServerSession } from 'smtp-server';
 import { isLoopback } from '../http/loopback';
+import { type ConnectionGate, gateServer, refuseWithLine } from '../net/connection-limits';
 import { ADDRESS_SHAPE } from './mime';
 
 /**
@@ -43,11 +44,22 @@ export interface SubmissionOptions {
   maxBytes: number;
   maxRecipients: number;
   idleSeconds: number;
-  /** Failed AUTHs a client address may make in `authFailureWindowMs` before AUTH is refused outright. */
+  /** A connection that has not authenticated this long after connecting is closed with 421. */
+  authTimeoutSeconds: number;
+  /** Connections held at once, in total and per client address (past either: 421 and closed). */
+  gate: ConnectionGate;
+  /** Look clients up in reverse DNS (a PTR query per connection); off, a client is named by its address. */
+  reverseDns?: boolean;
+  /** AUTH attempts (failed, or still being checked) a non-loopback address may make in `authFailureWindowMs`. */
   authFailuresAllowed?: number;
   authFailureWindowMs?: number;
+  /** A failed AUTH is answered after this long, which bounds how fast any one connection can guess. */
+  authFailureDelayMs?: number;
   log: Logger;
 }
+
+/** A listener on a non-loopback address that would take keys in clear text: refused unless insecure AUTH is allowed. */
+export class InsecureSubmissionError extends Error {}
 
 export interface SubmissionListener {
   port: number;
@@ -55,32 +67,50 @@ export interface SubmissionListener {
   close(): Promise<void>;
 }
 
-/** Failed AUTHs per client address in a fixed window: past the allowance, AUTH answers 454 until the window ends. */
-class AuthFailures {
-  private readonly byAddress = new Map<string, { since: number; count: number }>();
+/**
+ * AUTH attempts per client address. A non-loopback address may have `allowed` attempts failed or still
+ * in progress in a fixed window; past that AUTH answers 454 without looking the key up, until the
+ * window ends. Loopback is every local application's address, so it is never locked out: there each
+ * failure is only answered late (as everywhere), and guessing is bounded by the listener's connections
+ * per client, each waiting out its failure delay.
+ */
+class AuthAttempts {
+  private readonly byAddress = new Map<string, { since: number; failed: number; pending: number }>();
 
   constructor(
     private readonly allowed: number,
     private readonly windowMs: number,
   ) {}
 
-  blocked(address: string): boolean {
-    const entry = this.byAddress.get(address);
-    if (!entry) return false;
-    if (Date.now() - entry.since > this.windowMs) {
-      this.byAddress.delete(address);
-      return false;
+  private entry(address: string) {
+    const now = Date.now();
+    let entry = this.byAddress.get(address);
+    if (entry && now - entry.since > this.windowMs) {
+      entry.since = now;
+      entry.failed = 0;
     }
-    return entry.count >= this.allowed;
+    if (!entry) {
+      if (this.byAddress.size > 10_000) {
+        for (const [a, e] of this.byAddress) if (e.pending === 0 && now - e.since > this.windowMs) this.byAddress.delete(a);
+      }
+      entry = { since: now, failed: 0, pending: 0 };
+      this.byAddress.set(address, entry);
+    }
+    return entry;
   }
 
-  failed(address: string): void {
-    if (this.byAddress.size > 10_000) {
-      for (const [a, e] of this.byAddress) if (Date.now() - e.since > this.windowMs) this.byAddress.delete(a);
-    }
-    const entry = this.byAddress.get(address);
-    if (entry && Date.now() - entry.since <= this.windowMs) entry.count++;
-    else this.byAddress.set(address, { since: Date.now(), count: 1 });
+  /** Starts an attempt; false when the address has no attempts left (then nothing is started). */
+  begin(address: string): boolean {
+    const entry = this.entry(address);
+    if (!isLoopback(address) && entry.failed + entry.pending >= this.allowed) return false;
+    entry.pending++;
+    return true;
+  }
+
+  end(address: string, failed: boolean): void {
+    const entry = this.entry(address);
+    entry.pending = Math.max(0, entry.pending - 1);
+    if (failed) entry.failed++;
   }
 }
 
@@ -99,42 +129,94 @@ const asError = (reply: SmtpReply) => Object.assign(new Error(reply.message), { 
  * handler whole, and `250` given only once the handler has committed it.
  */
 export async function startSubmissionSmtp<S>(opts: SubmissionOptions, handler: SubmissionHandler<S>): Promise<SubmissionListener> {
-  const failures = new AuthFailures(opts.authFailuresAllowed ?? 10, opts.authFailureWindowMs ?? 10 * 60_000);
+  if (!opts.tls && !opts.allowInsecureAuth && !isLoopback(opts.host)) {
+    throw new InsecureSubmissionError(
+      `SMTP submission on ${opts.host} would take secret keys in clear text from other machines: set SMTP_SUBMISSION_TLS_CERT and ` +
+        'SMTP_SUBMISSION_TLS_KEY, or SMTP_SUBMISSION_ALLOW_INSECURE_AUTH=true on a private network, or bind it to 127.0.0.1',
+    );
+  }
+  const attempts = new AuthAttempts(opts.authFailuresAllowed ?? 10, opts.authFailureWindowMs ?? 10 * 60_000);
+  const failureDelayMs = opts.authFailureDelayMs ?? 1000;
   const users = new WeakMap<SMTPServerSession, S>();
+  const authDeadlines = new Map<string, NodeJS.Timeout>();
   let pair = opts.tls ? readPair(opts.tls) : undefined;
+  const serverDisabled = () => (pair ? [] : ['STARTTLS']);
+  /** AUTH is offered on loopback, over TLS, or anywhere when insecure AUTH is allowed; elsewhere only after STARTTLS. */
+  const mayAuthenticate = (session: SMTPServerSession) => session.secure || isLoopback(session.remoteAddress) || opts.allowInsecureAuth;
+  const requireAuth = (session: SMTPServerSession, callback: (err?: Error | null) => void): boolean => {
+    if (users.has(session)) return true;
+    const how = mayAuthenticate(session) ? 'AUTH' : 'STARTTLS, then AUTH';
+    callback(asError(new SmtpReply(530, `5.7.0 Authentication required: ${how} with a project's secret key`)));
+    return false;
+  };
 
   const options = (secure: boolean): SMTPServerOptions => ({
     secure,
     ...(pair ?? {}),
     banner: 'postbox SMTP submission',
     authMethods: ['PLAIN', 'LOGIN'],
-    // Decided per connection in onAuth: loopback and encrypted connections may authenticate.
+    // Decided per session: AUTH is not even advertised where it may not be used (onConnect).
     allowInsecureAuth: true,
-    disabledCommands: pair ? [] : ['STARTTLS'],
+    disabledCommands: serverDisabled(),
+    disableReverseLookup: !opts.reverseDns,
     size: opts.maxBytes,
     socketTimeout: opts.idleSeconds * 1000,
     closeTimeout: 5_000,
     logger: false,
+    onConnect(session, callback) {
+      if (!mayAuthenticate(session)) session.disabledCommands = ['AUTH', ...serverDisabled()];
+      // Unauthenticated connections are closed after authTimeoutSeconds, however busy they keep themselves.
+      const deadline = setTimeout(() => {
+        authDeadlines.delete(session.id);
+        for (const connection of servers.flatMap((s) => [...s.connections])) {
+          const c = connection as unknown as { session: SMTPServerSession; send(code: number, text: string): void; close(): void };
+          if (c.session !== session || users.has(session)) continue;
+          c.send(421, `4.7.0 No authentication within ${opts.authTimeoutSeconds} s; closing`);
+          c.close();
+        }
+      }, opts.authTimeoutSeconds * 1000);
+      deadline.unref();
+      authDeadlines.set(session.id, deadline);
+      callback();
+    },
+    onSecure(_socket, session, callback) {
+      // After STARTTLS the session may authenticate: AUTH is advertised from the next EHLO on.
+      session.disabledCommands = undefined;
+      callback();
+    },
+    onClose(session) {
+      clearTimeout(authDeadlines.get(session.id));
+      authDeadlines.delete(session.id);
+    },
     onAuth(auth, session, callback) {
       const address = session.remoteAddress;
-      if (failures.blocked(address)) {
-        return callback(asError(new SmtpReply(454, '4.7.0 Too many failed authentication attempts from this address; try again later')));
-      }
-      if (!session.secure && !isLoopback(address) && !opts.allowInsecureAuth) {
+      if (!mayAuthenticate(session)) {
         return callback(asError(new SmtpReply(538, '5.7.11 Encryption required: use STARTTLS (or the implicit TLS port) before AUTH')));
+      }
+      if (!attempts.begin(address)) {
+        return callback(asError(new SmtpReply(454, '4.7.0 Too many failed authentication attempts from this address; try again later')));
       }
       handler.authenticate(auth.password ?? '').then(
         (user) => {
+          attempts.end(address, false);
           users.set(session, user);
+          clearTimeout(authDeadlines.get(session.id));
+          authDeadlines.delete(session.id);
           callback(null, { user: auth.username || 'key' });
         },
         (err) => {
-          if (err instanceof SmtpReply && err.responseCode === 535) failures.failed(address);
-          callback(asError(replyFor(err, opts.log)));
+          const failed = err instanceof SmtpReply && err.responseCode === 535;
+          const answer = () => {
+            attempts.end(address, failed);
+            callback(asError(replyFor(err, opts.log)));
+          };
+          if (failed) setTimeout(answer, failureDelayMs);
+          else answer();
         },
       );
     },
     onMailFrom(from, session, callback) {
+      if (!requireAuth(session, callback)) return;
       const address = from.address ? from.address.toLowerCase() : null;
       handler.mailFrom(users.get(session)!, address).then(
         () => callback(),
@@ -142,6 +224,7 @@ export async function startSubmissionSmtp<S>(opts: SubmissionOptions, handler: S
       );
     },
     onRcptTo(to, session, callback) {
+      if (!requireAuth(session, callback)) return;
       if (session.envelope.rcptTo.length >= opts.maxRecipients) {
         return callback(asError(new SmtpReply(452, `4.5.3 Too many recipients: at most ${opts.maxRecipients} per message; send the rest in another message`)));
       }
@@ -149,6 +232,10 @@ export async function startSubmissionSmtp<S>(opts: SubmissionOptions, handler: S
       callback();
     },
     onData(stream, session, callback) {
+      if (!users.has(session)) {
+        stream.resume();
+        return requireAuth(session, callback);
+      }
       const chunks: Buffer[] = [];
       stream.on('data', (c: Buffer) => {
         if (!stream.sizeExceeded) chunks.push(c);
@@ -173,6 +260,7 @@ export async function startSubmissionSmtp<S>(opts: SubmissionOptions, handler: S
   const listenOn = async (secure: boolean, port: number): Promise<number> => {
     const server = new SMTPServer(options(secure));
     server.on('error', (err) => opts.log.warn({ err }, 'SMTP submission connection error'));
+    gateServer(server.server as net.Server, opts.gate, refuseWithLine('421 4.7.0 Too many connections; try again later'));
     servers.push(server);
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);

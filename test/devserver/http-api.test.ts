@@ -246,6 +246,65 @@ describe.each(modes)('HTTP API (%s)', (_mode, options) => {
     if (unimplemented.status === 501) expect(unimplemented.body.code).toBe(12);
   });
 
+  /** A request with the Host header given (fetch will not send a foreign one), its status, headers and body. */
+  function rawRequest(method: string, path: string, headers: Record<string, string>, body?: string): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
+    const url = new URL(base + path);
+    return new Promise((resolve, reject) => {
+      const req = http.request({ host: url.hostname, port: url.port, method, path, headers }, (res) => {
+        let text = '';
+        res.on('data', (c) => (text += c));
+        res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: text }));
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
+  }
+
+  test('DNS rebinding: only Host values naming this machine on this port are answered', async () => {
+    const port = new URL(base).port;
+    for (const host of [`evil.test:${port}`, `evil.test`, `127.0.0.1:${Number(port) + 1}`, `localhost.evil.test:${port}`]) {
+      const page = await rawRequest('GET', '/namespaces/default/workflows', { host });
+      expect(page.status).toBe(421);
+      expect(page.headers['set-cookie']).toBeUndefined();
+      expect((await rawRequest('GET', '/api/v1/settings', { host })).status).toBe(421);
+    }
+    // A write under a foreign Host, with a valid token pair, reaches nothing.
+    const id = uid('rebind');
+    const handle = await start(id);
+    const write = { host: `evil.test:${port}`, cookie: `_csrf=${CSRF}`, 'x-csrf-token': CSRF, 'content-type': 'application/json' };
+    expect((await rawRequest('POST', `/api/v1/namespaces/default/workflows/${id}/terminate`, write, '{}')).status).toBe(421);
+    expect((await handle.describe()).status.name).toBe('RUNNING');
+    for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, `LOCALHOST:${port}`]) {
+      expect((await rawRequest('GET', '/api/v1/settings', { host })).status).toBe(200);
+    }
+    await handle.terminate();
+  });
+
+  test('a write from another site is refused even with the CSRF token: Sec-Fetch-Site or Origin must name this UI', async () => {
+    const id = uid('cross-site');
+    const handle = await start(id);
+    const host = new URL(base).host;
+    const path = `/api/v1/namespaces/default/workflows/${id}/terminate`;
+    const token = { host, cookie: `_csrf=${CSRF}`, 'x-csrf-token': CSRF, 'content-type': 'application/json' };
+    const elsewhere: Array<Record<string, string>> = [{ 'sec-fetch-site': 'cross-site' }, { 'sec-fetch-site': 'same-site' }, { origin: 'http://evil.test' }, { origin: 'null' }];
+    for (const from of elsewhere) {
+      const refused = await rawRequest('POST', path, { ...token, ...from }, '{}');
+      expect(refused.status).toBe(403);
+      expect(JSON.parse(refused.body).code).toBe(7);
+    }
+    expect((await handle.describe()).status.name).toBe('RUNNING');
+    expect((await rawRequest('POST', path, { ...token, 'sec-fetch-site': 'same-origin', origin: `http://${host}` }, '{}')).status).toBe(200);
+    expect((await handle.describe()).status.name).toBe('TERMINATED');
+  });
+
+  test('history.json of a missing namespace or run is 404, not 500', async () => {
+    const noNs = await call(base, 'GET', '/api/v1/namespaces/no-such-ns/workflows/w/run/r/history.json');
+    expect(noNs.status).toBe(404);
+    expect(noNs.body.code).toBe(5);
+    const noRun = await call(base, 'GET', `/api/v1/namespaces/default/workflows/${uid('none')}/run/00000000-0000-0000-0000-000000000000/history.json`);
+    expect(noRun.status).toBe(404);
+  });
+
   test('pages answer 503 until the app is built', async () => {
     const res = await fetch(`${base}/namespaces/default/workflows`);
     expect(res.status).toBe(503);

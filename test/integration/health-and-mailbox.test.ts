@@ -91,10 +91,12 @@ function getFrom(address: string, port: number, path: string, headers: Record<st
 test('the dev mailbox answers only loopback clients, whatever X-Forwarded-For says; a non-loopback HOST is warned about', async () => {
   const lines: Array<{ level: number; msg: string }> = [];
   const log = pino({ level: 'warn' }, new Writable({ write: (chunk, _enc, done) => (lines.push(JSON.parse(String(chunk))), done()) }));
-  const open = await startTestService({ HOST: '0.0.0.0', TRUST_PROXY: 'true' }, 'all', log);
+  const open = await startTestService({ HOST: '0.0.0.0', TRUST_PROXY: 'true', ALLOWED_HOSTS: 'mail.dev.test' }, 'all', log);
   try {
     const address = outsideAddress();
     const port = Number(new URL(open.url!).port);
+    // A name the operator allowed is answered, on any port.
+    expect(await getFrom('127.0.0.1', port, '/dev/mailbox', { host: 'mail.dev.test:4000' })).toBe(200);
     expect(await getFrom(address, port, '/health')).toBe(200);
     for (const path of ['/dev/mailbox', `/dev/mailbox/${'0'.repeat(8)}-0000-4000-8000-${'0'.repeat(12)}`]) {
       expect(await getFrom(address, port, path)).toBe(403);
@@ -105,6 +107,18 @@ test('the dev mailbox answers only loopback clients, whatever X-Forwarded-For sa
   } finally {
     await open.stop();
   }
+});
+
+test('DNS rebinding: the dev mailbox answers a loopback client only when Host names this machine on this port', async () => {
+  const port = Number(new URL(svc.url!).port);
+  for (const host of [`evil.test:${port}`, 'evil.test', `127.0.0.1:${port + 1}`, `127.0.0.1.evil.test:${port}`]) {
+    expect(await getFrom('127.0.0.1', port, '/dev/mailbox', { host })).toBe(403);
+  }
+  for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`]) {
+    expect(await getFrom('127.0.0.1', port, '/dev/mailbox', { host })).toBe(200);
+  }
+  // The rest of the API is not a local tool: any Host reaches it.
+  expect(await getFrom('127.0.0.1', port, '/health', { host: 'evil.test' })).toBe(200);
 });
 
 test('with SMTP_URL set there is no built-in mailbox and no /dev/mailbox route', async () => {

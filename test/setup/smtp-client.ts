@@ -54,8 +54,9 @@ export class SmtpDialog {
     });
   }
 
-  static async open(port: number, host = '127.0.0.1', implicitTls = false): Promise<{ dialog: SmtpDialog; greeting: string }> {
-    const socket = implicitTls ? tls.connect({ port, host, rejectUnauthorized: false }) : net.connect({ port, host });
+  /** `localAddress`: the client's own address, e.g. 127.0.0.2 to be another loopback client. */
+  static async open(port: number, host = '127.0.0.1', implicitTls = false, localAddress?: string): Promise<{ dialog: SmtpDialog; greeting: string }> {
+    const socket = implicitTls ? tls.connect({ port, host, rejectUnauthorized: false }) : net.connect({ port, host, localAddress });
     const dialog = new SmtpDialog(socket);
     return { dialog, greeting: await dialog.next() };
   }

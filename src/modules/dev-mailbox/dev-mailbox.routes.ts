@@ -15,18 +15,39 @@ const mailboxQuery = z.object({
 });
 
 /**
- * The mailbox holds every message the service sent (sign-in and password-reset links included), so it
- * answers only clients on this machine: the connecting socket's address, never X-Forwarded-For.
+ * `Host` names this machine: 127.0.0.1, localhost or [::1] with the port the request came in on, or a
+ * name the operator listed (ALLOWED_HOSTS, PUBLIC_URL's). A page on a name that rebinds to 127.0.0.1
+ * sends its own name, so a browser on this machine cannot be made to read the mailbox for it.
  */
-const loopbackOnly = documented(async (ctx: Context, next: Next): Promise<void> => {
-  if (!isLoopback(ctx.req.socket.remoteAddress)) {
-    throw forbidden('The dev mailbox answers only clients connecting from this machine (a loopback address)');
-  }
-  await next();
-}, {});
+function namesThisMachine(host: string, localPort: number | undefined, allowed: string[]): boolean {
+  const name = host.toLowerCase();
+  if (allowed.includes(name) || allowed.includes(name.replace(/:\d+$/, ''))) return true;
+  const m = /^(127\.0\.0\.1|localhost|\[::1\]):(\d+)$/.exec(name);
+  return m !== null && Number(m[2]) === localPort;
+}
 
-/** Exists only when the built-in capture SMTP server runs (no SMTP_URL), for loopback clients only (no auth: a local dev tool). */
-export function devMailboxRoutes(router: Router): void {
+/**
+ * The mailbox holds every message the service sent (sign-in and password-reset links included), so it
+ * answers only clients on this machine: the connecting socket's address, never X-Forwarded-For, and a
+ * Host that names this machine.
+ */
+const localOnly = (allowedHosts: string[]) =>
+  documented(async (ctx: Context, next: Next): Promise<void> => {
+    if (!isLoopback(ctx.req.socket.remoteAddress)) {
+      throw forbidden('The dev mailbox answers only clients connecting from this machine (a loopback address)');
+    }
+    if (!namesThisMachine(ctx.req.headers.host ?? '', ctx.req.socket.localPort, allowedHosts)) {
+      throw forbidden(`The dev mailbox answers only to 127.0.0.1, localhost or [::1] on this port (or ALLOWED_HOSTS), not to Host "${ctx.req.headers.host ?? ''}"`);
+    }
+    await next();
+  }, {});
+
+/**
+ * Exists only when the built-in capture SMTP server runs (no SMTP_URL), for local clients only (no auth: a
+ * local dev tool). `allowedHosts`: Host values answered besides the loopback names.
+ */
+export function devMailboxRoutes(router: Router, allowedHosts: string[]): void {
+  const loopbackOnly = localOnly(allowedHosts);
   router.get(
     '/dev/mailbox',
     loopbackOnly,

@@ -136,7 +136,7 @@ export function errorReply(code: number, message: string, details: Json[] = []):
   return { status: httpStatusFor(code), body: { code, message, details } };
 }
 
-function rpcErrorReply(err: RpcError): ApiReply {
+export function rpcErrorReply(err: RpcError): ApiReply {
   const details: Json[] = [];
   if (err.detail) {
     const type = root.lookupType(err.detail.typeName);

@@ -3,6 +3,7 @@
  * when its port is taken or `webui/` is absent (a runtime image without it), the dev server still
  * serves, and the log says why there is no UI.
  */
+import type net from 'node:net';
 import type { Logger } from 'pino';
 import type { GatewayService } from './gateway';
 import { startUiServer, type UiServer } from './ui-server';
@@ -13,6 +14,10 @@ export interface WebUiOptions {
   host?: string;
   /** false: the `/api/v1` API alone, no app (tests of the API). */
   app?: boolean;
+  /** Host header values answered besides 127.0.0.1, localhost and [::1] on the UI's port. */
+  allowedHosts?: string[];
+  /** Called with the listener before it listens: an embedding service puts its connection limits on it. */
+  guard?: (server: net.Server) => void;
 }
 
 export interface WebUi {
@@ -31,6 +36,8 @@ export async function startWebUi(opts: WebUiOptions, services: GatewayService[],
       services,
       log,
       uiVersion: webUiVersion(dir),
+      allowedHosts: opts.allowedHosts,
+      guard: opts.guard,
       app: opts.app === false ? undefined : ensureWebUi(log, dir, build.signal),
     });
     server.ready.catch((err: unknown) => {

@@ -2,17 +2,21 @@
  * The Temporal Web UI of the dev server on its own port (as `temporal server start-dev` serves it
  * on 8233): the static single-page app from `webui/` plus the `/api/v1` API it calls, including
  * ui-server's own `/api/v1/settings` and history download. Writes need the double-submit CSRF
- * token (the `_csrf` cookie echoed in `X-CSRF-TOKEN`), as Temporal's ui-server asks.
+ * token (the `_csrf` cookie echoed in `X-CSRF-TOKEN`), as Temporal's ui-server asks, and a browser's
+ * `Sec-Fetch-Site` or `Origin` naming this UI. Every request must name this machine in `Host`, so a
+ * page whose DNS name rebinds to 127.0.0.1 reaches nothing.
  */
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
+import type net from 'node:net';
 import path from 'node:path';
 import { status } from '@grpc/grpc-js';
 import type protobuf from 'protobufjs';
 import type { Logger } from 'pino';
 import { root } from '../proto';
-import { type ApiReply, errorReply, Gateway, type GatewayService, httpCallContext } from './gateway';
+import { RpcError } from '../rpc/errors';
+import { type ApiReply, errorReply, Gateway, type GatewayService, httpCallContext, rpcErrorReply } from './gateway';
 import { type Json, messageToJson } from './json';
 
 export interface UiServerOptions {
@@ -25,6 +29,10 @@ export interface UiServerOptions {
   uiVersion: string;
   /** Resolves with the directory of the built app once it exists; until then pages answer 503. */
   app?: Promise<string>;
+  /** Host header values answered besides 127.0.0.1, localhost and [::1] on this port: `name` (any port) or `name:port`. */
+  allowedHosts?: string[];
+  /** Called with the listener before it listens (an embedding service's connection limits). */
+  guard?: (server: net.Server) => void;
 }
 
 export interface UiServer {
@@ -74,6 +82,32 @@ function cookies(req: http.IncomingMessage): Record<string, string> {
     if (i > 0) out[part.slice(0, i).trim()] = part.slice(i + 1).trim();
   }
   return out;
+}
+
+const LOOPBACK_NAMES = ['127.0.0.1', 'localhost', '[::1]'];
+
+/** Whether `Host` names this machine: a loopback name on our own port, or a name the operator allowed. */
+export function hostAllowed(host: string | undefined, port: number, allowed: string[] = []): boolean {
+  if (!host) return false;
+  const name = host.toLowerCase();
+  const bare = name.replace(/:\d+$/, '');
+  return LOOPBACK_NAMES.some((n) => name === `${n}:${port}`) || allowed.includes(name) || allowed.includes(bare);
+}
+
+/**
+ * A write from a browser comes from this UI's own pages: `Sec-Fetch-Site` (sent by every current browser)
+ * says same-origin, or else `Origin` is this host. Clients that send neither (curl, SDKs) are not browsers.
+ */
+function sameOriginWrite(req: http.IncomingMessage): boolean {
+  const site = req.headers['sec-fetch-site'];
+  if (typeof site === 'string') return site === 'same-origin' || site === 'none';
+  const origin = req.headers.origin;
+  if (typeof origin !== 'string') return true;
+  try {
+    return new URL(origin).host === req.headers.host?.toLowerCase();
+  } catch {
+    return false;
+  }
 }
 
 function csrfValid(req: http.IncomingMessage): boolean {
@@ -166,7 +200,14 @@ export async function startUiServer(opts: UiServerOptions): Promise<UiServer> {
     const resType = root.lookupType('temporal.api.workflowservice.v1.GetWorkflowExecutionHistoryResponse') as protobuf.Type;
     do {
       const request = reqType.fromObject({ namespace, execution: { workflowId, runId }, nextPageToken, maximumPageSize: 1000 });
-      const result = await historyHandler(request, httpCallContext(req, res));
+      let result: Awaited<ReturnType<typeof historyHandler>>;
+      try {
+        result = await historyHandler(request, httpCallContext(req, res));
+      } catch (err) {
+        // A missing namespace or run is the handler's NOT_FOUND, as on the gateway's routes.
+        if (err instanceof RpcError) return rpcErrorReply(err);
+        throw err;
+      }
       const page = (Buffer.isBuffer(result) ? resType.decode(result) : resType.decode(resType.encode(result).finish())) as unknown as {
         history?: { events?: unknown[] };
         nextPageToken?: Uint8Array;
@@ -181,6 +222,10 @@ export async function startUiServer(opts: UiServerOptions): Promise<UiServer> {
     const verb = req.method ?? 'GET';
     if (!SAFE_METHODS.has(verb) && !csrfValid(req)) {
       sendJson(res, errorReply(status.PERMISSION_DENIED, 'missing or invalid CSRF token: send the _csrf cookie value in the X-CSRF-TOKEN header'));
+      return;
+    }
+    if (!SAFE_METHODS.has(verb) && !sameOriginWrite(req)) {
+      sendJson(res, errorReply(status.PERMISSION_DENIED, 'a write from another site: Sec-Fetch-Site or Origin does not name this UI'));
       return;
     }
     if (url.pathname === '/api/v1/settings' && verb === 'GET') {
@@ -237,9 +282,19 @@ export async function startUiServer(opts: UiServerOptions): Promise<UiServer> {
     else fs.createReadStream(file).pipe(res);
   }
 
-  const server = http.createServer((req, res) => {
+  let port = opts.port;
+  // No request deadline (history long polls outlive any), but a connection that sends no request head
+  // within 10 s is closed.
+  const timeouts = { headersTimeout: 10_000, requestTimeout: 0, connectionsCheckingInterval: 1000 };
+  const server = http.createServer(timeouts, (req, res) => {
+    if (!hostAllowed(req.headers.host, port, opts.allowedHosts)) {
+      res.writeHead(421, { 'content-type': 'text/plain; charset=utf-8', connection: 'close' });
+      res.end(`This Temporal Web UI answers only to 127.0.0.1:${port}, localhost:${port} or [::1]:${port}, not to "${req.headers.host ?? ''}".\n`);
+      return;
+    }
     const url = new URL(req.url ?? '/', 'http://ui.invalid');
-    // Hand every browser a CSRF token it can read and echo (the bundled UI does so on writes).
+    // Hand every browser a CSRF token it can read and echo. Not HttpOnly: the bundled UI reads it from
+    // document.cookie to echo it in X-CSRF-TOKEN, as with Temporal's own ui-server.
     const csrfCookie: Record<string, string> = cookies(req)[CSRF_COOKIE]
       ? {}
       : { 'set-cookie': `${CSRF_COOKIE}=${randomBytes(24).toString('base64url')}; Path=/; SameSite=Strict` };
@@ -259,8 +314,7 @@ export async function startUiServer(opts: UiServerOptions): Promise<UiServer> {
     }
     serveApp(req, res, url, csrfCookie);
   });
-  // Long polls (history with waitNewEvent) outlive Node's default request timeout otherwise.
-  server.requestTimeout = 0;
+  opts.guard?.(server);
   const host = opts.host ?? '127.0.0.1';
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -269,7 +323,7 @@ export async function startUiServer(opts: UiServerOptions): Promise<UiServer> {
       resolve();
     });
   });
-  const port = (server.address() as { port: number }).port;
+  port = (server.address() as { port: number }).port;
   const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
   return {
     url,
