@@ -1,0 +1,673 @@
+/**
+ * What came back: a delivery-status report (RFC 3464) or an MTA's plain-text bounce, a delay warning, a feedback-loop
+ * complaint (ARF, RFC 5965, and the non-ARF formats big mailbox providers send), or an auto-reply (RFC 3834).
+ * Pure: bytes in, a typed report out; it never throws, and every scan is bounded so hostile mail cannot make it slow.
+ */
+import {
+  bounceTypeOf,
+  decideReason,
+  findCommand,
+  findEnhancedStatus,
+  findReplyCode,
+  subTypeOf,
+  type BounceReason,
+  type BounceType,
+  type ReasonEvidence,
+} from './bounce-reasons';
+
+export { classifySmtpReply, type BounceReason, type BounceType } from './bounce-reasons';
+
+export interface RecipientOutcome {
+  /** Final-Recipient (else Original-Recipient / the address named in the text), lower-cased. */
+  recipient: string | null;
+  action: 'failed' | 'delayed' | 'delivered' | 'relayed' | 'expanded' | null;
+  /** Enhanced status code, e.g. '5.1.1'. */
+  status: string | null;
+  /** SMTP reply code, e.g. '550'. */
+  replyCode: string | null;
+  /** The remote server's words, unfolded, trimmed, bounded in length. */
+  diagnosticCode: string | null;
+  remoteMta: string | null;
+  reason: BounceReason;
+  /** sisimai's hardbounce true → Permanent; onhold/undefined → Undetermined; otherwise Transient. */
+  bounceType: BounceType;
+  /** Amazon SES's bounceSubType vocabulary; the mapping lives in bounce-reasons.ts (subTypeOf). */
+  subType: string;
+}
+
+export interface OriginalMessage {
+  /** As written in the returned message's header, angle brackets included: '<id@host>'. */
+  messageId: string | null;
+  /** The returned message's Return-Path, else the address this report was sent to (a bounce goes to the envelope sender). */
+  returnPath: string | null;
+  from: string | null;
+  to: string | null;
+}
+
+export type InboundReport =
+  | { kind: 'bounce'; reportingMta: string | null; recipients: RecipientOutcome[]; original: OriginalMessage }
+  | { kind: 'delay'; reportingMta: string | null; recipients: RecipientOutcome[]; original: OriginalMessage }
+  | {
+      kind: 'complaint';
+      feedbackType: string;
+      userAgent: string | null;
+      /** The first complaining recipient; a report can name several (`recipients`). */
+      recipient: string | null;
+      recipients: string[];
+      sourceIp: string | null;
+      arrivalDate: string | null;
+      original: OriginalMessage;
+    }
+  | { kind: 'auto-reply'; why: string; original: OriginalMessage }
+  | { kind: 'unknown'; why: string };
+
+/** Only the head of a message is read: the report is at the top, a large returned original at the bottom does not matter. */
+const MAX_MESSAGE_BYTES = 1024 * 1024;
+/** Free text any pattern runs over is cut to this. */
+const MAX_TEXT = 256 * 1024;
+const MAX_DEPTH = 8;
+const MAX_PARTS = 128;
+const MAX_HEADER_LINES = 400;
+const MAX_DIAGNOSTIC = 1000;
+const MAX_RECIPIENTS = 500;
+
+// ---------------------------------------------------------------------------------------------------------------------
+// MIME, bounded. mailparser flattens multipart/report into "text" plus "attachments" and drops which part said what; a
+// report needs the parts as the MTA laid them out, so this reads the structure itself with hard limits on depth and count.
+
+type Headers = Map<string, string[]>;
+
+interface Entity {
+  headers: Headers;
+  type: string;
+  params: Record<string, string>;
+  /** Body as a binary (latin1) string, transfer encoding not yet undone. */
+  body: string;
+  parts: Entity[];
+}
+
+function parseHeaders(block: string): Headers {
+  const headers: Headers = new Map();
+  const lines = block.split('\n', MAX_HEADER_LINES);
+  let current: [string, string] | null = null;
+  const flush = () => {
+    if (!current) return;
+    const list = headers.get(current[0]) ?? [];
+    list.push(current[1].trim());
+    headers.set(current[0], list);
+  };
+  for (const line of lines) {
+    if ((line.startsWith(' ') || line.startsWith('\t')) && current) {
+      if (current[1].length < 8192) current[1] += ' ' + line.trim();
+      continue;
+    }
+    const colon = line.indexOf(':');
+    if (colon < 1 || colon > 76 || !/^[!-9;-~]+$/.test(line.slice(0, colon))) continue;
+    flush();
+    current = [line.slice(0, colon).toLowerCase(), line.slice(colon + 1)];
+  }
+  flush();
+  return headers;
+}
+
+const header = (h: Headers, name: string): string | null => h.get(name)?.[0] ?? null;
+
+/** Does the text open with a header block (so it can be split into header and body)? */
+const startsWithHeader = (text: string) => /^[!-9;-~]{1,76}:/.test(text);
+
+function splitEntity(text: string): { head: string; body: string } {
+  if (!startsWithHeader(text)) return { head: '', body: text };
+  const end = text.indexOf('\n\n');
+  return end < 0 ? { head: text, body: '' } : { head: text.slice(0, end), body: text.slice(end + 2) };
+}
+
+function parseContentType(value: string | null): { type: string; params: Record<string, string> } {
+  if (!value) return { type: 'text/plain', params: {} };
+  const [first, ...rest] = value.split(';');
+  const params: Record<string, string> = {};
+  for (const piece of rest.slice(0, 20)) {
+    const eq = piece.indexOf('=');
+    if (eq < 0) continue;
+    params[piece.slice(0, eq).trim().toLowerCase()] = piece.slice(eq + 1).trim().replace(/^"(.*)"$/, '$1');
+  }
+  return { type: first.trim().toLowerCase() || 'text/plain', params };
+}
+
+function parseEntity(text: string, depth: number, budget: { parts: number }): Entity {
+  const { head, body } = splitEntity(text);
+  const headers = parseHeaders(head);
+  const { type, params } = parseContentType(header(headers, 'content-type'));
+  const entity: Entity = { headers, type, params, body, parts: [] };
+  if (!type.startsWith('multipart/') || !params.boundary || depth >= MAX_DEPTH) return entity;
+  const delimiter = '\n--' + params.boundary;
+  let at = ('\n' + body).indexOf(delimiter);
+  if (at < 0) return entity;
+  const padded = '\n' + body;
+  while (at >= 0 && budget.parts < MAX_PARTS) {
+    const lineEnd = padded.indexOf('\n', at + 1);
+    if (padded.startsWith('--', at + delimiter.length) || lineEnd < 0) break;
+    const next = padded.indexOf(delimiter, lineEnd);
+    const chunk = padded.slice(lineEnd + 1, next < 0 ? undefined : next);
+    budget.parts += 1;
+    entity.parts.push(parseEntity(chunk, depth + 1, budget));
+    at = next;
+  }
+  return entity;
+}
+
+function decodeQuotedPrintable(text: string): string {
+  return text.replace(/=\n/g, '').replace(/=([0-9A-Fa-f]{2})/g, (_m, hex: string) => String.fromCharCode(parseInt(hex, 16)));
+}
+
+/** Bytes (as a binary string) to text in the named charset; unknown charsets and invalid UTF-8 fall back to Latin-1. */
+function decodeCharset(binary: string, charset: string | undefined): string {
+  const bytes = Buffer.from(binary, 'latin1');
+  const label = (charset ?? 'utf-8').toLowerCase();
+  try {
+    if (label === 'us-ascii' || label === 'utf-8' || label === 'utf8') return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+    return new TextDecoder(label).decode(bytes);
+  } catch {
+    return bytes.toString('latin1');
+  }
+}
+
+function bodyText(entity: Entity): string {
+  const encoding = (header(entity.headers, 'content-transfer-encoding') ?? '').toLowerCase();
+  let binary = entity.body.slice(0, MAX_TEXT * 2);
+  if (encoding.includes('base64')) binary = Buffer.from(binary.replace(/[^A-Za-z0-9+/=]/g, ''), 'base64').toString('latin1');
+  else if (encoding.includes('quoted-printable')) binary = decodeQuotedPrintable(binary);
+  return decodeCharset(binary, entity.params.charset).slice(0, MAX_TEXT);
+}
+
+/** RFC 2047 encoded words in a header value (Subject of an auto-reply is often one). */
+function decodeWords(value: string): string {
+  return value.slice(0, 4096).replace(/=\?([^?\s]{1,40})\?([BbQq])\?([^?\s]{0,2000})\?=\s*/g, (_m, charset: string, kind: string, data: string) => {
+    const binary =
+      kind.toUpperCase() === 'B' ? Buffer.from(data, 'base64').toString('latin1') : decodeQuotedPrintable(data.replace(/_/g, ' '));
+    return decodeCharset(binary, charset);
+  });
+}
+
+function leaves(entity: Entity, out: Entity[] = []): Entity[] {
+  if (entity.parts.length === 0) out.push(entity);
+  for (const part of entity.parts) leaves(part, out);
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------------------------------
+// Addresses and the returned original
+
+const ADDRESS = /[A-Za-z0-9!#$%&'*+/=?^_`{|}~.-]{1,64}@[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?){1,8}/g;
+
+function firstAddress(value: string | null | undefined): string | null {
+  if (!value) return null;
+  const bracketed = /<([^<>\s]{1,254}@[^<>\s]{1,254})>/.exec(value.slice(0, 4096));
+  if (bracketed) return bracketed[1].replace(/^['"]|['"]$/g, '');
+  ADDRESS.lastIndex = 0;
+  const bare = ADDRESS.exec(value.slice(0, 4096));
+  return bare ? bare[0].replace(/^[.'"]+|[.'"]+$/g, '') : null;
+}
+
+const isDaemon = (address: string) => /^(?:mailer-daemon|postmaster|mail-daemon|mailerdaemon|maildaemon|root|nobody|double-bounce)@/i.test(address);
+
+function messageIdOf(value: string | null): string | null {
+  if (!value) return null;
+  const bracketed = /<[^<>\s]{1,900}>/.exec(value);
+  if (bracketed) return bracketed[0];
+  const bare = value.trim().split(/\s+/)[0];
+  return bare ? `<${bare.slice(0, 900)}>` : null;
+}
+
+/** Separator lines MTAs put before the copy of the returned message. */
+const ORIGINAL_MARKER =
+  /^.{0,20}(?:-{2,}|={2,}|\*{2,}|_{2,}).{0,20}(?:copy of the message|original message|returned message|undelivered message|message follows|message headers? follows?|headers? of (?:the|your) (?:original )?message|below this line is a copy|original headers|unsent message|rfc822 message|header of original message|message text follows)|^(?:original message follows|------ original message|--- below this line is a copy|unsent message below|message headers follow|the headers of your message)|^content-type: (?:message\/rfc822|text\/rfc822-headers)/im;
+
+/** The header block of the returned original quoted in a plain-text bounce: the first run of header lines naming it. */
+function quotedOriginalHeaders(text: string): Headers | null {
+  const marker = ORIGINAL_MARKER.exec(text);
+  const from = marker ? marker.index + marker[0].length : 0;
+  const tail = text.slice(from, from + 64 * 1024);
+  const start = /^(?:return-path|received|message-id|from|to|subject|date|mime-version|delivered-to|dkim-signature|x-[a-z0-9-]{1,40})\s*:/im.exec(tail);
+  if (!start) return null;
+  const headers = parseHeaders(tail.slice(start.index).split(/\n[ \t]*\n/, 1)[0]);
+  return header(headers, 'message-id') || header(headers, 'from') ? headers : null;
+}
+
+function originalFrom(headers: Headers | null, report: Headers): OriginalMessage {
+  const returnPath = firstAddress(headers && header(headers, 'return-path'));
+  const envelope = firstAddress(header(report, 'x-original-to') ?? header(report, 'delivered-to') ?? header(report, 'to'));
+  return {
+    messageId: headers ? messageIdOf(header(headers, 'message-id')) : null,
+    returnPath: (returnPath ?? envelope)?.toLowerCase() ?? null,
+    from: firstAddress(headers && header(headers, 'from'))?.toLowerCase() ?? null,
+    to: firstAddress(headers && header(headers, 'to'))?.toLowerCase() ?? null,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------------------------------
+// Recipients and their evidence
+
+interface Finding {
+  recipient: string | null;
+  action: RecipientOutcome['action'];
+  status: string | null;
+  replyCode: string | null;
+  diagnostic: string;
+  diagnosticType: string | null;
+  remoteMta: string | null;
+  command: ReasonEvidence['command'];
+  verdict: BounceReason | null;
+}
+
+const ACTIONS = new Set(['failed', 'delayed', 'delivered', 'relayed', 'expanded']);
+
+function normaliseAction(value: string | null | undefined): RecipientOutcome['action'] {
+  const word = (value ?? '').trim().toLowerCase().split(/[\s(;]/)[0];
+  if (ACTIONS.has(word)) return word as RecipientOutcome['action'];
+  if (word === 'failure' || word === 'expired') return 'failed';
+  return null;
+}
+
+const unfold = (text: string) => text.replace(/\s+/g, ' ').trim();
+
+/** "rfc822; a@b" / "smtp; 550 ..." → the type and the value. */
+function typed(value: string | null): { type: string | null; value: string } {
+  if (!value) return { type: null, value: '' };
+  const m = /^\s*([A-Za-z0-9-]{1,20})\s*;\s*([\s\S]*)$/.exec(value);
+  return m ? { type: m[1].toLowerCase(), value: m[2] } : { type: null, value };
+}
+
+/**
+ * RFC 3464 field groups: the per-message group, then one group per recipient. MTAs that leave out the blank line between
+ * recipients are split where a recipient field repeats.
+ */
+function deliveryStatusGroups(text: string): { message: Headers; recipients: Headers[] } {
+  const message: Headers = new Map();
+  const recipients: Headers[] = [];
+  let current: Headers | null = null;
+  for (const group of text.split(/\n[ \t]*\n/).slice(0, MAX_RECIPIENTS + 1)) {
+    current = null;
+    for (const [name, value] of orderedFields(group.trim())) {
+      const recipientField = name === 'final-recipient' || name === 'original-recipient' || name === 'x-actual-recipient';
+      if (recipientField && (!current || current.has(name) || (name !== 'x-actual-recipient' && current.has('status')))) {
+        current = new Map();
+        recipients.push(current);
+      } else if (!current && (name === 'status' || name === 'action' || name === 'diagnostic-code')) {
+        current = new Map();
+        recipients.push(current);
+      }
+      const target = current ?? message;
+      if (!target.has(name)) target.set(name, [value]);
+    }
+  }
+  return { message, recipients };
+}
+
+/** Header-style fields in the order written, folded lines joined. */
+function orderedFields(block: string): [string, string][] {
+  const fields: [string, string][] = [];
+  for (const line of block.split('\n', MAX_HEADER_LINES)) {
+    const last = fields.at(-1);
+    if ((line.startsWith(' ') || line.startsWith('\t')) && last) {
+      if (last[1].length < 8192) last[1] += ' ' + line.trim();
+      continue;
+    }
+    const colon = line.indexOf(':');
+    if (colon < 1 || colon > 76 || !/^[!-9;-~]+$/.test(line.slice(0, colon))) continue;
+    fields.push([line.slice(0, colon).toLowerCase(), line.slice(colon + 1).trim()]);
+  }
+  return fields;
+}
+
+/** Phrases that make a whole plain-text report a delay warning rather than a bounce. */
+const DELAY_WARNING =
+  /this is (?:a|only a) warning|warning: message .{0,80}? delayed|has not (?:yet )?been delivered|not been delivered yet|will (?:continue|keep) (?:trying|to try|attempting)|delivery status notification \(delay\)|delivery (?:to the following recipients? )?(?:has been|is) delayed|still trying to deliver|you do not need to resend|no action is required on your part|message will be retried/i;
+
+/** Blocks of a plain-text bounce: each begins at a line naming a failed recipient and runs to the next one. */
+function textFindings(notice: string, exclude: Set<string>, failedHint: string[]): Finding[] {
+  const lines = notice.split('\n').slice(0, 4000);
+  const blocks: { address: string; lines: string[] }[] = [];
+  const preamble: string[] = [];
+  const wanted = new Set(failedHint.map((a) => a.toLowerCase()));
+  for (const line of lines) {
+    if (/^[\s>]*(?:to|from|cc|sender|reply-to|subject|sent|date|message-id|in-reply-to|references)\s*:/i.test(line) && blocks.length === 0) {
+      preamble.push(line);
+      continue;
+    }
+    ADDRESS.lastIndex = 0;
+    let named: string | null = null;
+    for (const m of line.matchAll(ADDRESS)) {
+      const address = m[0].replace(/^[.'"]+|[.'"]+$/g, '').toLowerCase();
+      const before = line.slice(Math.max(0, m.index - 12), m.index).toLowerCase();
+      if (exclude.has(address) || isDaemon(address) || /mail from:?\s*<?$|from:?\s*<?$|sender:?\s*<?$|message-id:?\s*<?$/.test(before)) continue;
+      if (wanted.size > 0 && !wanted.has(address)) continue;
+      named = address;
+      break;
+    }
+    const current = blocks.at(-1);
+    if (named && named !== current?.address && !blocks.some((b) => b.address === named)) blocks.push({ address: named, lines: [line] });
+    else if (current) current.lines.push(line);
+    else preamble.push(line);
+  }
+  return blocks.slice(0, MAX_RECIPIENTS).map(({ address, lines: body }) => {
+    const diagnostic = body.slice(0, 40).join('\n');
+    return {
+      recipient: address,
+      action: null,
+      status: null,
+      replyCode: null,
+      diagnostic,
+      diagnosticType: null,
+      remoteMta: null,
+      command: findCommand(diagnostic),
+      verdict: null,
+    };
+  });
+}
+
+/** The part of a plain-text notification above the copy of the original. */
+function noticeOf(text: string): string {
+  const marker = ORIGINAL_MARKER.exec(text);
+  return marker ? text.slice(0, marker.index) : text;
+}
+
+/** The remote server's words for one recipient, from the transcript or explanation in the human-readable part. */
+function textForRecipient(notice: string, recipient: string): string | null {
+  const at = notice.toLowerCase().indexOf(recipient);
+  if (at < 0) return null;
+  const start = notice.lastIndexOf('\n', at) + 1;
+  const rest = notice.slice(start, start + 4000);
+  const end = rest.search(/\n[ \t]*\n[ \t]*\n|\n[ \t]*\n(?=\S[^\n]*@)/);
+  return end < 0 ? rest : rest.slice(0, end);
+}
+
+function outcome(f: Finding, reportText: string): RecipientOutcome {
+  const diagnostic = unfold(f.diagnostic);
+  let status = f.status;
+  const inText = findEnhancedStatus(diagnostic);
+  const reply = f.replyCode ?? findReplyCode(diagnostic, null);
+  // Prefer the code in the server's own words when the Status field is a generic X.0.0 or disagrees with the reply's class.
+  if (!status) status = inText ?? null;
+  else if (inText && inText !== status) {
+    // 4.4.7 (expired) and 5.3.x (mail system) are what an MTA writes when it gives up; the server's own code says why.
+    if (status === '4.4.7' || status.startsWith('5.3.')) status = inText;
+    else if (/\.0\.0$/.test(status) && inText[0] === status[0]) status = inText;
+    else if (reply && reply[0] !== status[0] && reply[0] === inText[0]) status = inText;
+  }
+  const replyCode = reply && (!status || reply[0] === status[0]) ? reply : null;
+  const action = f.action ?? (status?.startsWith('2') ? 'delivered' : 'failed');
+  const reason = decideReason({
+    status,
+    replyCode,
+    text: diagnostic || (f.diagnosticType ? '' : reportText.slice(0, 4096)),
+    command: f.command ?? findCommand(diagnostic),
+    action,
+    diagnosticType: f.diagnosticType,
+    mtaVerdict: f.verdict,
+  });
+  return {
+    recipient: f.recipient,
+    action,
+    status,
+    replyCode,
+    diagnosticCode: diagnostic ? diagnostic.slice(0, MAX_DIAGNOSTIC) : null,
+    remoteMta: f.remoteMta,
+    reason,
+    bounceType: bounceTypeOf(reason, status, replyCode, diagnostic),
+    subType: subTypeOf(reason),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------------------------------
+// Complaints and auto-replies
+
+function complaintFrom(fields: Headers, original: OriginalMessage, recipientsHint: string[]): InboundReport {
+  const recipients = [
+    ...(fields.get('original-rcpt-to') ?? []),
+    ...(fields.get('removal-recipient') ?? []),
+    ...recipientsHint,
+  ]
+    .map((v) => firstAddress(v)?.toLowerCase())
+    .filter((v): v is string => !!v);
+  const unique = [...new Set(recipients)].slice(0, MAX_RECIPIENTS);
+  return {
+    kind: 'complaint',
+    feedbackType: (header(fields, 'feedback-type') ?? 'abuse').toLowerCase(),
+    userAgent: header(fields, 'user-agent'),
+    recipient: unique[0] ?? null,
+    recipients: unique,
+    sourceIp: header(fields, 'source-ip'),
+    arrivalDate: header(fields, 'arrival-date') ?? header(fields, 'received-date'),
+    original,
+  };
+}
+
+const AUTO_REPLY_SUBJECT =
+  /^(?:auto(?:matic|matische)?[ -]?(?:reply|response|antwort|respuesta|risposta)|autoreply|auto:|out of (?:the )?office|away from|away until|on vacation|vacation|abwesenheit|absence|réponse automatique|fuera de la oficina|ausente)/i;
+
+function autoReplyReason(top: Headers, subject: string, body: string): string | null {
+  const submitted = (header(top, 'auto-submitted') ?? '').toLowerCase();
+  if (submitted.startsWith('auto-replied')) return `Auto-Submitted: ${submitted}`;
+  for (const name of ['x-autoreply', 'x-autorespond', 'x-autoresponder', 'x-vacation', 'x-auto-response-suppress-reply']) {
+    if (top.has(name)) return `${name} header`;
+  }
+  const precedence = (header(top, 'precedence') ?? '').toLowerCase();
+  if (precedence === 'auto_reply') return 'Precedence: auto_reply';
+  if (AUTO_REPLY_SUBJECT.test(subject.trim())) return `subject: ${subject.trim().slice(0, 80)}`;
+  if (/i am (?:away|out of the office|on vacation|traveling)|i will be (?:out|away|back)|out of (?:the )?office until/i.test(body.slice(0, 4096))) {
+    return 'vacation text';
+  }
+  return null;
+}
+
+/** Is a report with no RFC 3464 part still a bounce? The sender or the subject say so. */
+const BOUNCE_SUBJECT =
+  /undeliver|undelivered|delivery (?:status notification|failure|failed|has failed|problem|notification)|failure notice|returned mail|returning message|mail delivery|could not be delivered|not delivered|nondeliverable|non-delivery|delivery report|rejected|mail system error|delivery problem|permanent error|warning: could not send|bounce|nicht zustellbar|message status/i;
+
+const BOUNCE_SENDER = /^(?:mailer-daemon|postmaster|mail-daemon|maildaemon|mail delivery|mmdf|smtp|mailer|mail\.daemon|microsoftexchange|nobody)/i;
+
+// ---------------------------------------------------------------------------------------------------------------------
+
+export async function parseInboundReport(raw: Buffer): Promise<InboundReport> {
+  try {
+    return readReport(raw);
+  } catch (error) {
+    return { kind: 'unknown', why: `unreadable: ${error instanceof Error ? error.message.slice(0, 200) : 'error'}` };
+  }
+}
+
+function readReport(raw: Buffer): InboundReport {
+  if (!Buffer.isBuffer(raw) || raw.length === 0) return { kind: 'unknown', why: 'empty message' };
+  // An mbox "From " separator line is not part of the message.
+  const binary = raw.subarray(0, MAX_MESSAGE_BYTES).toString('latin1').replace(/\r\n?/g, '\n').replace(/\0/g, '').replace(/^From [^\n]*\n/, '');
+  if (!startsWithHeader(binary)) return { kind: 'unknown', why: 'no header block' };
+  const top = parseEntity(binary, 0, { parts: 0 });
+  const parts = leaves(top);
+  const subject = decodeWords(header(top.headers, 'subject') ?? '');
+  const fromHeader = header(top.headers, 'from') ?? '';
+
+  let originalHeaders: Headers | null = null;
+  let deliveryStatus: string | null = null;
+  let feedback: string | null = null;
+  const texts: string[] = [];
+  for (const part of parts) {
+    if (part.type === 'message/delivery-status' || part.type === 'message/global-delivery-status' || part.type === 'text/delivery-status') {
+      deliveryStatus ??= bodyText(part);
+    } else if (part.type === 'message/feedback-report') {
+      feedback ??= bodyText(part);
+    } else if (/^(?:message\/rfc822|text\/rfc822-headers|message\/rfc822-headers|message\/global|message\/global-headers)$/.test(part.type)) {
+      if (!originalHeaders) {
+        const inner = bodyText(part);
+        const candidate = parseHeaders(splitEntity(inner.replace(/^\s+/, '')).head);
+        if (candidate.size > 0) originalHeaders = candidate;
+      }
+    } else if (part.type === 'text/plain' || part.type === 'text/html' || part === top) {
+      const text = bodyText(part);
+      texts.push(part.type === 'text/html' ? htmlToText(text) : text);
+    }
+  }
+  const text = texts.join('\n').slice(0, MAX_TEXT);
+  originalHeaders ??= quotedOriginalHeaders(text);
+  const original = originalFrom(originalHeaders, top.headers);
+
+  // Amazon SES notifications delivered by SNS email: a JSON document in a text/plain body.
+  const ses = sesNotification(text, original);
+  if (ses) return ses;
+
+  if (feedback !== null) {
+    return complaintFrom(parseHeaders(feedback.replace(/^\s+/, '')), original, []);
+  }
+  const jmrp = nonArfComplaint(top.headers, subject, originalHeaders);
+  if (jmrp) return { ...jmrp, original };
+
+  const reportingMta = (h: Headers | null) => typed(h ? header(h, 'reporting-mta') : null).value.trim() || null;
+  const notice = noticeOf(text);
+
+  if (deliveryStatus !== null) {
+    const groups = deliveryStatusGroups(deliveryStatus);
+    const findings = groups.recipients.slice(0, MAX_RECIPIENTS).map((fields): Finding => {
+      const finalRecipient = firstAddress(typed(header(fields, 'final-recipient')).value);
+      const recipient = (finalRecipient ?? firstAddress(typed(header(fields, 'original-recipient')).value) ?? firstAddress(typed(header(fields, 'x-actual-recipient')).value))?.toLowerCase() ?? null;
+      const diag = typed(header(fields, 'diagnostic-code'));
+      const fromText = recipient && !diag.value.trim() ? textForRecipient(notice, recipient) : null;
+      const statusField = /([245])\.(\d{1,3})\.(\d{1,3})/.exec(header(fields, 'status') ?? '');
+      return {
+        recipient,
+        action: normaliseAction(header(fields, 'action')),
+        status: statusField ? `${statusField[1]}.${statusField[2]}.${statusField[3]}` : null,
+        replyCode: null,
+        diagnostic: diag.value || fromText || '',
+        diagnosticType: diag.value ? diag.type ?? 'smtp' : null,
+        remoteMta: typed(header(fields, 'remote-mta')).value.trim() || null,
+        command: findCommand(fromText ?? notice),
+        verdict: null,
+      };
+    });
+    if (findings.length > 0) return reportOf(findings, reportingMta(groups.message), original, notice);
+  }
+
+  const looksLikeBounce =
+    BOUNCE_SENDER.test(fromHeader.replace(/^.*</, '').replace(/^"/, '')) || BOUNCE_SUBJECT.test(subject) || top.headers.has('x-failed-recipients');
+  if (looksLikeBounce) {
+    const exclude = new Set(
+      [header(top.headers, 'to'), header(top.headers, 'from'), header(top.headers, 'delivered-to'), original.from, original.returnPath]
+        .map((v) => firstAddress(v)?.toLowerCase())
+        .filter((v): v is string => !!v),
+    );
+    const failedHint = (top.headers.get('x-failed-recipients') ?? []).flatMap((v) => v.split(',')).map((v) => v.trim()).filter(Boolean);
+    let findings = textFindings(notice, exclude, failedHint);
+    if (findings.length === 0 && failedHint.length > 0) findings = textFindings(notice, exclude, []);
+    if (findings.length === 0 && original.to) {
+      findings = [{ recipient: original.to, action: null, status: null, replyCode: null, diagnostic: notice.slice(0, 4000), diagnosticType: null, remoteMta: null, command: findCommand(notice), verdict: null }];
+    }
+    if (findings.length > 0) {
+      const delayed = DELAY_WARNING.test(notice.slice(0, 16 * 1024)) || /\(delay\)|delayed|warning/i.test(subject);
+      for (const f of findings) f.action = delayed ? 'delayed' : null;
+      return reportOf(findings, null, original, notice);
+    }
+  }
+
+  const why = autoReplyReason(top.headers, subject, text);
+  if (why) return { kind: 'auto-reply', why, original: originalFrom(null, top.headers) };
+  return { kind: 'unknown', why: 'neither a delivery report, a complaint nor an auto-reply' };
+}
+
+function reportOf(findings: Finding[], reportingMta: string | null, original: OriginalMessage, notice: string): InboundReport {
+  const recipients = findings.map((f) => outcome(f, notice));
+  if (recipients.some((r) => r.action === 'failed')) return { kind: 'bounce', reportingMta, recipients, original };
+  if (recipients.some((r) => r.action === 'delayed')) return { kind: 'delay', reportingMta, recipients, original };
+  return { kind: 'unknown', why: 'a delivery report with no failed or delayed recipient (delivered, relayed or expanded)' };
+}
+
+function htmlToText(html: string): string {
+  return html
+    .slice(0, MAX_TEXT)
+    .replace(/<(?:br|\/p|\/div|\/tr|\/h\d)\b[^>]{0,200}>/gi, '\n')
+    .replace(/<[^>]{0,2000}>/g, ' ')
+    .replace(/&nbsp;/g, ' ')
+    .replace(/&lt;/g, '<')
+    .replace(/&gt;/g, '>')
+    .replace(/&amp;/g, '&');
+}
+
+/** Hotmail's JMRP and Apple Mail's one-click unsubscribe: complaints that are not ARF. */
+function nonArfComplaint(top: Headers, subject: string, original: Headers | null): Omit<Extract<InboundReport, { kind: 'complaint' }>, 'original'> | null {
+  const hotmail = original && header(original, 'x-hmxmroriginalrecipient');
+  if (hotmail || /^complaint about message from/i.test(subject.trim())) {
+    const recipient = firstAddress(hotmail ?? (original && header(original, 'to')))?.toLowerCase() ?? null;
+    return {
+      kind: 'complaint',
+      feedbackType: 'abuse',
+      userAgent: null,
+      recipient,
+      recipients: recipient ? [recipient] : [],
+      sourceIp: original ? header(original, 'x-reporter-ip') ?? header(original, 'x-sid-pra') : null,
+      arrivalDate: null,
+    };
+  }
+  if ((header(top, 'x-apple-unsubscribe') ?? '').toLowerCase() === 'true') {
+    const recipient = firstAddress(header(top, 'from'))?.toLowerCase() ?? null;
+    return { kind: 'complaint', feedbackType: 'opt-out', userAgent: 'Apple Mail', recipient, recipients: recipient ? [recipient] : [], sourceIp: null, arrivalDate: header(top, 'date') };
+  }
+  return null;
+}
+
+interface SesRecipient { emailAddress?: string; action?: string; status?: string; diagnosticCode?: string }
+
+/** Amazon SES Bounce/Complaint/Delivery notifications, as SNS delivers them by email. */
+function sesNotification(text: string, fallback: OriginalMessage): InboundReport | null {
+  const open = text.indexOf('{"');
+  if (open < 0 || !text.includes('"notificationType"')) return null;
+  const close = text.lastIndexOf('}');
+  let doc: {
+    notificationType?: string;
+    bounce?: { bouncedRecipients?: SesRecipient[]; bounceType?: string; reportingMTA?: string; remoteMtaIp?: string };
+    complaint?: { complainedRecipients?: SesRecipient[]; complaintFeedbackType?: string; userAgent?: string; arrivalDate?: string; timestamp?: string };
+    mail?: { messageId?: string; source?: string; sourceIp?: string; destination?: string[]; commonHeaders?: { from?: string[]; to?: string[]; messageId?: string } };
+  };
+  try {
+    doc = JSON.parse(text.slice(open, close + 1));
+  } catch {
+    return null;
+  }
+  const mail = doc.mail ?? {};
+  const original: OriginalMessage = {
+    messageId: messageIdOf(mail.commonHeaders?.messageId ?? null) ?? fallback.messageId,
+    returnPath: mail.source?.toLowerCase() ?? fallback.returnPath,
+    from: firstAddress(mail.commonHeaders?.from?.[0])?.toLowerCase() ?? fallback.from,
+    to: firstAddress(mail.commonHeaders?.to?.[0] ?? mail.destination?.[0])?.toLowerCase() ?? fallback.to,
+  };
+  const type = (doc.notificationType ?? '').toLowerCase();
+  if (type === 'complaint' && doc.complaint) {
+    const recipients = (doc.complaint.complainedRecipients ?? []).map((r) => r.emailAddress?.toLowerCase()).filter((v): v is string => !!v);
+    return {
+      kind: 'complaint',
+      feedbackType: (doc.complaint.complaintFeedbackType ?? 'abuse').toLowerCase(),
+      userAgent: doc.complaint.userAgent ?? null,
+      recipient: recipients[0] ?? null,
+      recipients,
+      sourceIp: mail.sourceIp ?? null,
+      arrivalDate: doc.complaint.arrivalDate ?? doc.complaint.timestamp ?? null,
+      original,
+    };
+  }
+  if (type === 'bounce' && doc.bounce) {
+    const findings = (doc.bounce.bouncedRecipients ?? []).slice(0, MAX_RECIPIENTS).map((r): Finding => {
+      const diag = typed(r.diagnosticCode ?? null);
+      return {
+        recipient: r.emailAddress?.toLowerCase() ?? null,
+        action: normaliseAction(r.action) ?? 'failed',
+        status: r.status ?? null,
+        replyCode: null,
+        diagnostic: diag.value,
+        diagnosticType: diag.value ? diag.type ?? 'smtp' : null,
+        remoteMta: doc.bounce?.remoteMtaIp ?? null,
+        command: null,
+        verdict: null,
+      };
+    });
+    return reportOf(findings, doc.bounce.reportingMTA ?? null, original, '');
+  }
+  if (type === 'delivery') return { kind: 'unknown', why: 'an Amazon SES delivery notification' };
+  return null;
+}
