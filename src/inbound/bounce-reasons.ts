@@ -313,8 +313,10 @@ const MTA_VERDICTS: [RegExp, BounceReason][] = [
   [/wasn't able to establish an smtp connection|unable to connect to a mail exchanger/, 'networkerror'],
   [/couldn't find a mail exchanger or ip address/, 'notaccept'],
   [/couldn't find any host named|couldn't find any host by that name/, 'hostunknown'],
-  [/not listed in (?:domino directory|public name & address book)|user not listed in|no such user in this domain|is not a valid address/, 'userunknown'],
-  [/retry timeout exceeded|retry time not reached for any host after a long failure period|this message has been in the queue too long/, 'expired'],
+  [/not listed in (?:domino directory|public name & address book)|user not listed in|no such user in this domain|is not a valid address|no valid recipients for this mm/, 'userunknown'],
+  // Exchange's own resolver codes, and Gmail's sentences about servers it could not reach.
+  [/resolver\.rst\.recipsizelimit|resolver\.rst\.sendsizelimit/, 'mesgtoobig'],
+  [/did not accept our requests to connect|dns (?:error|lookup) (?:for|of) the recipient domain|could not connect to the recipient server/, 'expired'],
 ];
 
 interface Context {

@@ -330,8 +330,10 @@ function textFindings(notice: string, exclude: Set<string>, failedHint: string[]
   const preamble: string[] = [];
   const wanted = new Set(failedHint.map((a) => a.toLowerCase()));
   for (const line of lines) {
-    if (/^[\s>]*(?:to|from|cc|sender|reply-to|subject|sent|date|message-id|in-reply-to|references)\s*:/i.test(line) && blocks.length === 0) {
-      preamble.push(line);
+    // Quoted header lines name the sender, the original To or a Message-ID, not the failed recipient.
+    const headerLike = /^[>\s]*([A-Za-z][\w-]{0,40}):\s/.exec(line);
+    if (headerLike && !/recipient|rcpt/i.test(headerLike[1])) {
+      (blocks.at(-1)?.lines ?? preamble).push(line);
       continue;
     }
     ADDRESS.lastIndex = 0;
@@ -339,7 +341,7 @@ function textFindings(notice: string, exclude: Set<string>, failedHint: string[]
     for (const m of line.matchAll(ADDRESS)) {
       const address = m[0].replace(/^[.'"]+|[.'"]+$/g, '').toLowerCase();
       const before = line.slice(Math.max(0, m.index - 12), m.index).toLowerCase();
-      if (exclude.has(address) || isDaemon(address) || /mail from:?\s*<?$|from:?\s*<?$|sender:?\s*<?$|message-id:?\s*<?$/.test(before)) continue;
+      if (exclude.has(address) || isDaemon(address) || /mail from:?\s*<?$|from:?\s*<?$|sender:?\s*<?$|message-id:?\s*<?$|mailfrom=$/.test(before)) continue;
       if (wanted.size > 0 && !wanted.has(address)) continue;
       named = address;
       break;
@@ -381,8 +383,16 @@ function textForRecipient(notice: string, recipient: string): string | null {
   return end < 0 ? rest : rest.slice(0, end);
 }
 
+/** A multi-line SMTP reply ("550-5.7.1 first line 550-5.7.1 second line") read as one sentence. */
+function joinReplyLines(text: string): string {
+  const m = /(?<![\d.])([245]\d\d)-(?:([245]\.\d{1,3}\.\d{1,3}) )?/.exec(text);
+  if (!m) return text;
+  const prefix = new RegExp(`(?<![\\d.])${m[1]}[ -](?:${(m[2] ?? 'x').replace(/\./g, '\\.')} )?`, 'g');
+  return `${m[1]} ${m[2] ? m[2] + ' ' : ''}${text.replace(prefix, '')}`.replace(/\s+/g, ' ').trim();
+}
+
 function outcome(f: Finding, reportText: string): RecipientOutcome {
-  const diagnostic = unfold(f.diagnostic);
+  const diagnostic = joinReplyLines(unfold(f.diagnostic));
   let status = f.status;
   const inText = findEnhancedStatus(diagnostic);
   const reply = f.replyCode ?? findReplyCode(diagnostic, null);
@@ -464,7 +474,7 @@ function autoReplyReason(top: Headers, subject: string, body: string): string | 
 const BOUNCE_SUBJECT =
   /undeliver|undelivered|delivery (?:status notification|failure|failed|has failed|problem|notification)|failure notice|returned mail|returning message|mail delivery|could not be delivered|not delivered|nondeliverable|non-delivery|delivery report|rejected|mail system error|delivery problem|permanent error|warning: could not send|bounce|nicht zustellbar|message status/i;
 
-const BOUNCE_SENDER = /^(?:mailer-daemon|postmaster|mail-daemon|maildaemon|mail delivery|mmdf|smtp|mailer|mail\.daemon|microsoftexchange|nobody)/i;
+const BOUNCE_SENDER = /^(?:mailer-daemon|post_?master|mail-daemon|maildaemon|mail delivery|mmdf|smtp|mailer|mail\.daemon|microsoftexchange|nobody)/i;
 
 // ---------------------------------------------------------------------------------------------------------------------
 
@@ -520,8 +530,16 @@ function readReport(raw: Buffer): InboundReport {
   const jmrp = nonArfComplaint(top.headers, subject, originalHeaders);
   if (jmrp) return { ...jmrp, original };
 
+  // Some MTAs write the RFC 3464 fields into the text itself instead of a message/delivery-status part.
+  if (deliveryStatus === null) {
+    const inline = /^(?:reporting-mta|final-recipient)\s*:/im.exec(text);
+    if (inline) {
+      deliveryStatus = text.slice(inline.index);
+      texts.splice(0, texts.length, text.slice(0, inline.index));
+    }
+  }
   const reportingMta = (h: Headers | null) => typed(h ? header(h, 'reporting-mta') : null).value.trim() || null;
-  const notice = noticeOf(text);
+  const notice = noticeOf(texts.join('\n'));
 
   if (deliveryStatus !== null) {
     const groups = deliveryStatusGroups(deliveryStatus);
@@ -557,6 +575,8 @@ function readReport(raw: Buffer): InboundReport {
     const failedHint = (top.headers.get('x-failed-recipients') ?? []).flatMap((v) => v.split(',')).map((v) => v.trim()).filter(Boolean);
     let findings = textFindings(notice, exclude, failedHint);
     if (findings.length === 0 && failedHint.length > 0) findings = textFindings(notice, exclude, []);
+    // A message sent to oneself bounces to the failed address: look again without leaving out the report's own To.
+    if (findings.length === 0) findings = textFindings(notice, new Set(), failedHint);
     if (findings.length === 0 && original.to) {
       findings = [{ recipient: original.to, action: null, status: null, replyCode: null, diagnostic: notice.slice(0, 4000), diagnosticType: null, remoteMta: null, command: findCommand(notice), verdict: null }];
     }
@@ -628,7 +648,12 @@ function sesNotification(text: string, fallback: OriginalMessage): InboundReport
   try {
     doc = JSON.parse(text.slice(open, close + 1));
   } catch {
-    return null;
+    try {
+      // SNS email folds long JSON lines; the folds are not part of the document.
+      doc = JSON.parse(text.slice(open, close + 1).replace(/\n/g, ''));
+    } catch {
+      return null;
+    }
   }
   const mail = doc.mail ?? {};
   const original: OriginalMessage = {
