@@ -153,8 +153,9 @@ const WORDS: Partial<Record<BounceReason, RegExp[]>> = {
     /\b553 [^\n]{0,80}? does not exist/,
   ],
   spamdetected: [
+    /\bspam\b/,
     phrases([
-      'spam', 'unsolicited', 'bulk e-mail', 'bulk email', 'reject bulk.advertising', 'content filter rejection', 'message filtered',
+      'unsolicited', 'bulk e-mail', 'bulk email', 'reject bulk.advertising', 'content filter rejection', 'message filtered',
       'message content rejected', 'mail content denied', 'rejecting banned content', 'rejecting mail content', 'unacceptable content',
       'blacklisted url in message', 'sender domain listed at ', 'our system has detected that this message is', 'appears to be unsolicited',
       'may consider spam', 'probable spam', 'high probability of', 'message rejected for policy reasons', 'dsbl.org/help/help_spam',
@@ -273,7 +274,9 @@ const WORDS_AFTER_STATUS: BounceReason[] = [
   'networkerror', 'suspend', 'contenterror', 'systemfull', 'notaccept', 'expired', 'securityerror', 'mailererror',
 ];
 /** Reasons a status code alone can suggest but words should confirm (a 5.1.1 may still say "mailbox full"). */
-const WEAK_STATUS_REASONS = new Set<BounceReason>(['undefined', 'onhold', 'systemerror', 'securityerror', 'expired', 'suspend', 'networkerror', 'hostunknown', 'userunknown']);
+const WEAK_STATUS_REASONS = new Set<BounceReason>([
+  'undefined', 'onhold', 'systemerror', 'securityerror', 'expired', 'suspend', 'networkerror', 'hostunknown', 'userunknown',
+]);
 
 /** RFC 3463 / IANA enhanced status codes to the reason they usually mean. */
 const STATUS_REASON: Record<string, BounceReason> = {
@@ -313,7 +316,11 @@ const MTA_VERDICTS: [RegExp, BounceReason][] = [
   [/wasn't able to establish an smtp connection|unable to connect to a mail exchanger/, 'networkerror'],
   [/couldn't find a mail exchanger or ip address/, 'notaccept'],
   [/couldn't find any host named|couldn't find any host by that name/, 'hostunknown'],
-  [/not listed in (?:domino directory|public name & address book)|user not listed in|no such user in this domain|is not a valid address|no valid recipients for this mm/, 'userunknown'],
+  [
+    /not listed in (?:domino directory|public name & address book)|user not listed in|no such user in this domain|is not a valid address/,
+    'userunknown',
+  ],
+  [/no valid recipients for this mm/, 'userunknown'],
   // Exchange's own resolver codes, and Gmail's sentences about servers it could not reach.
   [/resolver\.rst\.recipsizelimit|resolver\.rst\.sendsizelimit/, 'mesgtoobig'],
   [/did not accept our requests to connect|dns (?:error|lookup) (?:for|of) the recipient domain|could not connect to the recipient server/, 'expired'],
@@ -446,12 +453,16 @@ export function findReplyCode(text: string, status: string | null): string | nul
   return null;
 }
 
+const COMMAND_PHRASE = new RegExp(
+  '(?:after|in reply to|in response to|>>>|while (?:sending|talking)[^\\n]{0,40}?>>>|for|during)\\s+(?:the\\s+)?' +
+    '(rcpt|mail|data|helo|ehlo|end of data|initial connection|connect|end of message)\\b',
+  'i',
+);
+
 /** The SMTP command a failure answered, from the phrasings MTAs use ("after RCPT TO", "in reply to end of DATA command", ">>> MAIL FROM"). */
 export function findCommand(text: string): ReasonEvidence['command'] {
   if (/does not like recipient|rcpt to response|recipient address rejected/i.test(text.slice(0, MAX_DIAGNOSTIC_SCAN))) return 'RCPT';
-  const m = /(?:after|in reply to|in response to|>>>|while (?:sending|talking)[^\n]{0,40}?>>>|for|during)\s+(?:the\s+)?(rcpt|mail|data|helo|ehlo|end of data|initial connection|connect|end of message)\b/i.exec(
-    text.slice(0, MAX_DIAGNOSTIC_SCAN),
-  );
+  const m = COMMAND_PHRASE.exec(text.slice(0, MAX_DIAGNOSTIC_SCAN));
   if (!m) return null;
   const word = m[1].toLowerCase();
   if (word === 'end of data' || word === 'end of message') return 'DATA';

@@ -219,8 +219,17 @@ function messageIdOf(value: string | null): string | null {
 }
 
 /** Separator lines MTAs put before the copy of the returned message. */
-const ORIGINAL_MARKER =
-  /^.{0,20}(?:-{2,}|={2,}|\*{2,}|_{2,}).{0,20}(?:copy of the message|original message|returned message|undelivered message|message follows|message headers? follows?|headers? of (?:the|your) (?:original )?message|below this line is a copy|original headers|unsent message|rfc822 message|header of original message|message text follows)|^(?:original message follows|------ original message|--- below this line is a copy|unsent message below|message headers follow|the headers of your message)|^content-type: (?:message\/rfc822|text\/rfc822-headers)/im;
+const ORIGINAL_MARKER = new RegExp(
+  [
+    '^.{0,20}(?:-{2,}|={2,}|\\*{2,}|_{2,}).{0,20}(?:copy of the message|original message|returned message|undelivered message|message follows',
+    'message headers? follows?|headers? of (?:the|your) (?:original )?message|below this line is a copy|original headers|unsent message',
+    'rfc822 message|header of original message|message text follows)',
+    '^(?:original message follows|------ original message|--- below this line is a copy|unsent message below|message headers follow',
+    'the headers of your message)',
+    '^content-type: (?:message/rfc822|text/rfc822-headers)',
+  ].join('|'),
+  'im',
+);
 
 /** The header block of the returned original quoted in a plain-text bounce: the first run of header lines naming it. */
 function quotedOriginalHeaders(text: string): Headers | null {
@@ -320,8 +329,15 @@ function orderedFields(block: string): [string, string][] {
 }
 
 /** Phrases that make a whole plain-text report a delay warning rather than a bounce. */
-const DELAY_WARNING =
-  /this is (?:a|only a) warning|warning: message .{0,80}? delayed|has not (?:yet )?been delivered|not been delivered yet|will (?:continue|keep) (?:trying|to try|attempting)|delivery status notification \(delay\)|delivery (?:to the following recipients? )?(?:has been|is) delayed|still trying to deliver|you do not need to resend|no action is required on your part|message will be retried/i;
+const DELAY_WARNING = new RegExp(
+  [
+    'this is (?:a|only a) warning', 'warning: message .{0,80}? delayed', 'has not (?:yet )?been delivered', 'not been delivered yet',
+    'will (?:continue|keep) (?:trying|to try|attempting)', 'delivery status notification \\(delay\\)',
+    'delivery (?:to the following recipients? )?(?:has been|is) delayed', 'still trying to deliver', 'you do not need to resend',
+    'no action is required on your part', 'message will be retried',
+  ].join('|'),
+  'i',
+);
 
 /** Blocks of a plain-text bounce: each begins at a line naming a failed recipient and runs to the next one. */
 function textFindings(notice: string, exclude: Set<string>, failedHint: string[]): Finding[] {
@@ -439,6 +455,8 @@ function complaintFrom(fields: Headers, original: OriginalMessage, recipientsHin
   ]
     .map((v) => firstAddress(v)?.toLowerCase())
     .filter((v): v is string => !!v);
+  // Most feedback loops redact or omit Original-Rcpt-To; the To of the reported message is who complained.
+  if (recipients.length === 0 && original.to) recipients.push(original.to);
   const unique = [...new Set(recipients)].slice(0, MAX_RECIPIENTS);
   return {
     kind: 'complaint',
@@ -452,8 +470,11 @@ function complaintFrom(fields: Headers, original: OriginalMessage, recipientsHin
   };
 }
 
-const AUTO_REPLY_SUBJECT =
-  /^(?:auto(?:matic|matische)?[ -]?(?:reply|response|antwort|respuesta|risposta)|autoreply|auto:|out of (?:the )?office|away from|away until|on vacation|vacation|abwesenheit|absence|réponse automatique|fuera de la oficina|ausente)/i;
+const AUTO_REPLY_SUBJECT = new RegExp(
+  '^(?:auto(?:matic|matische)?[ -]?(?:reply|response|antwort|respuesta|risposta)|autoreply|auto:|out of (?:the )?office|away from' +
+    '|away until|on vacation|vacation|abwesenheit|absence|réponse automatique|fuera de la oficina|ausente)',
+  'i',
+);
 
 function autoReplyReason(top: Headers, subject: string, body: string): string | null {
   const submitted = (header(top, 'auto-submitted') ?? '').toLowerCase();
@@ -471,8 +492,15 @@ function autoReplyReason(top: Headers, subject: string, body: string): string | 
 }
 
 /** Is a report with no RFC 3464 part still a bounce? The sender or the subject say so. */
-const BOUNCE_SUBJECT =
-  /undeliver|undelivered|delivery (?:status notification|failure|failed|has failed|problem|notification)|failure notice|returned mail|returning message|mail delivery|could not be delivered|not delivered|nondeliverable|non-delivery|delivery report|rejected|mail system error|delivery problem|permanent error|warning: could not send|bounce|nicht zustellbar|message status/i;
+const BOUNCE_SUBJECT = new RegExp(
+  [
+    'undeliver', 'delivery (?:status notification|failure|failed|has failed|problem|notification)', 'failure notice', 'returned mail',
+    'returning message', 'mail delivery', 'could not be delivered', 'not delivered', 'nondeliverable', 'non-delivery', 'delivery report',
+    'rejected', 'mail system error', 'delivery problem', 'permanent error', 'warning: could not send', 'bounce', 'nicht zustellbar',
+    'message status',
+  ].join('|'),
+  'i',
+);
 
 const BOUNCE_SENDER = /^(?:mailer-daemon|post_?master|mail-daemon|maildaemon|mail delivery|mmdf|smtp|mailer|mail\.daemon|microsoftexchange|nobody)/i;
 
@@ -545,7 +573,10 @@ function readReport(raw: Buffer): InboundReport {
     const groups = deliveryStatusGroups(deliveryStatus);
     const findings = groups.recipients.slice(0, MAX_RECIPIENTS).map((fields): Finding => {
       const finalRecipient = firstAddress(typed(header(fields, 'final-recipient')).value);
-      const recipient = (finalRecipient ?? firstAddress(typed(header(fields, 'original-recipient')).value) ?? firstAddress(typed(header(fields, 'x-actual-recipient')).value))?.toLowerCase() ?? null;
+      const recipient =
+        (finalRecipient ??
+          firstAddress(typed(header(fields, 'original-recipient')).value) ??
+          firstAddress(typed(header(fields, 'x-actual-recipient')).value))?.toLowerCase() ?? null;
       const diag = typed(header(fields, 'diagnostic-code'));
       const fromText = recipient && !diag.value.trim() ? textForRecipient(notice, recipient) : null;
       const statusField = /([245])\.(\d{1,3})\.(\d{1,3})/.exec(header(fields, 'status') ?? '');
@@ -561,6 +592,13 @@ function readReport(raw: Buffer): InboundReport {
         verdict: null,
       };
     });
+    // A Final-Recipient without a usable address ("rfc822; @host") leaves the human-readable part or the original's To to name it.
+    const unnamed = findings.filter((f) => !f.recipient);
+    if (unnamed.length > 0) {
+      const named = new Set(findings.map((f) => f.recipient));
+      const fromText = textFindings(notice, new Set(), []).map((f) => f.recipient).filter((r) => r && !named.has(r));
+      for (const f of unnamed) f.recipient = fromText.shift() ?? original.to;
+    }
     if (findings.length > 0) return reportOf(findings, reportingMta(groups.message), original, notice);
   }
 
@@ -578,7 +616,10 @@ function readReport(raw: Buffer): InboundReport {
     // A message sent to oneself bounces to the failed address: look again without leaving out the report's own To.
     if (findings.length === 0) findings = textFindings(notice, new Set(), failedHint);
     if (findings.length === 0 && original.to) {
-      findings = [{ recipient: original.to, action: null, status: null, replyCode: null, diagnostic: notice.slice(0, 4000), diagnosticType: null, remoteMta: null, command: findCommand(notice), verdict: null }];
+      findings = [{
+        recipient: original.to, action: null, status: null, replyCode: null, diagnostic: notice.slice(0, 4000), diagnosticType: null,
+        remoteMta: null, command: findCommand(notice), verdict: null,
+      }];
     }
     if (findings.length > 0) {
       const delayed = DELAY_WARNING.test(notice.slice(0, 16 * 1024)) || /\(delay\)|delayed|warning/i.test(subject);
@@ -627,7 +668,10 @@ function nonArfComplaint(top: Headers, subject: string, original: Headers | null
   }
   if ((header(top, 'x-apple-unsubscribe') ?? '').toLowerCase() === 'true') {
     const recipient = firstAddress(header(top, 'from'))?.toLowerCase() ?? null;
-    return { kind: 'complaint', feedbackType: 'opt-out', userAgent: 'Apple Mail', recipient, recipients: recipient ? [recipient] : [], sourceIp: null, arrivalDate: header(top, 'date') };
+    return {
+      kind: 'complaint', feedbackType: 'opt-out', userAgent: 'Apple Mail', recipient, recipients: recipient ? [recipient] : [], sourceIp: null,
+      arrivalDate: header(top, 'date'),
+    };
   }
   return null;
 }
@@ -643,7 +687,10 @@ function sesNotification(text: string, fallback: OriginalMessage): InboundReport
     notificationType?: string;
     bounce?: { bouncedRecipients?: SesRecipient[]; bounceType?: string; reportingMTA?: string; remoteMtaIp?: string };
     complaint?: { complainedRecipients?: SesRecipient[]; complaintFeedbackType?: string; userAgent?: string; arrivalDate?: string; timestamp?: string };
-    mail?: { messageId?: string; source?: string; sourceIp?: string; destination?: string[]; commonHeaders?: { from?: string[]; to?: string[]; messageId?: string } };
+    mail?: {
+      messageId?: string; source?: string; sourceIp?: string; destination?: string[];
+      commonHeaders?: { from?: string[]; to?: string[]; messageId?: string };
+    };
   };
   try {
     doc = JSON.parse(text.slice(open, close + 1));
