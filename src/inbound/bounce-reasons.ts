@@ -8,7 +8,7 @@ export type BounceType = 'Permanent' | 'Transient' | 'Undetermined';
 export const BOUNCE_REASONS = [
   'userunknown', 'hostunknown', 'hasmoved', 'notaccept', 'mailboxfull', 'mesgtoobig', 'exceedlimit', 'filtered', 'blocked',
   'rejected', 'policyviolation', 'spamdetected', 'virusdetected', 'securityerror', 'authfailure', 'requireptr', 'badreputation',
-  'ratelimited', 'speeding', 'toomanyconn', 'expired', 'suspend', 'systemerror', 'systemfull', 'networkerror', 'mailererror',
+  'speeding', 'toomanyconn', 'expired', 'suspend', 'systemerror', 'systemfull', 'networkerror', 'mailererror',
   'contenterror', 'notcompliantrfc', 'norelaying', 'syntaxerror', 'onhold', 'delivered', 'undefined',
 ] as const;
 export type BounceReason = (typeof BOUNCE_REASONS)[number];
