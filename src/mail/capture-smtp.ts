@@ -1,7 +1,7 @@
 import { SMTPServer } from 'smtp-server';
 import type { Logger } from 'pino';
-import net from 'node:net';
-import { type ConnectionGate, gateServer, refuseWithLine } from '../net/connection-limits';
+import type { ConnectionGate } from '../net/connection-limits';
+import { listenSmtp } from './smtp-listener';
 
 export interface CapturedMessage {
   envelopeFrom: string | null;
@@ -50,12 +50,6 @@ export async function startCaptureSmtp(opts: {
       });
     },
   });
-  server.on('error', (err) => opts.log.error({ err }, 'dev mailbox SMTP error'));
-  gateServer(server.server as net.Server, opts.gate, refuseWithLine('421 4.7.0 Too many connections; try again later'));
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(opts.port, '127.0.0.1', () => resolve());
-  });
-  const { port } = (server.server as net.Server).address() as net.AddressInfo;
+  const port = await listenSmtp(server, '127.0.0.1', opts.port, opts.gate, opts.log, 'dev mailbox SMTP');
   return { port, close: () => new Promise((resolve) => server.close(() => resolve())) };
 }

@@ -1,24 +1,15 @@
 import fs from 'node:fs';
-import type net from 'node:net';
 import tls from 'node:tls';
 import type { Logger } from 'pino';
 import { SMTPServer, type SMTPServerOptions, type SMTPServerSession } from 'smtp-server';
 import { isLoopback } from '../http/loopback';
-import { type ConnectionGate, gateServer, refuseWithLine } from '../net/connection-limits';
+import type { ConnectionGate } from '../net/connection-limits';
 import { ADDRESS_SHAPE } from './mime';
+import { asError, closeSmtp, listenSmtp, replyFor as replyOf, SessionDeadlines, SmtpReply } from './smtp-listener';
 
-/**
- * An SMTP reply that refuses a command: `responseCode` is the reply code, the message starts with its
- * RFC 3463 enhanced status code (`550`, `5.7.1 The sender domain ...`).
- */
-export class SmtpReply extends Error {
-  constructor(
-    readonly responseCode: number,
-    message: string,
-  ) {
-    super(message);
-  }
-}
+export { SmtpReply } from './smtp-listener';
+
+const replyFor = (err: unknown, log: Logger) => replyOf(err, log, 'SMTP submission');
 
 /** What the listener asks of the service; `S` is what a successful AUTH stands for (the project). */
 export interface SubmissionHandler<S> {
@@ -121,8 +112,6 @@ function readPair(files: { certFile: string; keyFile: string }): { cert: Buffer;
   return pair;
 }
 
-const asError = (reply: SmtpReply) => Object.assign(new Error(reply.message), { responseCode: reply.responseCode });
-
 /**
  * SMTP submission (RFC 6409) on `smtp-server`: AUTH PLAIN/LOGIN required, with a project's secret key
  * as the password; STARTTLS and implicit TLS when certificates are given; the message handed to the
@@ -138,7 +127,8 @@ export async function startSubmissionSmtp<S>(opts: SubmissionOptions, handler: S
   const attempts = new AuthAttempts(opts.authFailuresAllowed ?? 10, opts.authFailureWindowMs ?? 10 * 60_000);
   const failureDelayMs = opts.authFailureDelayMs ?? 1000;
   const users = new WeakMap<SMTPServerSession, S>();
-  const authDeadlines = new Map<string, NodeJS.Timeout>();
+  const servers: SMTPServer[] = [];
+  const authDeadlines = new SessionDeadlines(() => servers, opts.authTimeoutSeconds, `4.7.0 No authentication within ${opts.authTimeoutSeconds} s; closing`);
   let pair = opts.tls ? readPair(opts.tls) : undefined;
   const serverDisabled = () => (pair ? [] : ['STARTTLS']);
   /** AUTH is offered on loopback, over TLS, or anywhere when insecure AUTH is allowed; elsewhere only after STARTTLS. */
@@ -166,17 +156,7 @@ export async function startSubmissionSmtp<S>(opts: SubmissionOptions, handler: S
     onConnect(session, callback) {
       if (!mayAuthenticate(session)) session.disabledCommands = ['AUTH', ...serverDisabled()];
       // Unauthenticated connections are closed after authTimeoutSeconds, however busy they keep themselves.
-      const deadline = setTimeout(() => {
-        authDeadlines.delete(session.id);
-        for (const connection of servers.flatMap((s) => [...s.connections])) {
-          const c = connection as unknown as { session: SMTPServerSession; send(code: number, text: string): void; close(): void };
-          if (c.session !== session || users.has(session)) continue;
-          c.send(421, `4.7.0 No authentication within ${opts.authTimeoutSeconds} s; closing`);
-          c.close();
-        }
-      }, opts.authTimeoutSeconds * 1000);
-      deadline.unref();
-      authDeadlines.set(session.id, deadline);
+      authDeadlines.start(session);
       callback();
     },
     onSecure(_socket, session, callback) {
@@ -185,8 +165,7 @@ export async function startSubmissionSmtp<S>(opts: SubmissionOptions, handler: S
       callback();
     },
     onClose(session) {
-      clearTimeout(authDeadlines.get(session.id));
-      authDeadlines.delete(session.id);
+      authDeadlines.clear(session);
     },
     onAuth(auth, session, callback) {
       const address = session.remoteAddress;
@@ -200,8 +179,7 @@ export async function startSubmissionSmtp<S>(opts: SubmissionOptions, handler: S
         (user) => {
           attempts.end(address, false);
           users.set(session, user);
-          clearTimeout(authDeadlines.get(session.id));
-          authDeadlines.delete(session.id);
+          authDeadlines.clear(session);
           callback(null, { user: auth.username || 'key' });
         },
         (err) => {
@@ -256,20 +234,13 @@ export async function startSubmissionSmtp<S>(opts: SubmissionOptions, handler: S
     },
   });
 
-  const servers: SMTPServer[] = [];
-  const listenOn = async (secure: boolean, port: number): Promise<number> => {
+  const listenOn = (secure: boolean, port: number): Promise<number> => {
     const server = new SMTPServer(options(secure));
-    server.on('error', (err) => opts.log.warn({ err }, 'SMTP submission connection error'));
-    gateServer(server.server as net.Server, opts.gate, refuseWithLine('421 4.7.0 Too many connections; try again later'));
     servers.push(server);
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(port, opts.host, () => resolve());
-    });
-    return ((server.server as net.Server).address() as net.AddressInfo).port;
+    return listenSmtp(server, opts.host, port, opts.gate, opts.log, 'SMTP submission');
   };
 
-  const closeAll = () => Promise.all(servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
+  const closeAll = () => closeSmtp(servers);
   try {
     const port = await listenOn(false, opts.port);
     const tlsPort = pair && opts.tlsPort !== undefined ? await listenOn(true, opts.tlsPort) : undefined;
@@ -304,11 +275,4 @@ export async function startSubmissionSmtp<S>(opts: SubmissionOptions, handler: S
     await closeAll();
     throw err;
   }
-}
-
-/** A handler's refusal as it is; anything else is a fault of ours, answered as temporary so the client sends again. */
-function replyFor(err: unknown, log: Logger): SmtpReply {
-  if (err instanceof SmtpReply) return err;
-  log.error({ err }, 'SMTP submission failed');
-  return new SmtpReply(451, '4.3.0 Temporary failure; nothing was accepted, send the message again');
 }
