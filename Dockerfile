@@ -25,7 +25,7 @@ COPY bin ./bin
 # DATA_DIR (uploads; embedded PostgreSQL when DATABASE_URL is unset) belongs to the user the service runs as.
 RUN mkdir -p /app/.data && chown node:node /app/.data
 USER node
-EXPOSE 8080 2587
+EXPOSE 8080 2587 2525
 # The role is the argument: all (default), api or worker. SIGTERM drains and exits 0 (SHUTDOWN_TIMEOUT_SECONDS).
 # bin/postbox execs node with the role's Node options (a worker's young generation is capped).
 ENTRYPOINT ["sh", "bin/postbox"]

@@ -14,6 +14,7 @@ import { Migration20261125001700_webhook_endpoints } from './Migration2026112500
 import { Migration20261125001800_tracking_controls } from './Migration20261125001800_tracking_controls';
 import { Migration20261125001900_webhook_endpoint_due } from './Migration20261125001900_webhook_endpoint_due';
 import { Migration20261125002000_idempotent_responses } from './Migration20261125002000_idempotent_responses';
+import { Migration20261126002100_inbound_reports } from './Migration20261126002100_inbound_reports';
 
 /** Every migration in the order it runs; append new ones, never edit landed ones. */
 export const migrationsList = [
@@ -33,4 +34,5 @@ export const migrationsList = [
   { name: 'Migration20261125001800_tracking_controls', class: Migration20261125001800_tracking_controls },
   { name: 'Migration20261125001900_webhook_endpoint_due', class: Migration20261125001900_webhook_endpoint_due },
   { name: 'Migration20261125002000_idempotent_responses', class: Migration20261125002000_idempotent_responses },
+  { name: 'Migration20261126002100_inbound_reports', class: Migration20261126002100_inbound_reports },
 ];

@@ -101,6 +101,21 @@ const envSchema = z.object({
   SMTP_SUBMISSION_MAX_CONNECTIONS_PER_CLIENT: z.coerce.number().int().min(1).max(100_000).default(32),
   /** Look SMTP clients' addresses up in reverse DNS (their names appear in Received: headers); off, each is its address. */
   SMTP_REVERSE_DNS: bool.default(false),
+  /** The MX for bounces and complaints: SMTP for the return-path and feedback-loop addresses only, default 2525; 0 turns it off. */
+  INBOUND_SMTP_PORT: port.optional(),
+  /** The largest message the inbound MX takes (a bounce carrying back a large original is cut there). */
+  INBOUND_MAX_MB: z.coerce.number().positive().max(100).default(10),
+  /** Connections the inbound MX holds at once, and from one client address (past either: 421). */
+  INBOUND_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(100_000).default(256),
+  INBOUND_MAX_CONNECTIONS_PER_CLIENT: z.coerce.number().int().min(1).max(100_000).default(16),
+  /** An inbound connection must reach DATA this long after connecting, or is closed (421). */
+  INBOUND_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(3600).default(60),
+  /** The host sender domains point their return-path MX record at; default: PUBLIC_URL's host. */
+  INBOUND_MX_HOST: z.string().regex(/^[a-z0-9.-]+$/i, 'expected a host name').optional(),
+  /** Return paths are <token>@<prefix>.<sender domain>. */
+  RETURN_PATH_PREFIX: z.string().regex(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/i, 'expected one DNS label').default('bounces'),
+  /** Soft bounces in a row (separate emails, no delivery, open or click between) that unsubscribe a contact; 0 never does. */
+  SOFT_BOUNCE_LIMIT: z.coerce.number().int().min(0).max(1000).default(5),
   /** Connections the HTTP API holds at once; more are closed as they arrive. */
   HTTP_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(100_000).default(1024),
   /** Connections the HTTP API holds from one client address. Unset: 256, or HTTP_MAX_CONNECTIONS with TRUST_PROXY (the proxy is the client). */
@@ -207,10 +222,16 @@ export type Config = z.output<typeof envSchema> & {
   temporalUiPort?: number;
   /** Every listener's connection limits as configured (`fitToFileLimit` may lower them at start). */
   connectionLimits: Record<Listener, ConnectionLimits>;
+  /** INBOUND_SMTP_PORT or 2525 (0: off); `explicit` as for `submission`. */
+  inbound: { port: number; explicit: boolean; maxBytes: number };
+  /** What sender domains publish for their return paths: `<prefix>.<domain>` MX to `mxHost`, and our SPF there. */
+  returnPath: { prefix: string; mxHost: string; spfValue: string };
+  /** The SECURITY_* settings, as sending security judges a project by them. */
+  security: { windowDays: number; minSent: number; bounceRate: number; complaintRate: number };
 };
 
 /** The listeners a process may open, each with its own connection limits. */
-export type Listener = 'http' | 'submission' | 'temporalUi' | 'metrics' | 'devSmtp';
+export type Listener = 'http' | 'submission' | 'inbound' | 'temporalUi' | 'metrics' | 'devSmtp';
 
 /** The Web UI, metrics and dev mailbox listeners serve an operator, Prometheus and this service: fixed, small limits. */
 export const FIXED_CONNECTION_LIMITS = {
@@ -279,7 +300,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     ...FIXED_CONNECTION_LIMITS,
     http: { max: cfg.HTTP_MAX_CONNECTIONS, perClient: cfg.HTTP_MAX_CONNECTIONS_PER_CLIENT ?? (cfg.TRUST_PROXY ? cfg.HTTP_MAX_CONNECTIONS : 256) },
     submission: { max: cfg.SMTP_SUBMISSION_MAX_CONNECTIONS, perClient: cfg.SMTP_SUBMISSION_MAX_CONNECTIONS_PER_CLIENT },
+    inbound: { max: cfg.INBOUND_MAX_CONNECTIONS, perClient: cfg.INBOUND_MAX_CONNECTIONS_PER_CLIENT },
   };
+  const inbound = { port: cfg.INBOUND_SMTP_PORT ?? 2525, explicit: cfg.INBOUND_SMTP_PORT !== undefined, maxBytes: cfg.INBOUND_MAX_MB * 2 ** 20 };
+  const returnPath = { prefix: cfg.RETURN_PATH_PREFIX.toLowerCase(), mxHost: (cfg.INBOUND_MX_HOST ?? new URL(publicUrl).hostname).toLowerCase(), spfValue };
   return {
     ...cfg,
     publicUrl,
@@ -293,5 +317,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     sendLimits,
     submission,
     connectionLimits,
+    inbound,
+    returnPath,
+    security: { windowDays: cfg.SECURITY_WINDOW_DAYS, minSent: cfg.SECURITY_MIN_SENT, bounceRate: cfg.SECURITY_BOUNCE_RATE, complaintRate: cfg.SECURITY_COMPLAINT_RATE },
   };
 }

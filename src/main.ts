@@ -16,9 +16,13 @@ import { createLogger, type Logger } from './log';
 import { Metrics } from './metrics';
 import { startCaptureSmtp } from './mail/capture-smtp';
 import { InsecureSubmissionError, startSubmissionSmtp } from './mail/submission-smtp';
+import { InboundReports } from './inbound/inbound-reports';
+import { startMxListener } from './inbound/mx-listener';
+import { ReturnPaths } from './inbound/return-path';
 import { ConnectionGate, type ConnectionLimits, fitToFileLimit, gateServer, openFileLimit } from './net/connection-limits';
 import { MAX_RECIPIENTS } from './modules/emails/emails.schemas';
 import { SmtpSubmission } from './modules/emails/smtp-submission.service';
+import { SendingJudge } from './modules/security/security.service';
 import { ProjectKeyCache } from './modules/accounts/project-keys';
 import { storeCaptured } from './modules/dev-mailbox/dev-mailbox.service';
 import { EmailDispatcher } from './modules/emails/dispatch';
@@ -45,6 +49,8 @@ export interface Service {
   /** SMTP submission's listener (and its implicit-TLS one), when on. */
   submissionPort?: number;
   submissionTlsPort?: number;
+  /** The inbound MX (bounces and complaints), when on. */
+  inboundPort?: number;
   /** METRICS_PORT's listener, when set. */
   metricsPort?: number;
   /** The Temporal Web UI this process serves beside its built-in dev server, if any. */
@@ -112,6 +118,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
     const resolver = new Resolver(config.DNS_SERVERS);
     const secret = config.JWT_SECRET ?? readOrCreateSecret(path.join(config.dataDir, 'jwt-secret'));
     const links = new Links(config.publicUrl, secret);
+    const returnPaths = new ReturnPaths(secret, config.returnPath.prefix);
     // Committed contact activity fans out in-process: live segment membership (and, later, automations).
     const hub = new ActivityHub(log);
     hub.on(metrics.countEmailEvents);
@@ -152,7 +159,17 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
       };
       const queue = await listen(EMAIL_QUEUED_CHANNEL, 'email');
       // DELIVERY_IN_FLIGHT send slots: each holds at most one message handed to SMTP whose outcome is not yet recorded.
-      const dispatcher = new EmailDispatcher({ orm, sender, queue, log, hub, retryBaseSeconds: config.EMAIL_RETRY_BASE_SECONDS, metrics, concurrency: config.deliveryInFlight });
+      const dispatcher = new EmailDispatcher({
+        orm,
+        sender,
+        queue,
+        log,
+        hub,
+        retryBaseSeconds: config.EMAIL_RETRY_BASE_SECONDS,
+        metrics,
+        concurrency: config.deliveryInFlight,
+        returnPaths,
+      });
       emailQueue = {
         get draining() {
           return queue.draining;
@@ -189,6 +206,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         }),
         idempotencyTtlHours: config.IDEMPOTENCY_TTL_HOURS,
         domainCheckIntervalSeconds: config.DOMAIN_CHECK_INTERVAL_SECONDS,
+        returnPath: config.returnPath,
         dispatchIdleSeconds: config.DISPATCH_IDLE_SECONDS,
       });
       workerHealth = () => workerPolls(temporal, worker);
@@ -199,6 +217,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
     let url: string | undefined;
     let port: number | undefined;
     let submission: { port: number; tlsPort?: number } | undefined;
+    let inboundPort: number | undefined;
     if (role === 'all' || role === 'api') {
       const limiter = new RateLimiter(orm, config.RATE_LIMIT_PER_MINUTE);
       const keys = new ProjectKeyCache(databaseUrl, log);
@@ -206,6 +225,8 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
       stops.push(() => keys.stop());
       // One for /v1/send and SMTP submission: their concurrent sends share statements.
       const sendBatcher = new SendBatcher(orm);
+      // One per process: SNS notifications and the inbound MX's reports share each project's judgements.
+      const judge = new SendingJudge(() => orm.em.fork(), config.security, log);
       const app = createApp({
         config,
         orm,
@@ -221,6 +242,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         metrics,
         emailQueue,
         sendBatcher,
+        judge,
       });
       const server = await listen(app.callback(), { host: config.HOST, port: config.PORT, gate: gates.http, headersTimeoutMs: config.HTTP_HEADERS_TIMEOUT_SECONDS * 1000 });
       port = server.port;
@@ -243,6 +265,10 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
       });
       log.info({ url, publicUrl: config.publicUrl }, 'HTTP API listening');
 
+      if (config.inbound.port !== 0) {
+        const handler = new InboundReports({ orm, returnPaths, hub, judge, rules: { softBounceLimit: config.SOFT_BOUNCE_LIMIT }, log });
+        inboundPort = await startInbound(config, log, stops, gates.inbound, handler);
+      }
       if (config.submission.port !== 0) {
         submission = await startSubmission(config, log, stops, gates.submission, new SmtpSubmission({ orm, keys, limiter, links, limits: config.sendLimits, queue: emailQueue, batcher: sendBatcher, hub, idempotencyTtlHours: config.IDEMPOTENCY_TTL_HOURS, log }));
       }
@@ -257,7 +283,21 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
       log.info({ port: metricsPort }, 'metrics listening (GET /metrics)');
     }
 
-    return { url, port, submissionPort: submission?.port, submissionTlsPort: submission?.tlsPort, metricsPort, temporalUiUrl, databaseUrl, smtpUrl, orm, temporal, live, stop: stopAll };
+    return {
+      url,
+      port,
+      submissionPort: submission?.port,
+      submissionTlsPort: submission?.tlsPort,
+      inboundPort,
+      metricsPort,
+      temporalUiUrl,
+      databaseUrl,
+      smtpUrl,
+      orm,
+      temporal,
+      live,
+      stop: stopAll,
+    };
   } catch (err) {
     await stopAll();
     throw err;
@@ -315,6 +355,29 @@ async function startSubmission(config: Config, log: Logger, stops: Array<() => P
     }
     if (config.submission.explicit || (err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
     log.warn({ port: config.submission.port }, 'the SMTP submission port is taken (another postbox process?); this process does not listen for SMTP; set SMTP_SUBMISSION_PORT to choose one, 0 for none');
+    return undefined;
+  }
+}
+
+/**
+ * The inbound MX, for bounces and complaints. As with submission, the default port taken (another process
+ * of ours on this machine) leaves this one without it, as a warning; a port that was set is an error.
+ */
+async function startInbound(config: Config, log: Logger, stops: Array<() => Promise<void>>, gate: ConnectionGate, handler: InboundReports) {
+  try {
+    const listener = await startMxListener(
+      { host: config.HOST, port: config.inbound.port, maxBytes: config.inbound.maxBytes, timeoutSeconds: config.INBOUND_TIMEOUT_SECONDS, gate, reverseDns: config.SMTP_REVERSE_DNS, log },
+      handler,
+    );
+    stops.push(listener.close);
+    log.info({ port: listener.port }, 'inbound MX listening (bounces and feedback reports for return-path addresses)');
+    if (net.isIP(config.returnPath.mxHost)) {
+      log.warn({ mxHost: config.returnPath.mxHost }, 'INBOUND_MX_HOST is an IP address (PUBLIC_URL\'s host?): an MX record must name a host; set INBOUND_MX_HOST');
+    }
+    return listener.port;
+  } catch (err) {
+    if (config.inbound.explicit || (err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
+    log.warn({ port: config.inbound.port }, 'the inbound MX port is taken (another postbox process?); this process takes no bounces; set INBOUND_SMTP_PORT to choose one, 0 for none');
     return undefined;
   }
 }

@@ -7,6 +7,7 @@ import { accountRoutes } from '../modules/accounts/accounts.routes';
 import { activityRoutes } from '../modules/activity/activity.routes';
 import { analyticsRoutes } from '../modules/analytics/analytics.routes';
 import { securityRoutes } from '../modules/security/security.routes';
+import type { SendingJudge } from '../modules/security/security.service';
 import { billingRoutes } from '../modules/billing/billing.routes';
 import { S3Bucket } from '../modules/uploads/s3';
 import { contactRoutes } from '../modules/contacts/contacts.routes';
@@ -65,6 +66,8 @@ export interface AppDeps {
   emailQueue?: LocalEmailQueue;
   /** Writes the one-statement sends of concurrent requests together. */
   sendBatcher?: SendBatcher;
+  /** Judges a project's rates after its bounces and complaints (shared with the inbound MX). */
+  judge: SendingJudge;
 }
 
 export function createApp(deps: AppDeps): Koa {
@@ -105,13 +108,9 @@ export function createApp(deps: AppDeps): Koa {
   preferencePageRoutes(router, { links: deps.links, formBody: jsonBody, hub: deps.hub });
   // SNS posts JSON as text/plain.
   const textBody = koaBody({ text: true, json: true, textLimit: '1mb', jsonLimit: '1mb', multipart: false });
-  const security = {
-    windowDays: config.SECURITY_WINDOW_DAYS,
-    minSent: config.SECURITY_MIN_SENT,
-    bounceRate: config.SECURITY_BOUNCE_RATE,
-    complaintRate: config.SECURITY_COMPLAINT_RATE,
-  };
-  snsRoutes(router, { verifier: new SnsVerifier(config.SNS_CERT_HOSTS), textBody, hub: deps.hub, security, topics: config.SNS_TOPIC_ARNS });
+  const security = config.security;
+  const rules = { softBounceLimit: config.SOFT_BOUNCE_LIMIT };
+  snsRoutes(router, { verifier: new SnsVerifier(config.SNS_CERT_HOSTS), textBody, hub: deps.hub, judge: deps.judge, rules, topics: config.SNS_TOPIC_ARNS });
   segmentRoutes(router, guards, { temporal: deps.temporal, hub: deps.hub });
   campaignRoutes(router, guards, { temporal: deps.temporal, links: deps.links, hub: deps.hub });
   workflowRoutes(router, guards, { temporal: deps.temporal, allowPrivateWebhooks: config.WEBHOOK_ALLOW_PRIVATE });
@@ -126,7 +125,7 @@ export function createApp(deps: AppDeps): Koa {
     ? new S3Bucket({ endpoint: config.S3_ENDPOINT!, bucket: config.S3_BUCKET, region: config.S3_REGION, accessKeyId: config.S3_ACCESS_KEY_ID!, secretAccessKey: config.S3_SECRET_ACCESS_KEY!, sessionToken: config.S3_SESSION_TOKEN })
     : undefined;
   uploadRoutes(router, guards, { store: { dataDir: config.dataDir, bucket }, publicUrl: config.S3_PUBLIC_URL ?? config.publicUrl, maxBytes: config.UPLOAD_MAX_MB * 2 ** 20 });
-  domainRoutes(router, guards, { temporal: deps.temporal, resolver: deps.resolver, spfValue: config.spfValue });
+  domainRoutes(router, guards, { temporal: deps.temporal, resolver: deps.resolver, spfValue: config.spfValue, returnPath: config.returnPath });
   webhookEndpointRoutes(router, guards, { allowPrivate: config.WEBHOOK_ALLOW_PRIVATE });
   activityRoutes(router, guards);
   analyticsRoutes(router, guards);

@@ -26,6 +26,8 @@ export interface OutgoingMessage {
   /** Validated upstream: printable names, no line breaks, none of the headers built here. */
   headers: Record<string, string>;
   attachments: MessageAttachment[];
+  /** The envelope sender when it is not the From address: a per-message return path (bounces come back to it). */
+  returnPath?: string;
 }
 
 /** A message ready for SMTP: its envelope and its bytes, DKIM-signed when a key was given. */
@@ -153,7 +155,7 @@ export async function encodeMessage(m: OutgoingMessage, dkim?: DkimKey, now = ne
   const head = headerBlock(folded);
   const signature = dkim ? await dkimSignature(folded, content.body, dkim, now.getTime()) : '';
   return {
-    envelope: { from: asciiAddress(m.from.address), to: [asciiAddress(m.to.address)] },
+    envelope: { from: asciiAddress(m.returnPath ?? m.from.address), to: [asciiAddress(m.to.address)] },
     raw: Buffer.from(`${signature}${head}\r\n${content.body}`),
   };
 }

@@ -8,6 +8,7 @@ import type { Resolver } from '../../src/dns/resolver';
 import { runBulkJobChunk } from '../../src/modules/contacts/bulk-jobs';
 import { importNextSlice } from '../../src/modules/contacts/contact-imports';
 import { endSnooze } from '../../src/modules/contacts/contacts.service';
+import type { ReturnPathDns } from '../../src/modules/domains/domain-records';
 import { checkDomain } from '../../src/modules/domains/domains.service';
 import type { EmailDispatcher } from '../../src/modules/emails/dispatch';
 import type { Mailer } from '../../src/mail/transport';
@@ -19,6 +20,7 @@ import type { AutomationRuntime, WaitEnd } from '../../src/modules/workflows/aut
 import type { ActivityHub } from '../../src/modules/events/contact-activity';
 import { computeMembership, refreshCount } from '../../src/modules/segments/segments.service';
 import { sql } from '../../src/db/orm';
+import { purgeInboundReports } from '../../src/inbound/inbound-reports';
 import { cancelCampaignDelivery, completeCampaign, startCampaignSend } from '../../src/modules/campaigns/campaigns.service';
 
 export interface ActivityDeps {
@@ -31,6 +33,8 @@ export interface ActivityDeps {
   hub: ActivityHub;
   idempotencyTtlHours: number;
   domainCheckIntervalSeconds: number;
+  /** The return-path records every sender domain is checked for. */
+  returnPath: ReturnPathDns;
   segmentRefreshSeconds: number;
   campaignBatchSize: number;
   automation: AutomationRuntime;
@@ -86,7 +90,7 @@ export function createActivities(deps: ActivityDeps) {
 
     /** Checks a sender domain's DNS records and stores the outcome; `exists: false` once it was deleted. */
     async checkDomain(input: { domainId: string }): Promise<{ exists: boolean; status?: string; intervalSeconds: number }> {
-      const row = await checkDomain(deps.orm.em.fork(), deps.resolver, input.domainId);
+      const row = await checkDomain(deps.orm.em.fork(), deps.resolver, input.domainId, deps.returnPath);
       return { exists: !!row, status: row?.status, intervalSeconds: deps.domainCheckIntervalSeconds };
     },
 
@@ -179,12 +183,13 @@ export function createActivities(deps: ActivityDeps) {
       return deps.webhookDispatcher.drain(drainWindow(deps));
     },
 
-    async purgeExpired(): Promise<{ idempotencyKeys: number; rateLimitWindows: number; webhookDeliveries: number }> {
+    async purgeExpired(): Promise<{ idempotencyKeys: number; rateLimitWindows: number; webhookDeliveries: number; inboundReports: number }> {
       const em = deps.orm.em.fork();
       return {
         idempotencyKeys: await purgeExpiredIdempotencyKeys(em, deps.idempotencyTtlHours),
         rateLimitWindows: await purgeRateLimitWindows(em),
         webhookDeliveries: await purgeWebhookDeliveries(em),
+        inboundReports: await purgeInboundReports(em),
       };
     },
 

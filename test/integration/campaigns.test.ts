@@ -148,7 +148,8 @@ describe('sending', () => {
     let refusals = 0;
     smtp.reply = (to) => {
       if (to[0] === 'later@r.test' && refusals++ < 1) return { code: 451, message: 'Busy' };
-      return to[0] === 'never@r.test' ? { code: 550, message: 'No such user' } : 'accept';
+      // A refusal of the message, not of the address (that one is a hard bounce: bounces.test.ts).
+      return to[0] === 'never@r.test' ? { code: 554, message: '5.7.1 Message refused by policy' } : 'accept';
     };
     const c = (await svc.api.post('/campaigns', base(from), key)).body.data;
     expect((await svc.api.post(`/campaigns/${c.id}/send`, {}, key)).status).toBe(200);

@@ -19,12 +19,12 @@ const ROOT = path.resolve(__dirname, '../..');
 const MAIN = path.join(ROOT, 'dist/src/main.js');
 const FLOOD = path.join(ROOT, 'dist/test/setup/flood.js');
 const FILE_LIMIT = 4096;
-/** The defaults of HTTP_MAX_CONNECTIONS, SMTP_SUBMISSION_MAX_CONNECTIONS and the fixed Web UI and metrics limits. */
-const LIMITS = { http: 1024, submission: 256, temporalUi: 128, metrics: 32 };
+/** The defaults of HTTP_MAX_CONNECTIONS, SMTP_SUBMISSION_MAX_CONNECTIONS, INBOUND_MAX_CONNECTIONS and the fixed Web UI and metrics limits. */
+const LIMITS = { http: 1024, submission: 256, inbound: 256, temporalUi: 128, metrics: 32 };
 
 let service: ChildProcess;
 let output = '';
-const ports = { api: 0, submission: 0, ui: 0, metrics: 0, temporal: 0 };
+const ports = { api: 0, submission: 0, inbound: 0, ui: 0, metrics: 0, temporal: 0 };
 let dataDir: string;
 
 beforeAll(async () => {
@@ -39,6 +39,7 @@ beforeAll(async () => {
     PORT: String(ports.api),
     PUBLIC_URL: `http://127.0.0.1:${ports.api}`,
     SMTP_SUBMISSION_PORT: String(ports.submission),
+    INBOUND_SMTP_PORT: String(ports.inbound),
     METRICS_PORT: String(ports.metrics),
     TEMPORAL_DEV_SERVER_PORT: String(ports.temporal),
     TEMPORAL_DEV_SERVER_PERSISTENCE: 'memory',
@@ -148,12 +149,14 @@ test('10× the connection limit on every listener at once: /health answers throu
   const attack = await flood([
     { port: ports.api, count: 10 * LIMITS.http },
     { port: ports.submission, count: 10 * LIMITS.submission },
+    { port: ports.inbound, count: 10 * LIMITS.inbound },
     { port: ports.ui, count: 10 * LIMITS.temporalUi },
     { port: ports.metrics, count: 10 * LIMITS.metrics },
   ]);
   try {
-    expect(attack.result.attempted).toBe(10 * (LIMITS.http + LIMITS.submission + LIMITS.temporalUi + LIMITS.metrics));
-    expect(attack.result.held).toBeLessThanOrEqual(LIMITS.http + LIMITS.submission + LIMITS.temporalUi + LIMITS.metrics);
+    const total = Object.values(LIMITS).reduce((a, b) => a + b, 0);
+    expect(attack.result.attempted).toBe(10 * total);
+    expect(attack.result.held).toBeLessThanOrEqual(total);
     expect(openDescriptors()).toBeLessThan(FILE_LIMIT * 0.75);
     // Held as an attacker would: the polls go on, and the worker still runs workflows (a signup's
     // verification mail is one), which need threads and descriptors of their own. Asked over the
@@ -186,7 +189,7 @@ test('10× the connection limit on every listener at once: /health answers throu
     const res = await fetch(`http://127.0.0.1:${ports.metrics}/metrics`).catch(() => undefined);
     return res?.ok ? res.text() : undefined;
   }, 30_000, 'metrics after the flood');
-  for (const listener of ['http', 'submission', 'temporalUi', 'metrics']) {
+  for (const listener of ['http', 'submission', 'inbound', 'temporalUi', 'metrics']) {
     expect(metrics).toMatch(new RegExp(`postbox_connections_refused_total\\{listener="${listener}",reason="(total|per_client)"\\} [1-9]`));
   }
   expect(service.exitCode).toBeNull();

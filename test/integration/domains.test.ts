@@ -37,7 +37,11 @@ test('POST /domains answers a pending domain with the records to publish, in the
     { type: 'TXT', name: `${selector}._domainkey.mail.example.test`, value: expect.stringMatching(/^v=DKIM1; k=rsa; p=[A-Za-z0-9+/=]+$/), required: true, purpose: 'dkim' },
     { type: 'TXT', name: 'mail.example.test', value: 'v=spf1 include:spf.postbox.test ~all', required: true, purpose: 'spf' },
     { type: 'TXT', name: '_dmarc.mail.example.test', value: 'v=DMARC1; p=none;', required: false, purpose: 'dmarc' },
+    // Where bounces and complaints come back (never required: until found, mail keeps the From address as envelope sender).
+    { type: 'MX', name: 'bounces.mail.example.test', value: '127.0.0.1', priority: 10, required: false, purpose: 'return-path' },
+    { type: 'TXT', name: 'bounces.mail.example.test', value: 'v=spf1 include:spf.postbox.test ~all', required: false, purpose: 'return-path-spf' },
   ]);
+  expect(res.body.returnPath).toEqual({ host: 'bounces.mail.example.test', verified: false });
   const p = /p=(.+)$/.exec(res.body.records[1].value)![1];
   const publicKey = crypto.createPublicKey({ key: Buffer.from(p, 'base64'), format: 'der', type: 'spki' });
   expect(publicKey.asymmetricKeyType).toBe('rsa');
@@ -61,7 +65,7 @@ test('GET /domains/:id/verify checks now: verified exactly when every required r
   const first = await svc.api.get(`/domains/${created.id}/verify`, key);
   expect(first.status).toBe(200);
   expect(first.body.status).toBe('pending');
-  expect(first.body.records.map((r: any) => r.status)).toEqual(['pending', 'pending', 'pending', 'pending']);
+  expect(first.body.records.map((r: any) => r.status)).toEqual(['pending', 'pending', 'pending', 'pending', 'pending', 'pending']);
 
   // DMARC is recommended, not required; an SPF record may carry other mechanisms too.
   publish(created.records, ['ownership', 'dkim']);
@@ -75,7 +79,10 @@ test('GET /domains/:id/verify checks now: verified exactly when every required r
     ['dkim', 'verified'],
     ['spf', 'verified'],
     ['dmarc', 'pending'],
+    ['return-path', 'pending'],
+    ['return-path-spf', 'pending'],
   ]);
+  expect(second.body.returnPath.verified).toBe(false);
 });
 
 test('a wrong DKIM key or a missing SPF mechanism keeps the domain pending', async () => {

@@ -363,7 +363,8 @@ describe('delivery failures', () => {
     let refusals = 0;
     smtp.reply = (to) => {
       if (to[0] === 'later@example.org' && refusals++ < 1) return { code: 451, message: 'Try again later' };
-      if (to[0] === 'never@example.org') return { code: 550, message: 'No such user' };
+      // A refusal of the message, not of the address (that one is a hard bounce: bounces.test.ts).
+      if (to[0] === 'never@example.org') return { code: 554, message: '5.7.1 Message refused by policy' };
       return 'accept';
     };
     const later = (await send({ to: 'later@example.org', from: 'hello@acme.test', subject: 'Later', body: 'b' })).body.data.emails[0].email;
@@ -372,7 +373,7 @@ describe('delivery failures', () => {
       const row = await emailRow(never);
       return row.status === 'FAILED' ? row : undefined;
     });
-    expect(failed.last_error).toMatch(/550 No such user/);
+    expect(failed.last_error).toMatch(/554 5\.7\.1 Message refused by policy/);
     expect(failed.failed_at).toBeTruthy();
     const sent = await until(async () => {
       const row = await emailRow(later);

@@ -26,8 +26,22 @@ export async function projectSendingFrom(orm: Orm, domain: string): Promise<stri
 export async function verifiedDomain(api: Api, dns: ZoneDnsServer, secretKey: string, domain: string) {
   const created = await api.post('/domains', { domain }, { key: secretKey });
   if (created.status !== 201) throw new Error(`domain failed: ${created.status} ${JSON.stringify(created.body)}`);
-  for (const r of created.body.records) dns.add(r.name, 'TXT', r.value);
+  // The required records only (ownership, DKIM, SPF; DMARC beside them): the return path stays unpublished,
+  // so mail keeps the From address as its envelope sender unless a test publishes it (publishReturnPath).
+  for (const r of created.body.records) if (r.type === 'TXT' && !String(r.purpose).startsWith('return-path')) dns.add(r.name, 'TXT', r.value);
   const checked = await api.get(`/domains/${created.body.id}/verify`, { key: secretKey });
   if (checked.body.status !== 'verified') throw new Error(`domain not verified: ${JSON.stringify(checked.body)}`);
   return checked.body as { id: string; domain: string; dkimSelector: string; records: Array<{ name: string; value: string }> };
+}
+
+/** Publishes a verified domain's return-path records (MX and SPF) and checks them: its mail then carries per-message return paths. */
+export async function publishReturnPath(api: Api, dns: ZoneDnsServer, secretKey: string, domainId: string): Promise<{ host: string }> {
+  const domain = (await api.get(`/domains/${domainId}`, { key: secretKey })).body;
+  for (const r of domain.records) {
+    if (r.purpose === 'return-path') dns.add(r.name, 'MX', { exchange: r.value, priority: r.priority });
+    if (r.purpose === 'return-path-spf') dns.add(r.name, 'TXT', r.value);
+  }
+  const checked = await api.get(`/domains/${domainId}/verify`, { key: secretKey });
+  if (!checked.body.returnPath?.verified) throw new Error(`return path not verified: ${JSON.stringify(checked.body)}`);
+  return checked.body.returnPath;
 }

@@ -85,8 +85,9 @@ export async function startTestService(env: Record<string, string> = {}, role: R
     // TEMPORAL_ADDRESS points the whole suite at another server.
     TEMPORAL_DEV_SERVER_PORT: '0',
     TEMPORAL_DEV_SERVER_PERSISTENCE: 'memory',
-    // Off unless a test asks for it: its default port would be shared by every service the suite starts.
+    // Off unless a test asks for them: their default ports would be shared by every service the suite starts.
     SMTP_SUBMISSION_PORT: '0',
+    INBOUND_SMTP_PORT: '0',
     ...(process.env.TEMPORAL_ADDRESS ? { TEMPORAL_ADDRESS: process.env.TEMPORAL_ADDRESS } : {}),
     ...env,
   };

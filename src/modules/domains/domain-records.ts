@@ -1,17 +1,31 @@
 import crypto from 'node:crypto';
-import type { Lookup, Resolver } from '../../dns/resolver';
+import type { Resolver } from '../../dns/resolver';
 
-export type RecordPurpose = 'ownership' | 'dkim' | 'spf' | 'dmarc';
+export type RecordPurpose = 'ownership' | 'dkim' | 'spf' | 'dmarc' | 'return-path' | 'return-path-spf';
 export type RecordStatus = 'verified' | 'pending' | 'error';
 
-/** A DNS record the owner publishes. This shape is a public contract: keep it. */
+/** A DNS record the owner publishes. This shape is a public contract: keep it (an MX record adds its priority). */
 export interface DnsRecord {
-  type: 'TXT';
+  type: 'TXT' | 'MX';
   name: string;
   value: string;
   required: boolean;
   purpose: RecordPurpose;
+  priority?: number;
 }
+
+/**
+ * The return path's records: `<prefix>.<domain>` MX to the service's inbound MX, where bounces and
+ * complaints come back, and an SPF record there, since receivers check SPF on the envelope sender's
+ * domain. Never required: until both are found, mail keeps the From address as its envelope sender.
+ */
+export interface ReturnPathDns {
+  prefix: string;
+  mxHost: string;
+  spfValue: string;
+}
+
+const MX_PRIORITY = 10;
 
 export interface CheckedRecord extends DnsRecord {
   status: RecordStatus;
@@ -40,7 +54,13 @@ export function generateDkimKeyPair(): { privateKey: string; publicKey: string }
 export const newDkimSelector = () => `postbox-${crypto.randomBytes(3).toString('hex')}`;
 export const newVerificationToken = () => crypto.randomBytes(20).toString('hex');
 
-export function domainRecords(d: DomainKeys): DnsRecord[] {
+export function domainRecords(d: DomainKeys, returnPath?: ReturnPathDns): DnsRecord[] {
+  const returnPathRecords: DnsRecord[] = returnPath
+    ? [
+        { type: 'MX', name: `${returnPath.prefix}.${d.domain}`, value: returnPath.mxHost, priority: MX_PRIORITY, required: false, purpose: 'return-path' },
+        { type: 'TXT', name: `${returnPath.prefix}.${d.domain}`, value: returnPath.spfValue, required: false, purpose: 'return-path-spf' },
+      ]
+    : [];
   return [
     {
       type: 'TXT',
@@ -58,7 +78,13 @@ export function domainRecords(d: DomainKeys): DnsRecord[] {
     },
     { type: 'TXT', name: d.domain, value: d.spfValue, required: true, purpose: 'spf' },
     { type: 'TXT', name: `_dmarc.${d.domain}`, value: 'v=DMARC1; p=none;', required: false, purpose: 'dmarc' },
+    ...returnPathRecords,
   ];
+}
+
+/** Whether a domain's last check found both return-path records: only then does its mail carry per-message return paths. */
+export function returnPathVerified(recordStatus: Record<string, { status: RecordStatus }> | null | undefined): boolean {
+  return recordStatus?.['return-path']?.status === 'verified' && recordStatus?.['return-path-spf']?.status === 'verified';
 }
 
 function tags(record: string): Map<string, string> {
@@ -92,7 +118,8 @@ export function satisfies(record: DnsRecord, published: string[]): boolean {
         return t.get('p') === want && (t.get('v') ?? 'DKIM1') === 'DKIM1';
       });
     }
-    case 'spf': {
+    case 'spf':
+    case 'return-path-spf': {
       const spf = published.find((v) => /^v=spf1(\s|$)/i.test(v.trim()));
       if (!spf) return false;
       const have = new Set(spf.toLowerCase().split(/\s+/));
@@ -100,17 +127,27 @@ export function satisfies(record: DnsRecord, published: string[]): boolean {
     }
     case 'dmarc':
       return published.some((v) => /^v=DMARC1\s*(;|$)/i.test(v.trim()));
+    case 'return-path':
+      // `found` for an MX is "<priority> <exchange>"; any priority will do.
+      return published.some((v) => v.split(' ').pop()?.replace(/\.$/, '').toLowerCase() === record.value);
   }
+}
+
+/** What DNS answers at a record's name for its type, as text (an MX as "<priority> <exchange>"). */
+async function published(resolver: Resolver, r: DnsRecord): Promise<string[]> {
+  if (r.type === 'MX') return (await resolver.lookup(r.name, 'MX')).answers.map((mx) => `${mx.priority} ${mx.exchange}`);
+  return (await resolver.lookup(r.name, 'TXT')).answers;
 }
 
 /** Looks every record up through the service's resolver. A DNS failure is `error`, never `pending`. */
 export async function checkRecords(resolver: Resolver, records: DnsRecord[]): Promise<CheckedRecord[]> {
-  const byName = new Map<string, Promise<Lookup<string>>>();
-  for (const r of records) if (!byName.has(r.name)) byName.set(r.name, resolver.lookup(r.name, 'TXT'));
+  const byName = new Map<string, Promise<string[]>>();
+  const keyOf = (r: DnsRecord) => `${r.type} ${r.name}`;
+  for (const r of records) if (!byName.has(keyOf(r))) byName.set(keyOf(r), published(resolver, r));
   return Promise.all(
     records.map(async (r) => {
       try {
-        const { answers } = await byName.get(r.name)!;
+        const answers = await byName.get(keyOf(r))!;
         return { ...r, status: satisfies(r, answers) ? 'verified' : 'pending', found: answers } as CheckedRecord;
       } catch (err) {
         return { ...r, status: 'error', found: [], error: (err as Error).message } as CheckedRecord;

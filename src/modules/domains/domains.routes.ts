@@ -7,6 +7,7 @@ import { notFound } from '../../http/errors';
 import type { Guards } from '../../http/guards';
 import { deletedResponse } from '../../http/responses';
 import { uuidPath } from '../../http/validate';
+import type { ReturnPathDns } from './domain-records';
 import { startDomainVerification, stopDomainVerification } from './domain-verification';
 import { createDomainSchema, domainResponse } from './domains.schemas';
 import { checkDomain, createDomain, deleteDomain, getDomain, listDomains, toDomainDto } from './domains.service';
@@ -15,6 +16,7 @@ export interface DomainDeps {
   temporal: TemporalClient;
   resolver: Resolver;
   spfValue: string;
+  returnPath: ReturnPathDns;
 }
 
 const tag = 'Domains';
@@ -40,7 +42,7 @@ export function domainRoutes(router: Router, g: Guards, deps: DomainDeps): void 
           startDomainVerification(deps.temporal, { id: r.id, projectId }),
         );
         ctx.status = 201;
-        ctx.body = toDomainDto(row, { recordStatus: false });
+        ctx.body = toDomainDto(row, deps.returnPath, { recordStatus: false });
       },
     ),
   );
@@ -60,7 +62,18 @@ export function domainRoutes(router: Router, g: Guards, deps: DomainDeps): void 
         const projectId = input.param('projectId');
         // Only the key's own project: another project's domains are as invisible as the project itself.
         if (projectId !== ctx.state.project!.id) throw notFound('Project');
-        ctx.body = (await listDomains(ctx.state.em, projectId)).map((row) => toDomainDto(row));
+        ctx.body = (await listDomains(ctx.state.em, projectId)).map((row) => toDomainDto(row, deps.returnPath));
+      },
+    ),
+  );
+
+  router.get(
+    '/domains/:id',
+    g.secret,
+    endpoint(
+      { tag, summary: 'Get a domain, its DNS records and what the last check found', params: { id: uuidPath }, responses: { 200: domainResponse.describe('The domain') }, errors: NOT_FOUND },
+      async (ctx, input) => {
+        ctx.body = toDomainDto(await getDomain(ctx.state.em, ctx.state.project!.id, input.param('id')), deps.returnPath);
       },
     ),
   );
@@ -72,7 +85,7 @@ export function domainRoutes(router: Router, g: Guards, deps: DomainDeps): void 
       { tag, summary: 'Check the domain’s DNS records now', params: { id: uuidPath }, responses: { 200: domainResponse.describe('The domain with each record’s finding') }, errors: NOT_FOUND },
       async (ctx, input) => {
         const row = await getDomain(ctx.state.em, ctx.state.project!.id, input.param('id'));
-        ctx.body = toDomainDto((await checkDomain(ctx.state.em, deps.resolver, row.id)) ?? row);
+        ctx.body = toDomainDto((await checkDomain(ctx.state.em, deps.resolver, row.id, deps.returnPath)) ?? row, deps.returnPath);
       },
     ),
   );

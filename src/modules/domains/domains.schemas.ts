@@ -19,11 +19,14 @@ export const domainNameSchema = z
 export const createDomainSchema = z.object({ domain: domainNameSchema });
 
 const dnsRecord = z.object({
-  type: z.literal('TXT'),
+  type: z.enum(['TXT', 'MX']),
   name: z.string(),
   value: z.string(),
   required: z.boolean(),
-  purpose: z.enum(['ownership', 'dkim', 'spf', 'dmarc']),
+  purpose: z.enum(['ownership', 'dkim', 'spf', 'dmarc', 'return-path', 'return-path-spf']).meta({
+    description: 'return-path: the MX where bounces and complaints come back; return-path-spf: SPF for that host. Never required',
+  }),
+  priority: z.number().int().optional().meta({ description: 'MX records: the preference to publish' }),
   status: z.enum(['verified', 'pending', 'error']).optional().meta({ description: 'The last check’s finding (absent on creation)' }),
   found: z.array(z.string()).optional().meta({ description: 'What DNS answered at that name' }),
   error: z.string().optional(),
@@ -37,6 +40,9 @@ export const domainResponse = z.object({
   verified: z.boolean(),
   dkimSelector: z.string(),
   records: z.array(dnsRecord).meta({ description: 'The DNS records to publish' }),
+  returnPath: z
+    .object({ host: z.string(), verified: z.boolean() })
+    .meta({ description: 'Mail goes out with a per-message envelope sender on this host once both its records are found; until then with the From address' }),
   verifiedAt: dateTime.nullable(),
   lastCheckedAt: dateTime.nullable(),
   createdAt: dateTime,

@@ -11,6 +11,8 @@ import {
   newDkimSelector,
   newVerificationToken,
   type RecordStatus,
+  type ReturnPathDns,
+  returnPathVerified,
 } from './domain-records';
 
 export interface DomainRow {
@@ -37,14 +39,8 @@ const iso = (d: Date | null) => (d ? new Date(d).toISOString() : null);
  * purpose}` (a contract external clients rely on); once checked, each also carries its `status` and
  * what DNS `found` there.
  */
-export function toDomainDto(row: DomainRow, opts: { recordStatus: boolean } = { recordStatus: true }) {
-  const records = domainRecords({
-    domain: row.domain,
-    verificationToken: row.verification_token,
-    dkimSelector: row.dkim_selector,
-    dkimPublicKey: row.dkim_public_key,
-    spfValue: row.spf_value,
-  }).map((r) => {
+export function toDomainDto(row: DomainRow, returnPath: ReturnPathDns, opts: { recordStatus: boolean } = { recordStatus: true }) {
+  const records = recordsOf(row, returnPath).map((r) => {
     if (!opts.recordStatus) return r;
     const checked = row.record_status[r.purpose];
     return { ...r, status: checked?.status ?? 'pending', found: checked?.found ?? [], ...(checked?.error ? { error: checked.error } : {}) };
@@ -57,6 +53,7 @@ export function toDomainDto(row: DomainRow, opts: { recordStatus: boolean } = { 
     verified: row.status === 'verified',
     dkimSelector: row.dkim_selector,
     records,
+    returnPath: { host: `${returnPath.prefix}.${row.domain}`, verified: returnPathVerified(row.record_status) },
     verifiedAt: iso(row.verified_at),
     lastCheckedAt: iso(row.last_checked_at),
     createdAt: iso(row.created_at)!,
@@ -65,6 +62,12 @@ export function toDomainDto(row: DomainRow, opts: { recordStatus: boolean } = { 
 }
 
 export type DomainDto = ReturnType<typeof toDomainDto>;
+
+const recordsOf = (row: DomainRow, returnPath: ReturnPathDns) =>
+  domainRecords(
+    { domain: row.domain, verificationToken: row.verification_token, dkimSelector: row.dkim_selector, dkimPublicKey: row.dkim_public_key, spfValue: row.spf_value },
+    returnPath,
+  );
 
 /**
  * Creates a pending domain with a fresh DKIM key pair. `beforeCommit` starts its background
@@ -115,20 +118,11 @@ export async function getDomain(em: EntityManager, projectId: string, id: string
 /** Held by the transaction that adds a domain (and starts its verification workflow) until it commits. */
 const domainCommitKey = (id: string) => `domain:${id}`;
 
-export async function checkDomain(em: EntityManager, resolver: Resolver, id: string): Promise<DomainRow | undefined> {
+export async function checkDomain(em: EntityManager, resolver: Resolver, id: string, returnPath: ReturnPathDns): Promise<DomainRow | undefined> {
   const byId = () => sql<DomainRow>(em, `SELECT * FROM domains WHERE id = ?`, [id]);
   const row = await readAfterCommit(em, domainCommitKey(id), async () => (await byId())[0]);
   if (!row) return undefined;
-  const checked: CheckedRecord[] = await checkRecords(
-    resolver,
-    domainRecords({
-      domain: row.domain,
-      verificationToken: row.verification_token,
-      dkimSelector: row.dkim_selector,
-      dkimPublicKey: row.dkim_public_key,
-      spfValue: row.spf_value,
-    }),
-  );
+  const checked: CheckedRecord[] = await checkRecords(resolver, recordsOf(row, returnPath));
   const required = checked.filter((r) => r.required);
   const allVerified = required.every((r) => r.status === 'verified');
   const definitelyMissing = required.some((r) => r.status === 'pending');

@@ -5,6 +5,11 @@ import { sql } from '../../db/orm';
 import { whileUnreachable } from '../../db/unreachable';
 import { DrainBell, type QueueSignal } from '../../db/work-queue';
 import type { DkimKey } from '../../mail/dkim';
+import { classifySmtpReply } from '../../inbound/bounce-report';
+import type { ReturnPaths } from '../../inbound/return-path';
+import { recordEmailActivity } from './email-activity';
+import { returnPathVerified } from '../domains/domain-records';
+import type { DomainRow } from '../domains/domains.service';
 import type { MessageSender } from '../../mail/delivery-threads';
 import type { OutgoingMessage } from '../../mail/mime';
 import type { DeliveryOutcome } from '../../mail/transport';
@@ -49,6 +54,11 @@ const QUEUED_COLUMNS = `e.id, e.project_id, e.contact_id, e.template_id, e.campa
        e.to_email, e.to_name, e.subject, e.html, e.text, e.headers, e.message_id`;
 
 /** `<project id>:<sender domain>`: whose DKIM key signs this email. */
+type SmtpVerdict = ReturnType<typeof classifySmtpReply>;
+
+/** How a refusal's words classify (the reply code leads nodemailer's `response`). */
+const verdictOf = (error: string): SmtpVerdict => classifySmtpReply(Number(/^\s*(\d{3})/.exec(error)?.[1] ?? 0), error);
+
 const senderOf = (e: QueuedEmail) => `${e.project_id}:${e.from_email.slice(e.from_email.lastIndexOf('@') + 1)}`;
 
 export interface DrainReport {
@@ -98,6 +108,8 @@ export interface DispatcherDeps {
   /** First delay after a 4xx reply (EMAIL_RETRY_BASE_SECONDS). */
   retryBaseSeconds?: number;
   metrics?: Metrics;
+  /** Per-message envelope senders, for domains whose return-path records are published. */
+  returnPaths?: ReturnPaths;
 }
 
 /** Permits shared by every send slot of the process, so DELIVERY_IN_FLIGHT bounds them all together. */
@@ -400,7 +412,10 @@ export class EmailDispatcher {
           if (next >= batch.length || unreachable || failure !== undefined || signal?.aborted) break;
           const email = batch[next++];
           const compose = draft(email);
-          const { outcome, subject } = await this.deps.sender.send(this.message(email, attachments.get(email.id) ?? [], compose), signing.get(senderOf(email)));
+          const { outcome, subject } = await this.deps.sender.send(
+            this.message(email, attachments.get(email.id) ?? [], compose, signing.returnPaths),
+            signing.keys.get(senderOf(email)),
+          );
           if (compose) subjects.set(email.id, subject);
           if (outcome.kind === 'unreachable') {
             unreachable = outcome.error;
@@ -490,20 +505,22 @@ export class EmailDispatcher {
   }
 
   /**
-   * The DKIM key of each sender domain in the batch, read with the batch (one query) so a domain
+   * The DKIM key of each sender domain in the batch, and which have their return path published, read with the batch (one query) so a domain
    * deleted and added again signs with its new key at once. Parsing a PEM costs more than signing, so
    * parsed keys are kept, by the PEM's own hash: a new key is a new entry, never a stale hit.
    */
-  private async signingKeysOf(em: EntityManager, batch: QueuedEmail[]): Promise<Map<string, DkimKey>> {
+  private async signingKeysOf(em: EntityManager, batch: QueuedEmail[]): Promise<{ keys: Map<string, DkimKey>; returnPaths: Set<string> }> {
     const senders = [...new Set(batch.map(senderOf))];
-    const rows = await sql<{ project_id: string; domain: string; dkim_selector: string; dkim_private_key: string }>(
+    const rows = await sql<{ project_id: string; domain: string; dkim_selector: string; dkim_private_key: string; record_status: DomainRow['record_status'] }>(
       em,
-      `SELECT d.project_id, d.domain, d.dkim_selector, d.dkim_private_key
+      `SELECT d.project_id, d.domain, d.dkim_selector, d.dkim_private_key, d.record_status
        FROM domains d JOIN unnest(?::uuid[], ?::text[]) AS s(project_id, domain) ON d.project_id = s.project_id AND d.domain = s.domain`,
       [senders.map((s) => s.split(':')[0]), senders.map((s) => s.slice(s.indexOf(':') + 1))],
     );
     const found = new Map<string, DkimKey>();
+    const returnPaths = new Set<string>();
     for (const row of rows) {
+      if (returnPathVerified(row.record_status)) returnPaths.add(`${row.project_id}:${row.domain}`);
       const fingerprint = crypto.createHash('sha256').update(row.dkim_private_key).digest('base64');
       let privateKey = this.parsedKeys.get(fingerprint);
       if (!privateKey) {
@@ -512,11 +529,16 @@ export class EmailDispatcher {
       }
       found.set(`${row.project_id}:${row.domain}`, { domainName: row.domain, keySelector: row.dkim_selector, privateKey });
     }
-    return found;
+    return { keys: found, returnPaths };
   }
 
-  private message(e: QueuedEmail, attachments: Attachment[], compose: Draft | undefined): OutgoingMessage | DraftMessage {
+  private message(e: QueuedEmail, attachments: Attachment[], compose: Draft | undefined, returnPaths: Set<string>): OutgoingMessage | DraftMessage {
+    // A domain whose return-path records are not found keeps the From address as envelope sender: an
+    // envelope sender on a host with no MX gets mail refused by many receivers.
+    const domain = e.from_email.slice(e.from_email.lastIndexOf('@') + 1);
+    const returnPath = this.deps.returnPaths && returnPaths.has(senderOf(e)) ? this.deps.returnPaths.address(e.id, domain) : undefined;
     const common = {
+      returnPath,
       messageId: e.message_id,
       from: { name: e.from_name, address: e.from_email },
       to: { name: e.to_name, address: e.to_email },
@@ -549,9 +571,13 @@ export class EmailDispatcher {
     const sent = of('sent');
     const projectOf = new Map(batch.map((e) => [e.contact_id, e.project_id]));
     const retry = of('retry');
-    const failed = of('failed');
+    // A 5xx that says the address does not exist (or no longer takes mail) is a hard bounce, as a DSN saying so would be.
+    const rejections = of('failed').map((f) => ({ ...f, verdict: verdictOf(f.outcome.error) }));
+    const bounced = rejections.filter((f) => f.verdict.bounceType === 'Permanent');
+    const failed = rejections.filter((f) => f.verdict.bounceType !== 'Permanent');
     const write = async (tx: EntityManager): Promise<EventRecord[]> => {
       const recorded = sent.length ? await this.recordSent(tx, sent, subjects) : [];
+      if (bounced.length) recorded.push(...(await this.recordRejectedForGood(tx, bounced)));
       if (retry.length) {
         await sql(
           tx,
@@ -579,16 +605,38 @@ export class EmailDispatcher {
     };
     // Accepted mail alone (nearly always) is one statement, atomic by itself: no transaction's extra round trips.
     const em = this.deps.orm.em.fork();
-    const recorded = retry.length || failed.length ? await em.transactional(write) : await write(em);
+    const recorded = retry.length || rejections.length ? await em.transactional(write) : await write(em);
     report.sent += sent.length;
     report.retried += retry.length;
-    report.failed += failed.length;
+    report.failed += rejections.length;
     this.deps.metrics?.emailDeliveries.inc({ outcome: 'sent' }, sent.length);
     this.deps.metrics?.emailDeliveries.inc({ outcome: 'retry' }, retry.length);
-    this.deps.metrics?.emailDeliveries.inc({ outcome: 'failed' }, failed.length);
+    this.deps.metrics?.emailDeliveries.inc({ outcome: 'failed' }, rejections.length);
     for (const [projectId, events] of Map.groupBy(recorded, (e) => projectOf.get(e.contactId)!)) {
       this.deps.hub?.publish({ projectId, contactIds: [], events });
     }
+  }
+
+  /**
+   * Mail the relay (or the receiving MX through it) refused for good during the SMTP session: recorded as
+   * a Permanent bounce through the path every provider's report takes, so the email is BOUNCED, its
+   * campaign counts it and the contact is unsubscribed, instead of a plain FAILED.
+   */
+  private async recordRejectedForGood(tx: EntityManager, bounced: Array<{ email: QueuedEmail; outcome: { error: string }; verdict: SmtpVerdict }>): Promise<EventRecord[]> {
+    const events: EventRecord[] = [];
+    const still = await sql<{ id: string }>(
+      tx,
+      `UPDATE emails e SET claimed_until = NULL, attempts = v.attempts, last_error = v.error, updated_at = now()
+       FROM unnest(?::uuid[], ?::int[], ?::text[]) AS v(id, attempts, error) WHERE e.id = v.id AND e.status = 'QUEUED' RETURNING e.id`,
+      [bounced.map((b) => b.email.id), bounced.map((b) => b.email.attempts), bounced.map((b) => b.outcome.error)],
+    );
+    const queued = new Set(still.map((r) => r.id));
+    for (const b of bounced.filter((x) => queued.has(x.email.id))) {
+      const details = { bounceSubType: b.verdict.subType, reason: b.verdict.reason, status: b.verdict.status, diagnosticCode: b.outcome.error.slice(0, 1000), source: 'smtp' };
+      const recorded = await recordEmailActivity(tx, b.email.id, { kind: 'bounce', bounceType: 'Permanent', details: Object.fromEntries(Object.entries(details).filter(([, v]) => v !== null)) });
+      events.push(...(recorded?.events ?? []));
+    }
+    return events;
   }
 
   /**

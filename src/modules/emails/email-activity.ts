@@ -1,14 +1,25 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { sql } from '../../db/orm';
+import { sql, sqlTransaction } from '../../db/orm';
 import { updateContactSubscription } from '../contacts/contacts.service';
 import { type EventRecord, insertEvents } from '../events/events.store';
 
+export type BounceType = 'Permanent' | 'Transient' | 'Undetermined';
+
+/**
+ * What happened to a sent email. A bounce or complaint may carry what the report said (sub-type, status,
+ * diagnostic, reporting MTA, feedback type...), kept in the event's data in SES's vocabulary.
+ */
 export type EmailActivity =
   | { kind: 'delivery' }
   | { kind: 'open' }
   | { kind: 'click'; link: string }
-  | { kind: 'bounce'; bounceType: 'Permanent' | 'Transient' | 'Undetermined' }
-  | { kind: 'complaint' };
+  | { kind: 'bounce'; bounceType: BounceType; details?: Record<string, unknown> }
+  | { kind: 'complaint'; details?: Record<string, unknown> };
+
+/** How reported trouble unsubscribes a contact beyond the fixed rules; 0 turns the soft-bounce rule off. */
+export interface SuppressionRules {
+  softBounceLimit: number;
+}
 
 const STATUS_OF: Record<EmailActivity['kind'], string> = {
   delivery: 'DELIVERED',
@@ -60,29 +71,42 @@ export interface RecordedActivity {
   events: EventRecord[];
 }
 
-export async function recordEmailActivity(em: EntityManager, emailId: string, activity: EmailActivity): Promise<RecordedActivity | undefined> {
-  return em.transactional(async (tx) => {
+export async function recordEmailActivity(
+  em: EntityManager,
+  emailId: string,
+  activity: EmailActivity,
+  rules: SuppressionRules = { softBounceLimit: 0 },
+): Promise<RecordedActivity | undefined> {
+  // sql() statements only, so the light transaction (joined when the caller is in one already).
+  return sqlTransaction(em, async (tx) => {
     const status = STATUS_OF[activity.kind];
     const downgradable = activity.kind === 'bounce' && activity.bounceType !== 'Permanent';
-    const [row] = await sql<Updated>(
+    // A report about an email already bounced or complained about (a second DSN, the same complaint
+    // twice) changes nothing and counts nothing: `changed` is then empty and only `before` answers.
+    const [found] = await sql<Partial<Updated> & { before_project_id: string; before_contact_id: string }>(
       tx,
-      `WITH before AS (SELECT id, opened_at, clicked_at, delivered_at, bounced_at, complained_at FROM emails WHERE id = ? FOR UPDATE)
-       UPDATE emails e SET
-         status = CASE WHEN ? AND email_status_rank(?) > email_status_rank(e.status) AND e.status <> 'FAILED' THEN ? ELSE e.status END,
-         delivered_at = CASE WHEN ? = 'delivery' THEN coalesce(e.delivered_at, now()) ELSE e.delivered_at END,
-         opened_at = CASE WHEN ? IN ('open', 'click') THEN coalesce(e.opened_at, now()) ELSE e.opened_at END,
-         clicked_at = CASE WHEN ? = 'click' THEN coalesce(e.clicked_at, now()) ELSE e.clicked_at END,
-         bounced_at = CASE WHEN ? = 'bounce' THEN coalesce(e.bounced_at, now()) ELSE e.bounced_at END,
-         complained_at = CASE WHEN ? = 'complaint' THEN coalesce(e.complained_at, now()) ELSE e.complained_at END,
-         open_count = e.open_count + CASE WHEN ? = 'open' THEN 1 ELSE 0 END,
-         click_count = e.click_count + CASE WHEN ? = 'click' THEN 1 ELSE 0 END,
-         updated_at = now()
-       FROM before WHERE e.id = before.id
-       RETURNING e.id, e.project_id, e.contact_id, e.template_id, e.campaign_id, e.message_id,
-         CASE ? WHEN 'open' THEN before.opened_at IS NULL WHEN 'click' THEN before.clicked_at IS NULL
-           WHEN 'delivery' THEN before.delivered_at IS NULL WHEN 'bounce' THEN before.bounced_at IS NULL
-           ELSE before.complained_at IS NULL END AS first,
-         before.opened_at IS NULL AS first_open`,
+      `WITH before AS (SELECT id, project_id, contact_id, status, opened_at, clicked_at, delivered_at, bounced_at, complained_at FROM emails WHERE id = ? FOR UPDATE),
+       changed AS (
+         UPDATE emails e SET
+           status = CASE WHEN ? AND email_status_rank(?) > email_status_rank(e.status) AND e.status <> 'FAILED' THEN ? ELSE e.status END,
+           delivered_at = CASE WHEN ? = 'delivery' THEN coalesce(e.delivered_at, now()) ELSE e.delivered_at END,
+           opened_at = CASE WHEN ? IN ('open', 'click') THEN coalesce(e.opened_at, now()) ELSE e.opened_at END,
+           clicked_at = CASE WHEN ? = 'click' THEN coalesce(e.clicked_at, now()) ELSE e.clicked_at END,
+           bounced_at = CASE WHEN ? = 'bounce' THEN coalesce(e.bounced_at, now()) ELSE e.bounced_at END,
+           complained_at = CASE WHEN ? = 'complaint' THEN coalesce(e.complained_at, now()) ELSE e.complained_at END,
+           open_count = e.open_count + CASE WHEN ? = 'open' THEN 1 ELSE 0 END,
+           click_count = e.click_count + CASE WHEN ? = 'click' THEN 1 ELSE 0 END,
+           updated_at = now()
+         FROM before WHERE e.id = before.id
+           AND NOT (before.status = 'COMPLAINED' AND ? IN ('bounce', 'complaint'))
+           AND NOT (before.status = 'BOUNCED' AND ? = 'bounce')
+         RETURNING e.id, e.project_id, e.contact_id, e.template_id, e.campaign_id, e.message_id,
+           CASE ? WHEN 'open' THEN before.opened_at IS NULL WHEN 'click' THEN before.clicked_at IS NULL
+             WHEN 'delivery' THEN before.delivered_at IS NULL WHEN 'bounce' THEN before.bounced_at IS NULL
+             ELSE before.complained_at IS NULL END AS first,
+           before.opened_at IS NULL AS first_open
+       )
+       SELECT before.project_id AS before_project_id, before.contact_id AS before_contact_id, changed.* FROM before LEFT JOIN changed ON true`,
       [
         emailId,
         // A transient bounce is recorded, but does not make the email BOUNCED.
@@ -91,10 +115,15 @@ export async function recordEmailActivity(em: EntityManager, emailId: string, ac
         status,
         ...Array(7).fill(activity.kind),
         activity.kind,
+        activity.kind,
+        activity.kind,
       ],
     );
-    if (!row) return undefined;
+    if (!found) return undefined;
+    if (!found.id) return { projectId: found.before_project_id, contactId: found.before_contact_id, events: [] };
+    const row = found as Updated;
     const data: Record<string, unknown> = {
+      ...(activity.kind === 'bounce' || activity.kind === 'complaint' ? activity.details : {}),
       emailId: row.id,
       messageId: row.message_id,
       templateId: row.template_id,
@@ -111,11 +140,37 @@ export async function recordEmailActivity(em: EntityManager, emailId: string, ac
       const counters = activity.kind === 'click' && row.first_open ? [COUNTER_OF.click, COUNTER_OF.open] : [COUNTER_OF[activity.kind]];
       await sql(tx, `UPDATE campaigns SET ${counters.map((c) => `${c} = ${c} + 1`).join(', ')}, updated_at = now() WHERE id = ?`, [row.campaign_id]);
     }
-    const unsubscribes = (activity.kind === 'bounce' && activity.bounceType === 'Permanent') || activity.kind === 'complaint';
+    const unsubscribes =
+      (activity.kind === 'bounce' && activity.bounceType === 'Permanent') ||
+      activity.kind === 'complaint' ||
+      (activity.kind === 'bounce' && (await softBouncesInARow(tx, row, rules.softBounceLimit)));
     if (unsubscribes) {
-      const reason = activity.kind === 'complaint' ? 'complaint' : 'bounce';
+      const reason = activity.kind === 'complaint' ? 'complaint' : activity.bounceType === 'Permanent' ? 'bounce' : 'soft-bounce';
       events.push(...(await updateContactSubscription(tx, row.contact_id, false, { reason, emailId: row.id })));
     }
     return { projectId: row.project_id, contactId: row.contact_id, events };
   });
+}
+
+/**
+ * Whether the contact's latest `limit` reports are soft bounces of as many different emails, with no
+ * delivery, open or click (nor a hard bounce) after the first of them: an address that has stopped
+ * taking mail without saying so for good. Reads the contact's own events, newest first.
+ */
+async function softBouncesInARow(em: EntityManager, bounced: Pick<Updated, 'id' | 'project_id' | 'contact_id'>, limit: number): Promise<boolean> {
+  if (limit <= 0) return false;
+  const recent = await sql<{ name: string; bounce_type: string | null; email_id: string | null }>(
+    em,
+    `SELECT name, data->>'bounceType' AS bounce_type, data->>'emailId' AS email_id FROM events
+     WHERE project_id = ? AND contact_id = ? AND name = ANY(?::text[]) ORDER BY created_at DESC, id DESC LIMIT ?`,
+    [bounced.project_id, bounced.contact_id, ['email.bounce', 'email.delivery', 'email.open', 'email.click'], limit * 4],
+  );
+  // This bounce counts whether or not its event is written yet (a batch writes its events at its end).
+  const softEmails = new Set<string>([bounced.id]);
+  for (const e of recent) {
+    if (softEmails.size >= limit) break;
+    if (e.name !== 'email.bounce' || e.bounce_type === 'Permanent') break;
+    if (e.email_id) softEmails.add(e.email_id);
+  }
+  return softEmails.size >= limit;
 }

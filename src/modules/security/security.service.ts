@@ -1,3 +1,4 @@
+import type { Logger } from 'pino';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
 import { sql } from '../../db/orm';
@@ -79,6 +80,47 @@ export async function enforceSendingHealth(em: EntityManager, projectId: string,
     );
     return true;
   });
+}
+
+/**
+ * Judges a project's rates after its bounces and complaints were committed, from whichever relay
+ * reported them, and suspends it when they are over the thresholds. A lone report is judged at once
+ * (its caller waits); reports that come while a judgement of their project runs ask for one more, a
+ * second after, in the background: a burst of thousands of bounces costs a judgement a second, not one
+ * each (each reads the window's counts). Never throws: a failure to judge is logged, the reports stand.
+ */
+export class SendingJudge {
+  private readonly busy = new Map<string, { again: boolean }>();
+
+  constructor(
+    private readonly em: () => EntityManager,
+    private readonly t: SecurityThresholds,
+    private readonly log: Logger,
+    private readonly againAfterMs = 1000,
+  ) {}
+
+  async judge(projectId: string): Promise<void> {
+    const running = this.busy.get(projectId);
+    if (running) {
+      running.again = true;
+      return;
+    }
+    this.busy.set(projectId, { again: false });
+    await this.run(projectId);
+  }
+
+  private async run(projectId: string): Promise<void> {
+    try {
+      const suspended = await enforceSendingHealth(this.em(), projectId, this.t);
+      if (suspended) this.log.warn({ projectId }, 'project suspended for its bounce or complaint rate');
+    } catch (err) {
+      this.log.error({ err, projectId }, 'could not judge the sending rates');
+    }
+    const state = this.busy.get(projectId)!;
+    if (!state.again) return void this.busy.delete(projectId);
+    state.again = false;
+    setTimeout(() => void this.run(projectId), this.againAfterMs).unref();
+  }
 }
 
 /** Rates, thresholds, whether the project is suspended, and its recent suspensions. */

@@ -5,18 +5,21 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { sql } from '../../db/orm';
 import { endpoint } from '../../http/endpoint';
 import { AppError, badRequest } from '../../http/errors';
-import { type EmailActivity, recordEmailActivity } from '../emails/email-activity';
+import { type EmailActivity, recordEmailActivity, type SuppressionRules } from '../emails/email-activity';
 import type { ActivityHub } from '../events/contact-activity';
-import { enforceSendingHealth, type SecurityThresholds } from '../security/security.service';
+import type { SendingJudge } from '../security/security.service';
 import type { SnsMessage, SnsVerifier } from './sns-signature';
 
 interface SesEvent {
   notificationType?: string;
   eventType?: string;
   mail?: { messageId?: string; commonHeaders?: { messageId?: string }; headers?: Array<{ name: string; value: string }> };
-  bounce?: { bounceType?: string };
+  bounce?: { bounceType?: string; bounceSubType?: string; reportingMTA?: string };
+  complaint?: { complaintFeedbackType?: string; userAgent?: string };
   click?: { link?: string };
 }
+
+const defined = (o: Record<string, unknown>) => Object.fromEntries(Object.entries(o).filter(([, v]) => typeof v === 'string' && v));
 
 function activityOf(e: SesEvent): EmailActivity | undefined {
   switch (e.eventType ?? e.notificationType) {
@@ -27,10 +30,11 @@ function activityOf(e: SesEvent): EmailActivity | undefined {
     case 'Click':
       return { kind: 'click', link: e.click?.link ?? '' };
     case 'Complaint':
-      return { kind: 'complaint' };
+      return { kind: 'complaint', details: defined({ complaintFeedbackType: e.complaint?.complaintFeedbackType, userAgent: e.complaint?.userAgent, source: 'ses' }) };
     case 'Bounce': {
       const t = e.bounce?.bounceType;
-      return { kind: 'bounce', bounceType: t === 'Permanent' || t === 'Transient' ? t : 'Undetermined' };
+      const details = defined({ bounceSubType: e.bounce?.bounceSubType, reportingMta: e.bounce?.reportingMTA, source: 'ses' });
+      return { kind: 'bounce', bounceType: t === 'Permanent' || t === 'Transient' ? t : 'Undetermined', details };
     }
     default:
       return undefined;
@@ -84,7 +88,7 @@ const snsSpec = {
  */
 export function snsRoutes(
   router: Router,
-  deps: { verifier: SnsVerifier; textBody: Middleware; hub: ActivityHub; security: SecurityThresholds; topics?: string[] },
+  deps: { verifier: SnsVerifier; textBody: Middleware; hub: ActivityHub; judge: SendingJudge; rules: SuppressionRules; topics?: string[] },
 ): void {
   router.post('/webhooks/sns', deps.textBody, endpoint(snsSpec, async (ctx) => {
     const raw = ctx.request.body;
@@ -126,7 +130,7 @@ export function snsRoutes(
         if (!activity) return 'ignored';
         const emailId = await findEmail(tx, event);
         if (!emailId) return 'unknown_email';
-        const recorded = await recordEmailActivity(tx, emailId, activity);
+        const recorded = await recordEmailActivity(tx, emailId, activity, deps.rules);
         return recorded ? ({ result: 'recorded', recorded, judge: activity.kind === 'bounce' || activity.kind === 'complaint' } as const) : 'unknown_email';
       });
       if (typeof outcome === 'string') {
@@ -135,13 +139,7 @@ export function snsRoutes(
         const r = outcome.recorded;
         deps.hub.publish({ projectId: r.projectId, contactIds: [r.contactId], events: r.events });
         // Judged after the commit, so this bounce or complaint is in the rates.
-        if (outcome.judge) {
-          const suspended = await enforceSendingHealth(ctx.state.em, r.projectId, deps.security).catch((err) => {
-            ctx.state.log.error({ err, projectId: r.projectId }, 'could not judge the sending rates');
-            return false;
-          });
-          if (suspended) ctx.state.log.warn({ projectId: r.projectId }, 'project suspended for its bounce or complaint rate');
-        }
+        if (outcome.judge) await deps.judge.judge(r.projectId);
         ctx.body = { result: outcome.result };
       }
     } catch (err) {

@@ -1,0 +1,218 @@
+import crypto from 'node:crypto';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { Logger } from 'pino';
+import { newId } from '../db/ids';
+import { type Orm, sql, sqlTransaction } from '../db/orm';
+import { StatementBatcher } from '../db/statement-batcher';
+import { type EmailActivity, type RecordedActivity, recordEmailActivity, type SuppressionRules } from '../modules/emails/email-activity';
+import type { ActivityHub } from '../modules/events/contact-activity';
+import { insertEvents, insertEventsTogether } from '../modules/events/events.store';
+import type { SendingJudge } from '../modules/security/security.service';
+import { type InboundReport, parseInboundReport, type RecipientOutcome } from './bounce-report';
+import type { MxHandler } from './mx-listener';
+import type { ReturnPaths } from './return-path';
+
+export interface InboundDeps {
+  orm: Orm;
+  returnPaths: ReturnPaths;
+  hub: ActivityHub;
+  judge: SendingJudge;
+  rules: SuppressionRules;
+  log: Logger;
+}
+
+interface EmailRef {
+  id: string;
+  project_id: string;
+  contact_id: string;
+  to_email: string;
+  message_id: string;
+  campaign_id: string | null;
+  template_id: string | null;
+}
+
+/** Finished rows stay this long (the maintenance schedule's purge). */
+const REPORT_LOG_DAYS = 30;
+
+/** The report's own Message-ID (an MTA sending it again sends the same one), else a digest of its bytes. */
+function reportKey(raw: Buffer): string {
+  const head = raw.subarray(0, 64 * 1024).toString('latin1');
+  const end = head.search(/\r?\n\r?\n/);
+  const id = /^message-id:[ \t]*(<[^>\r\n]{1,900}>)/im.exec(end >= 0 ? head.slice(0, end) : head)?.[1];
+  return id ?? `sha256:${crypto.createHash('sha256').update(raw).digest('hex')}`;
+}
+
+/** The outcome a bounce or delay report gives for this email's recipient (or its only one). */
+function outcomeFor(recipients: RecipientOutcome[], email: EmailRef): RecipientOutcome | undefined {
+  return recipients.find((r) => r.recipient === email.to_email.toLowerCase()) ?? recipients[0];
+}
+
+/** A report in SES's vocabulary, for the event's data; nulls left out. */
+const compact = (o: Record<string, unknown>) => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== null && v !== undefined));
+
+/** One report for one envelope recipient: what the batcher writes. */
+interface Taken {
+  rcpt: string;
+  from: string | null;
+  key: string;
+  report: InboundReport;
+}
+
+interface Handled {
+  recorded?: RecordedActivity;
+  /** A bounce or complaint: the project's rates are judged after the commit. */
+  judge: boolean;
+}
+
+const EMAIL_COLUMNS = `id, project_id, contact_id, to_email, message_id, campaign_id, template_id`;
+
+/**
+ * What came back to the MX, recorded through the same path as Amazon SES's events (`recordEmailActivity`):
+ * a bounce makes the email BOUNCED when it is permanent (and unsubscribes the contact), a transient one
+ * is recorded; a complaint unsubscribes; a delay notice or an auto-reply is never a bounce and is kept as
+ * `email.received`. Each report is handled once per email. Reports that arrive while others are being
+ * recorded are recorded together, in one transaction (answered 250 only after it commits).
+ */
+export class InboundReports implements MxHandler {
+  private readonly batcher: StatementBatcher<Taken, Handled>;
+
+  constructor(private readonly deps: InboundDeps) {
+    this.batcher = new StatementBatcher<Taken, Handled>({
+      // The batch's events go in one statement at its end (statement triggers once, not per report).
+      write: (items) =>
+        sqlTransaction(this.deps.orm.em.fork(), (tx) =>
+          insertEventsTogether(tx, async () => {
+            const out: Handled[] = [];
+            for (const item of items) out.push(await this.handle(tx, item));
+            return out;
+          }),
+        ),
+      // Reports of one email are recorded one transaction after another, in the order they came.
+      keys: (item) => [this.deps.returnPaths.parse(item.rcpt)?.kind === 'email' ? item.rcpt.toLowerCase() : 'feedback-loop'],
+      maxRows: 32,
+      maxInFlight: 4,
+    });
+  }
+
+  accepts(address: string): boolean {
+    return this.deps.returnPaths.parse(address) !== undefined;
+  }
+
+  async receive(envelope: { from: string | null; to: string[] }, raw: Buffer): Promise<void> {
+    const report = await parseInboundReport(raw);
+    const key = reportKey(raw);
+    const handled = await Promise.all(envelope.to.map((rcpt) => this.batcher.write({ rcpt, from: envelope.from, key, report })));
+    for (const h of handled) if (h.recorded) await this.committed(h.recorded, h.judge);
+  }
+
+  /** One report for one recipient, in the batch's transaction. */
+  private async handle(tx: EntityManager, item: Taken): Promise<Handled> {
+    const target = this.deps.returnPaths.parse(item.rcpt);
+    const email = target?.kind === 'email' ? await this.rememberFor(tx, target.emailId, item) : await this.feedbackLoopEmail(tx, item);
+    if (email === 'seen') return { judge: false };
+    if (!email) {
+      // A report about mail we cannot find: kept for the operator, changes nothing.
+      this.deps.log.warn({ rcpt: item.rcpt, kind: item.report.kind, key: item.key }, 'an inbound report names no email of ours');
+      await this.remember(tx, undefined, item);
+      return { judge: false };
+    }
+    return this.apply(tx, email, item.report);
+  }
+
+  /**
+   * The email a return path names, with this report remembered for it in the same statement: 'seen' when
+   * it already was (the same report sent again), undefined when there is no such email.
+   */
+  private async rememberFor(tx: EntityManager, emailId: string, item: Taken): Promise<EmailRef | 'seen' | undefined> {
+    const [row] = await sql<EmailRef & { fresh: boolean }>(
+      tx,
+      `WITH e AS (SELECT ${EMAIL_COLUMNS} FROM emails WHERE id = ?),
+       ins AS (
+         INSERT INTO inbound_reports (id, report_key, email_id, project_id, kind, envelope_from, envelope_to, detail)
+         SELECT ?, ?, e.id, e.project_id, ?, ?, ?, ?::jsonb FROM e
+         ON CONFLICT (report_key, email_id) DO NOTHING RETURNING 1
+       )
+       SELECT e.*, EXISTS (SELECT 1 FROM ins) AS fresh FROM e`,
+      [emailId, newId(), item.key, item.report.kind, item.from, item.rcpt, detailOf(item.report)],
+    );
+    if (!row) return undefined;
+    return row.fresh ? row : 'seen';
+  }
+
+  /** A feedback-loop report: the email its returned original names (its return path, else its Message-ID). */
+  private async feedbackLoopEmail(tx: EntityManager, item: Taken): Promise<EmailRef | 'seen' | undefined> {
+    const original = item.report.kind === 'unknown' ? undefined : item.report.original;
+    const inner = original?.returnPath ? this.deps.returnPaths.parse(original.returnPath.replace(/^<|>$/g, '')) : undefined;
+    if (inner?.kind === 'email') return this.rememberFor(tx, inner.emailId, item);
+    if (!original?.messageId) return undefined;
+    const [email] = await sql<EmailRef>(tx, `SELECT ${EMAIL_COLUMNS} FROM emails WHERE message_id = ? LIMIT 1`, [original.messageId]);
+    if (!email) return undefined;
+    return (await this.remember(tx, email, item)) ? email : 'seen';
+  }
+
+  /** Records that this report was taken for this email (or for none); false when it already was. */
+  private async remember(tx: EntityManager, email: EmailRef | undefined, item: Taken): Promise<boolean> {
+    const rows = await sql(
+      tx,
+      `INSERT INTO inbound_reports (id, report_key, email_id, project_id, kind, envelope_from, envelope_to, detail)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?::jsonb) ON CONFLICT (report_key, email_id) DO NOTHING RETURNING 1`,
+      [newId(), item.key, email?.id ?? null, email?.project_id ?? null, item.report.kind, item.from, item.rcpt, detailOf(item.report)],
+    );
+    return rows.length > 0;
+  }
+
+  private async apply(tx: EntityManager, email: EmailRef, report: InboundReport): Promise<Handled> {
+    const activity = this.activityOf(email, report);
+    if (activity) return { recorded: await recordEmailActivity(tx, email.id, activity, this.deps.rules), judge: true };
+    // Not a bounce or complaint: the mail came back some other way (a delay notice, an auto-reply, a reply).
+    const outcome = report.kind === 'delay' ? outcomeFor(report.recipients, email) : undefined;
+    const data = compact({
+      emailId: email.id,
+      messageId: email.message_id,
+      templateId: email.template_id,
+      campaignId: email.campaign_id,
+      type: report.kind === 'delay' ? 'delay' : report.kind === 'auto-reply' ? 'auto-reply' : 'other',
+      status: outcome?.status,
+      diagnosticCode: outcome?.diagnosticCode,
+      why: report.kind === 'auto-reply' || report.kind === 'unknown' ? report.why : undefined,
+    });
+    const events = await insertEvents(tx, [{ projectId: email.project_id, contactId: email.contact_id, name: 'email.received', data }]);
+    return { recorded: { projectId: email.project_id, contactId: email.contact_id, events }, judge: false };
+  }
+
+  private activityOf(email: EmailRef, report: InboundReport): EmailActivity | undefined {
+    if (report.kind === 'complaint') {
+      return { kind: 'complaint', details: compact({ complaintFeedbackType: report.feedbackType, userAgent: report.userAgent, arrivalDate: report.arrivalDate, source: 'inbound' }) };
+    }
+    if (report.kind !== 'bounce') return undefined;
+    const outcome = outcomeFor(report.recipients, email);
+    if (!outcome || outcome.action === 'delayed') return undefined;
+    return {
+      kind: 'bounce',
+      bounceType: outcome.bounceType,
+      details: compact({
+        bounceSubType: outcome.subType,
+        reason: outcome.reason,
+        status: outcome.status,
+        diagnosticCode: outcome.diagnosticCode,
+        reportingMta: report.reportingMta,
+        remoteMta: outcome.remoteMta,
+        source: 'inbound',
+      }),
+    };
+  }
+
+  /** After the commit: the events to the hub, and the project's rates judged with this report in them. */
+  private async committed(recorded: RecordedActivity, judge: boolean): Promise<void> {
+    if (recorded.events.length) this.deps.hub.publish({ projectId: recorded.projectId, contactIds: [recorded.contactId], events: recorded.events });
+    if (judge && recorded.events.length) await this.deps.judge.judge(recorded.projectId);
+  }
+}
+
+/** What the report said, as stored with it (jsonb cannot hold NUL). */
+const detailOf = (report: InboundReport) => JSON.stringify(report.kind === 'unknown' ? { why: report.why } : report).replace(/\\u0000/g, '');
+
+/** Drops reports older than REPORT_LOG_DAYS (the maintenance schedule's purge). */
+export async function purgeInboundReports(em: EntityManager): Promise<number> {
+  return (await sql(em, `DELETE FROM inbound_reports WHERE received_at < now() - make_interval(days => ?) RETURNING 1`, [REPORT_LOG_DAYS])).length;
+}

@@ -1,0 +1,101 @@
+import { createLogger } from '../../src/log';
+import { SmtpReply } from '../../src/mail/smtp-listener';
+import { ConnectionGate } from '../../src/net/connection-limits';
+import { type MxHandler, type MxOptions, startMxListener } from '../../src/inbound/mx-listener';
+import { SmtpDialog } from '../setup/smtp-client';
+import { until } from '../setup/until';
+
+// The MX's own rules (who it takes mail for, limits, deadlines, faults); what a report does is tested
+// with the whole service in bounces.test.ts.
+const log = createLogger('silent');
+const received: Array<{ to: string[]; size: number }> = [];
+let fail: unknown;
+const handler: MxHandler = {
+  accepts: (address) => address.endsWith('@bounces.acme.test'),
+  receive: async (envelope, raw) => {
+    if (fail) throw fail;
+    received.push({ to: envelope.to, size: raw.length });
+  },
+};
+const options = (o: Partial<MxOptions> = {}): MxOptions => ({
+  host: '127.0.0.1',
+  port: 0,
+  maxBytes: 64 * 1024,
+  timeoutSeconds: 30,
+  gate: new ConnectionGate('inbound', { max: 50, perClient: 50 }, log),
+  log,
+  ...o,
+});
+
+async function session(port: number) {
+  const { dialog, greeting } = await SmtpDialog.open(port);
+  expect(greeting).toMatch(/^220 /);
+  expect(await dialog.command('EHLO mta.test')).toMatch(/^250/);
+  return dialog;
+}
+
+test('takes mail for its own addresses only, never relays, and answers 250 once the handler is done', async () => {
+  const mx = await startMxListener(options(), handler);
+  try {
+    const dialog = await session(mx.port);
+    expect(await dialog.command('MAIL FROM:<>')).toMatch(/^250 /);
+    expect(await dialog.command('RCPT TO:<someone@example.org>')).toMatch(/^550 5\.1\.1 /);
+    expect(await dialog.command('RCPT TO:<b1@bounces.acme.test>')).toMatch(/^250 /);
+    expect(await dialog.data('Subject: report\n\nbody\n')).toMatch(/^250 2\.0\.0 OK/);
+    expect(received.at(-1)).toMatchObject({ to: ['b1@bounces.acme.test'] });
+    dialog.close();
+  } finally {
+    await mx.close();
+  }
+});
+
+test('a message over the size limit is 552; a fault of ours is 451 (send again); a refusal of the handler stands', async () => {
+  const mx = await startMxListener(options({ maxBytes: 1024 }), handler);
+  try {
+    const dialog = await session(mx.port);
+    const send = async (body: string) => {
+      await dialog.command('MAIL FROM:<>');
+      await dialog.command('RCPT TO:<b1@bounces.acme.test>');
+      return dialog.data(body);
+    };
+    expect(await send(`Subject: big\n\n${'x'.repeat(5000)}\n`)).toMatch(/^552 5\.3\.4 /);
+    fail = new Error('the database is away');
+    expect(await send('Subject: s\n\nbody\n')).toMatch(/^451 4\.3\.0 /);
+    fail = new SmtpReply(554, '5.6.0 not a report');
+    expect(await send('Subject: s\n\nbody\n')).toMatch(/^554 5\.6\.0 /);
+    fail = undefined;
+    expect(await send('Subject: s\n\nbody\n')).toMatch(/^250 /);
+    dialog.close();
+  } finally {
+    fail = undefined;
+    await mx.close();
+  }
+});
+
+test('a connection that has not reached DATA within the deadline is closed, however busy it keeps itself', async () => {
+  const mx = await startMxListener(options({ timeoutSeconds: 1 }), handler);
+  try {
+    const dialog = await session(mx.port);
+    let reply = '250';
+    for (let i = 0; i < 20 && reply.startsWith('250'); i++) {
+      reply = await dialog.command('NOOP');
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    expect(reply).toMatch(/^421 4\.4\.2 /);
+    await until(async () => (dialog.closed ? true : undefined), 5_000, 'closed');
+  } finally {
+    await mx.close();
+  }
+});
+
+test('past its connections per client address it answers 421 and closes', async () => {
+  const mx = await startMxListener(options({ gate: new ConnectionGate('inbound', { max: 10, perClient: 2 }, log) }), handler);
+  try {
+    const held = await Promise.all([1, 2].map(() => SmtpDialog.open(mx.port)));
+    const third = await SmtpDialog.open(mx.port);
+    expect(third.greeting).toMatch(/^421 4\.7\.0 /);
+    for (const h of held) h.dialog.close();
+  } finally {
+    await mx.close();
+  }
+});
