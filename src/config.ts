@@ -56,12 +56,14 @@ const envSchema = z.object({
   DEV_SMTP_PORT: port.default(0),
   /** Domain whose SPF record authorises our sending host (`include:<it>`); default `a:<SMTP or public host>`. */
   SPF_INCLUDE: z.string().regex(/^[a-z0-9.-]+$/i, 'expected a domain name').optional(),
-  /** Recipients per delivery activity of a campaign send. */
+  /** Recipients per delivery activity of a campaign send (a chunk). */
   CAMPAIGN_BATCH_SIZE: z.coerce.number().int().min(1).max(5000).default(500),
+  /** Campaign chunks each worker process delivers at once; a campaign has this many in flight per worker polling. */
+  CAMPAIGN_CHUNKS_PER_WORKER: z.coerce.number().int().min(1).max(64).default(4),
   /** Background refresh of each segment's count, and recompute of tracked memberships (time-based conditions). */
   SEGMENT_REFRESH_SECONDS: z.coerce.number().int().min(1).max(86_400).default(300),
   DOMAIN_CHECK_INTERVAL_SECONDS: z.coerce.number().int().min(1).max(86_400).default(300),
-  /** Standing `email-dispatch:<n>` executions that share the outgoing queue. */
+  /** Email dispatchers of each worker process (`email-dispatch:<its queue>:<n>`); every worker's share the outgoing queue. */
   EMAIL_DISPATCHERS: z.coerce.number().int().min(1).max(64).default(2),
   /** First retry delay after an SMTP 4xx reply; doubles on each attempt, at most one hour. */
   EMAIL_RETRY_BASE_SECONDS: z.coerce.number().int().min(1).max(3600).default(30),

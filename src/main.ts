@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import { ConfigError, type Config, type Listener, loadConfig, type Role } from './config';
 import { startEmbeddedPostgres } from './db/embedded-postgres';
@@ -39,7 +40,8 @@ import { WEBHOOK_DELIVERIES_CHANNEL } from './modules/webhook-endpoints/webhook-
 import { AutomationRuntime } from './modules/workflows/automation-runtime';
 import { connectTemporal, ensureSearchAttributes, type TemporalClient } from '../temporal/client';
 import { startDevServer } from '../temporal/devserver';
-import { dispatcherWaker, ensureStandingWorkflows } from '../temporal/maintenance';
+import { dispatcherWaker, ensureStandingWorkflows, stopOwnDispatchers } from '../temporal/maintenance';
+import { campaignChunkQueue, workflowIds } from '../temporal/task-queues';
 import { type RunningWorker, startWorker } from '../temporal/worker';
 
 export interface Service {
@@ -55,6 +57,8 @@ export interface Service {
   metricsPort?: number;
   /** The Temporal Web UI this process serves beside its built-in dev server, if any. */
   temporalUiUrl?: string;
+  /** The workflow ids of this worker's own email dispatchers (none without a worker). */
+  emailDispatchers: string[];
   databaseUrl: string;
   smtpUrl: string;
   orm: Orm;
@@ -131,6 +135,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
 
     // The worker's healthcheck on METRICS_PORT (GET /health), when this process runs one.
     let workerHealth: (() => Promise<void>) | undefined;
+    let emailDispatchers: string[] = [];
     // The email queue this process's worker drains, told directly of the mail its API queues while it does.
     let emailQueue: LocalEmailQueue | undefined;
     if (role === 'all' || role === 'worker') {
@@ -146,9 +151,11 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
       });
       // Queued work wakes this process's running drains, or else the sleeping dispatcher executions.
       const counts = { emailDispatchers: config.EMAIL_DISPATCHERS, automationDispatchers: config.AUTOMATION_DISPATCHERS, webhookDispatchers: config.WEBHOOK_DISPATCHERS };
+      // This process's own task queue: its email dispatchers' drains run here and nowhere else.
+      const ownQueue = ownTaskQueue(config.TEMPORAL_TASK_QUEUE);
       const listen = async (channel: string, kind: 'email' | 'automation' | 'webhook') => {
         const queue = new QueueSignal(databaseUrl, channel, log);
-        const waker = dispatcherWaker(temporal, kind, counts, (err) => log.warn({ err, kind }, 'could not wake dispatchers'));
+        const waker = dispatcherWaker(temporal, kind, counts, ownQueue, (err) => log.warn({ err, kind }, 'could not wake dispatchers'));
         queue.onIdleNotification(waker.notify);
         await queue.start();
         stops.push(async () => {
@@ -183,6 +190,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         address: temporal.address,
         namespace: temporal.namespace,
         taskQueue: temporal.taskQueue,
+        ownQueue,
         maxCachedWorkflows: config.TEMPORAL_MAX_CACHED_WORKFLOWS,
         orm,
         log,
@@ -194,6 +202,8 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         hub,
         segmentRefreshSeconds: config.SEGMENT_REFRESH_SECONDS,
         campaignBatchSize: config.CAMPAIGN_BATCH_SIZE,
+        campaignChunksPerWorker: config.CAMPAIGN_CHUNKS_PER_WORKER,
+        workersPolling: workersPolling(temporal),
         automation: new AutomationRuntime({ orm, hub, links, resolver, allowPrivateWebhooks: config.WEBHOOK_ALLOW_PRIVATE, log }),
         automationDispatcher: new AutomationDispatcher({ orm, temporal, queue: automationQueue, log }),
         webhookDispatcher: new WebhookDispatcher({
@@ -211,7 +221,10 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
       });
       workerHealth = () => workerPolls(temporal, worker);
       stops.push(() => worker.stop());
-      await ensureStandingWorkflows(temporal, counts, { activityFoldSeconds: config.ACTIVITY_FOLD_SECONDS });
+      // Before the worker stops (stops run in reverse): its dispatchers end, their drains give their claims back.
+      stops.push(() => stopOwnDispatchers(temporal, counts, ownQueue));
+      await ensureStandingWorkflows(temporal, counts, { activityFoldSeconds: config.ACTIVITY_FOLD_SECONDS }, ownQueue);
+      emailDispatchers = Array.from({ length: counts.emailDispatchers }, (_, shard) => workflowIds.emailDispatch(ownQueue, shard));
     }
 
     let url: string | undefined;
@@ -291,6 +304,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
       inboundPort,
       metricsPort,
       temporalUiUrl,
+      emailDispatchers,
       databaseUrl,
       smtpUrl,
       orm,
@@ -430,6 +444,25 @@ async function startTemporal(config: Config, databaseUrl: string, log: Logger, s
 function parseRole(arg: string | undefined): Role {
   if (arg === undefined || arg === 'all' || arg === 'api' || arg === 'worker') return arg ?? 'all';
   throw new ConfigError(`Unknown role "${arg}": expected all, api or worker`);
+}
+
+/** A task queue of this process alone: the service's queue, this host and process, and a random part (a restarted process is a new worker). */
+const ownTaskQueue = (taskQueue: string) => `${taskQueue}@${os.hostname()}:${process.pid}:${crypto.randomBytes(3).toString('hex')}`;
+
+/**
+ * Worker processes polling for campaign chunks now, as Temporal lists them (one identity per process),
+ * asked at most every 10 s.
+ */
+function workersPolling(temporal: TemporalClient): () => Promise<number> {
+  let seen: { at: number; count: Promise<number> } | undefined;
+  return () => {
+    if (seen && Date.now() - seen.at < 10_000) return seen.count;
+    const count = temporal.client.workflowService
+      .describeTaskQueue({ namespace: temporal.namespace, taskQueue: { name: campaignChunkQueue(temporal.taskQueue), kind: 1 /* NORMAL */ }, taskQueueType: 2 /* ACTIVITY */ })
+      .then((res) => Math.max(1, new Set(res.pollers?.map((p) => p.identity)).size));
+    seen = { at: Date.now(), count };
+    return count;
+  };
 }
 
 /**

@@ -3,6 +3,7 @@ import type { TemporalClient } from './client';
 import { workflowIds } from './task-queues';
 
 export interface DispatcherCounts {
+  /** Per worker process: each runs its own, on its own task queue. */
   emailDispatchers: number;
   automationDispatchers: number;
   webhookDispatchers: number;
@@ -10,20 +11,45 @@ export interface DispatcherCounts {
 
 type Dispatcher = 'email' | 'automation' | 'webhook';
 
-const DISPATCHERS = {
-  email: { type: 'emailDispatchWorkflow', id: workflowIds.emailDispatch, count: (c: DispatcherCounts) => c.emailDispatchers },
-  automation: { type: 'automationDispatchWorkflow', id: workflowIds.automationDispatch, count: (c: DispatcherCounts) => c.automationDispatchers },
-  webhook: { type: 'webhookDispatchWorkflow', id: workflowIds.webhookDispatch, count: (c: DispatcherCounts) => c.webhookDispatchers },
-};
+interface StandingDispatcher {
+  type: string;
+  id: string;
+  args: [{ shard: number; queue?: string }];
+}
 
-const dispatchers = (kind: Dispatcher, counts: DispatcherCounts) => {
-  const d = DISPATCHERS[kind];
-  return Array.from({ length: d.count(counts) }, (_, shard) => ({ type: d.type, id: d.id(shard), shard }));
-};
+/**
+ * The dispatchers of one kind this process looks after: the email ones of its own worker (`ownQueue`),
+ * the automation and webhook ones shared by the pool.
+ */
+function dispatchers(kind: Dispatcher, counts: DispatcherCounts, ownQueue: string): StandingDispatcher[] {
+  const shards = (n: number) => Array.from({ length: n }, (_, shard) => shard);
+  if (kind === 'email') {
+    return shards(counts.emailDispatchers).map((shard) => ({ type: 'emailDispatchWorkflow', id: workflowIds.emailDispatch(ownQueue, shard), args: [{ shard, queue: ownQueue }] }));
+  }
+  const d = kind === 'automation' ? { type: 'automationDispatchWorkflow', id: workflowIds.automationDispatch, n: counts.automationDispatchers } : { type: 'webhookDispatchWorkflow', id: workflowIds.webhookDispatch, n: counts.webhookDispatchers };
+  return shards(d.n).map((shard) => ({ type: d.type, id: d.id(shard), args: [{ shard }] }));
+}
 
 /** Starts a dispatcher that does not run, and wakes it either way (signal-with-start). */
-async function wakeOrStart(t: TemporalClient, d: { type: string; id: string; shard: number }): Promise<void> {
-  await t.client.workflow.signalWithStart(d.type, { workflowId: d.id, taskQueue: t.taskQueue, args: [{ shard: d.shard }], signal: 'wake', signalArgs: [] });
+async function wakeOrStart(t: TemporalClient, d: StandingDispatcher): Promise<void> {
+  await t.client.workflow.signalWithStart(d.type, { workflowId: d.id, taskQueue: t.taskQueue, args: d.args, signal: 'wake', signalArgs: [] });
+}
+
+/**
+ * The email dispatchers of a worker that stops: cancelled, and waited for (a while) while the worker can
+ * still run their last task, so they end now, their drains having given their claims back, rather
+ * than leave a drain waiting on a queue no one polls.
+ */
+export async function stopOwnDispatchers(t: TemporalClient, counts: DispatcherCounts, ownQueue: string, waitMs = 10_000): Promise<void> {
+  await Promise.all(
+    dispatchers('email', counts, ownQueue).map(async (d) => {
+      const handle = t.client.workflow.getHandle(d.id);
+      await handle.cancel().catch(() => undefined);
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([handle.result().catch(() => undefined), new Promise((r) => (timer = setTimeout(r, waitMs)))]);
+      clearTimeout(timer);
+    }),
+  );
 }
 
 /** Periodic work with a fixed interval: a Temporal Schedule, one short workflow run per time. */
@@ -78,17 +104,17 @@ async function endLegacyLoop(t: TemporalClient, w: PeriodicWork): Promise<void> 
 }
 
 /**
- * The service's standing work: the `maintenance` and `activity-counts` schedules and the email,
- * automation and webhook dispatchers. Every worker process calls this at start; what already exists is left as
- * it is (schedules are brought in line with the settings), and sleeping dispatchers are woken to look
- * at what was queued while no worker ran.
+ * The service's standing work: the `maintenance` and `activity-counts` schedules, this worker's own
+ * email dispatchers and the shared automation and webhook dispatchers. Every worker process calls this
+ * at start; what already exists is left as it is (schedules are brought in line with the settings),
+ * and sleeping dispatchers are woken to look at what was queued while no worker ran.
  */
-export async function ensureStandingWorkflows(t: TemporalClient, counts: DispatcherCounts, settings: { activityFoldSeconds: number }): Promise<void> {
+export async function ensureStandingWorkflows(t: TemporalClient, counts: DispatcherCounts, settings: { activityFoldSeconds: number }, ownQueue: string): Promise<void> {
   for (const w of periodicWork(settings)) {
     await endLegacyLoop(t, w);
     await ensureSchedule(t, w);
   }
-  for (const kind of ['email', 'automation', 'webhook'] as const) for (const d of dispatchers(kind, counts)) await wakeOrStart(t, d);
+  for (const kind of ['email', 'automation', 'webhook'] as const) for (const d of dispatchers(kind, counts, ownQueue)) await wakeOrStart(t, d);
 }
 
 /**
@@ -99,6 +125,7 @@ export function dispatcherWaker(
   t: TemporalClient,
   kind: Dispatcher,
   counts: DispatcherCounts,
+  ownQueue: string,
   onError: (err: unknown) => void,
   intervalMs = 200,
 ): { notify: () => void; stop: () => void } {
@@ -108,7 +135,7 @@ export function dispatcherWaker(
   const wake = () => {
     timer = undefined;
     last = Date.now();
-    if (!stopped) for (const d of dispatchers(kind, counts)) wakeOrStart(t, d).catch(onError);
+    if (!stopped) for (const d of dispatchers(kind, counts, ownQueue)) wakeOrStart(t, d).catch(onError);
   };
   return {
     notify: () => {

@@ -8,6 +8,9 @@ import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/commo
 /** The default task queue; TEMPORAL_TASK_QUEUE overrides it. */
 export const DEFAULT_TASK_QUEUE = 'postbox';
 
+/** Where campaign chunks are delivered: a queue each worker polls with a bounded number of slots. */
+export const campaignChunkQueue = (taskQueue: string) => `${taskQueue}.campaign-chunks`;
+
 export const workflowIds = {
   contactSnooze: (contactId: string) => `contact-snooze:${contactId}`,
   campaignSend: (campaignId: string) => `campaign-send:${campaignId}`,
@@ -18,7 +21,8 @@ export const workflowIds = {
   accountEmail: (id: string) => `account-email:${id}`,
   maintenance: () => 'maintenance',
   activityCounts: () => 'activity-counts',
-  emailDispatch: (shard: number) => `email-dispatch:${shard}`,
+  /** A worker's own email dispatchers, named for its own task queue. */
+  emailDispatch: (workerQueue: string, shard: number) => `email-dispatch:${workerQueue}:${shard}`,
   segment: (segmentId: string) => `segment:${segmentId}`,
   automationDispatch: (shard: number) => `automation-dispatch:${shard}`,
   webhookDispatch: (shard: number) => `webhook-dispatch:${shard}`,

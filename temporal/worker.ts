@@ -4,7 +4,8 @@ import type { LogLevel, LogMetadata } from '@temporalio/common';
 import { type ActivityInterceptorsFactory, type InjectedSinks, NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import type { Metrics } from '../src/metrics';
-import { type ActivityDeps, createActivities } from './activities';
+import { type ActivityDeps, campaignChunkActivities, createActivities, ownActivities } from './activities';
+import { campaignChunkQueue } from './task-queues';
 import type { MetricsSinks } from './workflows/interceptors';
 
 // This file runs as dist/temporal/worker.js, or as temporal/worker.ts under jest.
@@ -18,6 +19,11 @@ export const WORKFLOW_INTERCEPTORS = require.resolve('./workflows/interceptors')
 export interface RunningWorker {
   /** How the worker names itself to Temporal in its polls. */
   identity: string;
+  /**
+   * This process's own task queue: work that must run here (its email dispatchers' drains, which take
+   * mail handed over in memory by this process) is scheduled on it; nothing else polls it.
+   */
+  ownQueue: string;
   /** The SDK worker's state: RUNNING while it polls. */
   state(): string;
   stop(): Promise<void>;
@@ -27,6 +33,10 @@ export interface WorkerOptions extends ActivityDeps {
   address: string;
   namespace: string;
   taskQueue: string;
+  /** This process's own task queue (RunningWorker.ownQueue). */
+  ownQueue: string;
+  /** CAMPAIGN_CHUNKS_PER_WORKER: campaign chunks this worker delivers at once. */
+  campaignChunksPerWorker: number;
   log: Logger;
   metrics: Metrics;
   /** SHUTDOWN_TIMEOUT_SECONDS: how long stop() lets running activities finish before the worker gives up on them. */
@@ -118,15 +128,39 @@ export async function startWorker(opts: WorkerOptions): Promise<RunningWorker> {
     ...(opts.maxCachedWorkflows > 0 && opts.maxCachedWorkflows < 40 ? { maxConcurrentWorkflowTaskExecutions: Math.max(2, opts.maxCachedWorkflows) } : {}),
     ...(bundle ? { workflowBundle: bundle } : { workflowsPath: opts.workflowsPath }),
   });
-  const running = worker.run().catch((err) => {
+  // The drains of this process's own email dispatchers: every worker delivers its share of the queue.
+  const ownQueue = opts.ownQueue;
+  const own = await Worker.create({
+    connection,
+    namespace: opts.namespace,
+    taskQueue: ownQueue,
+    activities: ownActivities(opts),
+    interceptors: { activity: [activityMetrics(opts.metrics)] },
+    shutdownForceTime: `${opts.shutdownTimeoutSeconds}s`,
+  });
+  // Campaign chunks on a queue of their own, at most CAMPAIGN_CHUNKS_PER_WORKER at once here: what this
+  // worker cannot take goes to the others, so every worker in the pool takes its part of a campaign.
+  const chunks = await Worker.create({
+    connection,
+    namespace: opts.namespace,
+    taskQueue: campaignChunkQueue(opts.taskQueue),
+    activities: campaignChunkActivities(opts),
+    maxConcurrentActivityTaskExecutions: opts.campaignChunksPerWorker,
+    interceptors: { activity: [activityMetrics(opts.metrics)] },
+    shutdownForceTime: `${opts.shutdownTimeoutSeconds}s`,
+  });
+  const running = Promise.all([worker.run(), own.run(), chunks.run()]).catch((err) => {
     opts.log.error({ err }, 'Temporal worker stopped with an error');
   });
-  opts.log.info({ taskQueue: opts.taskQueue, namespace: opts.namespace }, 'Temporal worker running');
+  opts.log.info({ taskQueue: opts.taskQueue, ownQueue, namespace: opts.namespace }, 'Temporal worker running');
   return {
     identity: worker.options.identity,
+    ownQueue,
     state: () => worker.getState(),
     stop: async () => {
       if (worker.getState() === 'RUNNING') worker.shutdown();
+      if (own.getState() === 'RUNNING') own.shutdown();
+      if (chunks.getState() === 'RUNNING') chunks.shutdown();
       await running;
       await connection.close();
     },

@@ -10,7 +10,7 @@ import { importNextSlice } from '../../src/modules/contacts/contact-imports';
 import { endSnooze } from '../../src/modules/contacts/contacts.service';
 import type { ReturnPathDns } from '../../src/modules/domains/domain-records';
 import { checkDomain } from '../../src/modules/domains/domains.service';
-import type { EmailDispatcher } from '../../src/modules/emails/dispatch';
+import type { CampaignChunk, EmailDispatcher } from '../../src/modules/emails/dispatch';
 import type { Mailer } from '../../src/mail/transport';
 import { type AccountEmail, sendAccountEmail } from '../../src/modules/accounts/account-emails';
 import type { AutomationDispatcher } from '../../src/modules/workflows/automation-dispatch';
@@ -37,6 +37,10 @@ export interface ActivityDeps {
   returnPath: ReturnPathDns;
   segmentRefreshSeconds: number;
   campaignBatchSize: number;
+  /** CAMPAIGN_CHUNKS_PER_WORKER: campaign chunks each worker delivers at once. */
+  campaignChunksPerWorker: number;
+  /** How many worker processes poll for campaign chunks now (Temporal's own list of pollers). */
+  workersPolling: () => Promise<number>;
   automation: AutomationRuntime;
   automationDispatcher: AutomationDispatcher;
   webhookDispatcher: WebhookDispatcher;
@@ -47,12 +51,6 @@ export interface ActivityDeps {
 /** A standing drain runs at most this long before handing back to its workflow (which starts the next). */
 const DRAIN_MAX_MS = 120_000;
 
-/**
- * How long one campaign delivery activity goes on taking batches: between two activities delivery
- * pauses (the last messages finish, the workflow schedules the next), ~30 ms that a 30,000-recipient
- * campaign paid ~60 times (bench:campaign); a batch still ends within the activity's heartbeat.
- */
-const CAMPAIGN_DELIVERY_MS = 5_000;
 
 function drainWindow(deps: ActivityDeps) {
   const ctx = Context.current();
@@ -126,16 +124,24 @@ export function createActivities(deps: ActivityDeps) {
      * time); `stopped` once the campaign is no longer SENDING. The name is older than the loop: it is
      * the activity type in the histories of campaigns already sending.
      */
-    async deliverCampaignBatch(input: { campaignId: string }) {
+    /**
+     * The next chunks of a campaign to deliver (after `after`), and how many may be in flight: every
+     * worker polling for chunks now, times the chunks each takes at once. With no chunk left, what is
+     * still queued (retries after a 4xx) and when it comes due.
+     */
+    async planCampaignChunks(input: { campaignId: string; after: string | null }) {
+      const parallelism = deps.campaignChunksPerWorker * (await deps.workersPolling().catch(() => 1));
+      const chunks = await deps.dispatcher.campaignChunks(input.campaignId, input.after, deps.campaignBatchSize, parallelism);
+      const left = chunks.length ? { remaining: null, nextDueInSeconds: null } : await deps.dispatcher.campaignLeft(input.campaignId);
+      return { chunks, parallelism, ...left };
+    },
+
+    /** One chunk of a campaign (`planCampaignChunks`); stopped when the campaign no longer sends. */
+    async deliverCampaignChunk(input: { campaignId: string; chunk: CampaignChunk }) {
       const ctx = Context.current();
       const [c] = await sql<{ status: string }>(deps.orm.em.fork(), `SELECT status FROM campaigns WHERE id = ?`, [input.campaignId]);
-      if (c?.status !== 'SENDING') return { stopped: true, claimed: 0, remaining: 0, nextDueInSeconds: null, sent: 0, retried: 0, failed: 0 };
-      const r = await deps.dispatcher.deliverCampaignBatch(input.campaignId, {
-        limit: deps.campaignBatchSize,
-        forMs: CAMPAIGN_DELIVERY_MS,
-        heartbeat: () => ctx.heartbeat(),
-        signal: ctx.cancellationSignal,
-      });
+      if (c?.status !== 'SENDING') return { stopped: true, claimed: 0, sent: 0, retried: 0, failed: 0 };
+      const r = await deps.dispatcher.deliverCampaignChunk(input.campaignId, input.chunk, { heartbeat: () => ctx.heartbeat(), signal: ctx.cancellationSignal });
       return { stopped: false, ...r };
     },
 
@@ -201,3 +207,15 @@ export function createActivities(deps: ActivityDeps) {
 }
 
 export type Activities = ReturnType<typeof createActivities>;
+
+/** What the campaign-chunk queue runs. */
+export function campaignChunkActivities(deps: ActivityDeps) {
+  const { deliverCampaignChunk } = createActivities(deps);
+  return { deliverCampaignChunk };
+}
+
+/** What a worker's own task queue runs: the drains of its own email dispatchers. */
+export function ownActivities(deps: ActivityDeps) {
+  const { drainEmailQueue } = createActivities(deps);
+  return { drainEmailQueue };
+}

@@ -8,8 +8,11 @@ import {
   proxyActivities,
   setHandler,
   sleep,
+  workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
+import type { CampaignChunk } from '../../src/modules/emails/dispatch';
+import { campaignChunkQueue } from '../task-queues';
 
 /**
  * Moves a scheduled campaign's send time (null: now) and answers the time it will send at; refused
@@ -24,28 +27,40 @@ const { startCampaignSend, completeCampaign, cancelCampaignDelivery } = proxyAct
   retry: { initialInterval: '1 second', maximumInterval: '1 minute' },
 });
 
-const { deliverCampaignBatch } = proxyActivities<Activities>({
-  startToCloseTimeout: '15 minutes',
-  heartbeatTimeout: '20 seconds',
-  // An unreachable SMTP server fails the batch; it is tried again until the server is back.
-  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '15 seconds' },
+const { planCampaignChunks } = proxyActivities<Activities>({
+  startToCloseTimeout: '2 minutes',
+  retry: { initialInterval: '1 second', maximumInterval: '1 minute' },
 });
 
-/** Delivery activities (each a few batches) per run before continuing as new: history stays bounded whatever the audience size. */
-const BATCHES_PER_RUN = 100;
+/** Chunk deliveries, to whichever worker has a chunk slot free (never eagerly to the worker that runs the workflow). */
+const chunkActivities = () =>
+  proxyActivities<Activities>({
+    taskQueue: campaignChunkQueue(workflowInfo().taskQueue),
+    startToCloseTimeout: '15 minutes',
+    heartbeatTimeout: '20 seconds',
+    // An unreachable SMTP server fails the chunk; it is tried again until the server is back.
+    retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '15 seconds' },
+  });
+
+/** Chunks delivered per run before continuing as new: history stays bounded whatever the audience size. */
+const CHUNKS_PER_RUN = 100;
 
 export interface CampaignSendInput {
   campaignId: string;
   scheduledFor: string | null;
   /** Set when continuing as new: sending already started. */
   resumed?: boolean;
+  /** Set when continuing as new in the middle of a pass: the last contact id a chunk was planned up to. */
+  after?: string | null;
 }
 
 /**
  * `campaign-send:<campaignId>`: sleeps durably until `scheduledFor` (the reschedule update moves it),
- * fixes the audience, then delivers batch by batch until every recipient is accounted for, and marks
- * the campaign SENT. Cancelling the workflow (POST /campaigns/:id/cancel) stops it: a scheduled
- * campaign sends nothing, a sending one sends nothing more than what was already in flight.
+ * fixes the audience, then delivers it in chunks of CAMPAIGN_BATCH_SIZE recipients (by contact id), as
+ * many at once as the plan allows, so that every worker polling the task queue takes a share; passes
+ * again over what a 4xx sent back until every recipient is accounted for, and marks the campaign SENT.
+ * Cancelling the workflow (POST /campaigns/:id/cancel) stops it: a scheduled campaign sends nothing, a
+ * sending one sends nothing more than what was already in flight.
  */
 export async function campaignSendWorkflow(input: CampaignSendInput): Promise<void> {
   let at = input.scheduledFor;
@@ -79,13 +94,53 @@ export async function campaignSendWorkflow(input: CampaignSendInput): Promise<vo
       const started = await startCampaignSend({ campaignId: input.campaignId });
       if (!started.proceed) return;
     }
-    for (let batch = 0; ; batch++) {
-      if (batch >= BATCHES_PER_RUN) await continueAsNew<typeof campaignSendWorkflow>({ ...input, resumed: true });
-      const r = await deliverCampaignBatch({ campaignId: input.campaignId });
-      if (r.stopped) return;
-      if (r.remaining === 0) break;
-      // Everything left waits for a retry after a 4xx reply.
-      if (r.claimed === 0) await sleep(Math.max(1, Math.ceil(r.nextDueInSeconds ?? 5)) * 1000);
+    const campaignId = input.campaignId;
+    const { deliverCampaignChunk } = chunkActivities();
+    const inFlight = new Set<Promise<void>>();
+    let stopped = false;
+    let failure: unknown;
+    let delivered = 0;
+    const launch = (chunk: CampaignChunk) => {
+      const running: Promise<void> = deliverCampaignChunk({ campaignId, chunk })
+        .then(
+          (r) => void (stopped ||= r.stopped),
+          // Kept, not thrown here: the loop rethrows it (a cancellation among them) once it looks.
+          (err: unknown) => void (failure ??= err),
+        )
+        .finally(() => inFlight.delete(running));
+      inFlight.add(running);
+    };
+    const settle = async () => {
+      await Promise.all(inFlight);
+      if (failure !== undefined) throw failure;
+    };
+    let after = input.after ?? null;
+    for (;;) {
+      // One pass: chunk after chunk by contact id, `parallelism` of them at once.
+      let plan = await planCampaignChunks({ campaignId, after });
+      while (plan.chunks.length && !stopped && failure === undefined) {
+        for (const chunk of plan.chunks) {
+          while (inFlight.size >= plan.parallelism && failure === undefined) await Promise.race(inFlight);
+          if (stopped || failure !== undefined) break;
+          launch(chunk);
+          delivered++;
+        }
+        after = plan.chunks[plan.chunks.length - 1].upTo;
+        if (delivered >= CHUNKS_PER_RUN) {
+          await settle();
+          if (stopped) return;
+          await continueAsNew<typeof campaignSendWorkflow>({ ...input, resumed: true, after });
+        }
+        plan = await planCampaignChunks({ campaignId, after });
+      }
+      await settle();
+      if (stopped) return;
+      // The pass is over: what a 4xx sent back is due again from the first recipient on.
+      after = null;
+      const again = await planCampaignChunks({ campaignId, after });
+      if (again.chunks.length) continue;
+      if (again.remaining === 0) break;
+      await sleep(Math.max(1, Math.ceil(again.nextDueInSeconds ?? 5)) * 1000);
     }
     await completeCampaign({ campaignId: input.campaignId });
   } catch (err) {

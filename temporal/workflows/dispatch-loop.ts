@@ -9,10 +9,10 @@ const MAX_HISTORY = 5000;
 
 /**
  * The body of a standing dispatcher: drain (an activity that returns once the queue has been idle
- * for a while), then sleep until signalled or until the next queued item comes due. While it sleeps
+ * for a while), then sleep until signalled, until the next queued item comes due, or at most `maxSleepMs`. While it sleeps
  * no activity is in flight, so a time-skipping test server can move time past its durable timers.
  */
-export async function dispatchLoop(drain: () => Promise<{ idle: boolean; nextDueInSeconds: number | null }>): Promise<void> {
+export async function dispatchLoop(drain: () => Promise<{ idle: boolean; nextDueInSeconds: number | null }>, maxSleepMs?: number): Promise<void> {
   let woken = false;
   setHandler(wakeSignal, () => {
     woken = true;
@@ -21,8 +21,10 @@ export async function dispatchLoop(drain: () => Promise<{ idle: boolean; nextDue
     woken = false;
     const result = await drain();
     if (!result.idle || woken || result.nextDueInSeconds === 0) continue;
-    if (result.nextDueInSeconds === null) await condition(() => woken);
-    else await condition(() => woken, Math.ceil(result.nextDueInSeconds * 1000));
+    const dueMs = result.nextDueInSeconds === null ? undefined : Math.ceil(result.nextDueInSeconds * 1000);
+    const sleepMs = dueMs === undefined ? maxSleepMs : maxSleepMs === undefined ? dueMs : Math.min(dueMs, maxSleepMs);
+    if (sleepMs === undefined) await condition(() => woken);
+    else await condition(() => woken, sleepMs);
   }
 }
 

@@ -1,11 +1,10 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { ZoneDnsServer } from '../../src/dns/zone-server';
 import { dbQuery } from '../setup/db';
 import { verifiedDomain } from '../setup/sender';
-import { createAccount, startTestService, type TestService } from '../setup/service';
+import { createAccount, startTestService, type TestService, workerEnvOf } from '../setup/service';
 import { SmtpSink } from '../setup/smtp-sink';
 
 const RECIPIENTS = 5000;
@@ -18,7 +17,7 @@ const MAIN = path.resolve(__dirname, '../../dist/src/main.js');
 /** A worker process of the built service: `node dist/src/main.js worker`. */
 function startWorker(env: Record<string, string>): ChildProcess {
   const child = spawn(process.execPath, [MAIN, 'worker'], {
-    env: { PATH: process.env.PATH, HOME: process.env.HOME, LOG_LEVEL: 'warn', ...env },
+    env,
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   return child;
@@ -54,14 +53,7 @@ test(`killing the worker in the middle of a ${RECIPIENTS}-recipient campaign los
     [acct.project.id, RECIPIENTS],
   );
   const workerEnv = {
-    DATABASE_URL: api.databaseUrl,
-    TEMPORAL_ADDRESS: api.temporal.address,
-    SMTP_URL: smtp.url,
-    DNS_SERVERS: dns.address,
-    JWT_SECRET: api.env.JWT_SECRET,
-    PUBLIC_URL: api.env.PUBLIC_URL,
-    SYSTEM_EMAIL_FROM: api.env.SYSTEM_EMAIL_FROM,
-    DATA_DIR: fs.mkdtempSync(path.join(os.tmpdir(), 'crash-worker-')),
+    ...workerEnvOf(api, smtp.url, dns.address),
     CAMPAIGN_BATCH_SIZE: '500',
     DELIVERY_IN_FLIGHT: String(DUPLICATE_BOUND),
   };

@@ -1,9 +1,8 @@
 /**
  * Mail a request queues while a drain of its own process runs is claimed for that drain as it is
  * inserted and handed to it in memory (`EmailDispatcher.claimant`): no claim statement, nothing read
- * back. Delivered once; left claimed by the drain's owner when the drain ends before sending it, and
- * then taken back by that owner's next drain; and a drain never ends while a request it gave a claim
- * to is still writing.
+ * back. Delivered once; given back, for any drain to take, when the drain is cancelled before sending
+ * it (its worker stops); and a drain never ends while a request it gave a claim to is still writing.
  */
 import pino from 'pino';
 import { createOrm, type Orm } from '../../src/db/orm';
@@ -75,7 +74,7 @@ test('while a drain runs, a send is committed already claimed for it, and each e
   for (let i = 0; i < 12; i++) expect(receivedBy(`more${i}@example.org`)).toBe(1);
 });
 
-test('mail handed to a drain that ends before sending it stays claimed by its owner, whose next drain sends it once', async () => {
+test('mail handed to a drain that is cancelled before sending it (its worker stops) is given back, and another drain sends it once', async () => {
   sink.delayMs = 400;
   const stop = new AbortController();
   const running = drain('hand:2', stop.signal);
@@ -85,9 +84,9 @@ test('mail handed to a drain that ends before sending it stays claimed by its ow
   const left = await send('left@example.org');
   stop.abort();
   await running;
-  expect(await row(left)).toEqual({ status: 'QUEUED', attempts: 1, claimed_by: 'hand:2', claimed: true });
+  expect(await row(left)).toEqual({ status: 'QUEUED', attempts: 1, claimed_by: null, claimed: null });
   sink.delayMs = 0;
-  await drain('hand:2');
+  await drain('hand:other');
   expect(await row(left)).toMatchObject({ status: 'SENT' });
   expect(receivedBy('left@example.org')).toBe(1);
   expect(await row(sending)).toMatchObject({ status: 'SENT' });

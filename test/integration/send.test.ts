@@ -397,7 +397,7 @@ describe('dispatchers between drains', () => {
   /** Both email dispatchers sleep in their workflow, with no drain activity in flight. */
   const asleep = () =>
     until(async () => {
-      for (const id of ['email-dispatch:0', 'email-dispatch:1']) {
+      for (const id of quiet.emailDispatchers) {
         const d = await quiet.temporal.client.workflow.getHandle(id).describe();
         if (d.raw.pendingActivities?.length) return undefined;
       }

@@ -123,3 +123,23 @@ export async function createAccount(api: Api, name = 'Test project'): Promise<Ac
   if (project.status !== 201) throw new Error(`project failed: ${project.status} ${JSON.stringify(project.body)}`);
   return { cookie, user: signup.body, project: project.body };
 }
+
+/**
+ * The settings of a worker process (`node dist/src/main.js worker`) joining `api`'s database and
+ * Temporal server and delivering to `smtpUrl`, with a DATA_DIR of its own.
+ */
+export function workerEnvOf(api: TestService, smtpUrl: string, dnsAddress: string): Record<string, string> {
+  return {
+    PATH: process.env.PATH ?? '',
+    HOME: process.env.HOME ?? '',
+    LOG_LEVEL: 'warn',
+    DATABASE_URL: api.databaseUrl,
+    TEMPORAL_ADDRESS: api.temporal.address,
+    SMTP_URL: smtpUrl,
+    DNS_SERVERS: dnsAddress,
+    JWT_SECRET: api.env.JWT_SECRET,
+    PUBLIC_URL: api.env.PUBLIC_URL,
+    SYSTEM_EMAIL_FROM: api.env.SYSTEM_EMAIL_FROM,
+    DATA_DIR: fs.mkdtempSync(path.join(os.tmpdir(), 'postbox-worker-')),
+  };
+}

@@ -53,13 +53,19 @@ interface Attachment {
 const QUEUED_COLUMNS = `e.id, e.project_id, e.contact_id, e.template_id, e.campaign_id, e.from_email, e.from_name, e.reply_to,
        e.to_email, e.to_name, e.subject, e.html, e.text, e.headers, e.message_id`;
 
-/** `<project id>:<sender domain>`: whose DKIM key signs this email. */
 type SmtpVerdict = ReturnType<typeof classifySmtpReply>;
 
 /** How a refusal's words classify (the reply code leads nodemailer's `response`). */
 const verdictOf = (error: string): SmtpVerdict => classifySmtpReply(Number(/^\s*(\d{3})/.exec(error)?.[1] ?? 0), error);
 
+/** `<project id>:<sender domain>`: whose DKIM key signs this email. */
 const senderOf = (e: QueuedEmail) => `${e.project_id}:${e.from_email.slice(e.from_email.lastIndexOf('@') + 1)}`;
+
+/** Recipients of a campaign by contact id: after `after` (null: from the first), up to and with `upTo`. */
+export interface CampaignChunk {
+  after: string | null;
+  upTo: string;
+}
 
 export interface DrainReport {
   sent: number;
@@ -265,7 +271,7 @@ export class EmailDispatcher {
     owner: string;
   }): Promise<DrainReport & { idle: boolean; nextDueInSeconds: number | null }> {
     const report: DrainReport = { sent: 0, retried: 0, failed: 0 };
-    await sql(this.deps.orm.em.fork(), `UPDATE emails SET claimed_until = NULL, claimed_by = NULL WHERE claimed_by = ? AND status = 'QUEUED'`, [opts.owner]);
+    await this.release(opts.owner);
     const batchSize = this.deps.batchSize ?? 100;
     // Rows handed over are this drain's alone: they wake it, not every drain of the process.
     const bell = new DrainBell();
@@ -292,15 +298,21 @@ export class EmailDispatcher {
       this.handOvers.delete(handed);
       await handed.close();
     }
-    // What was handed over while the drain ended goes out now; a cancelled drain leaves it claimed, and
-    // its owner's next drain takes it back, as after a crash.
+    // What was handed over while the drain ended goes out now. A drain cancelled (its worker stops) gives
+    // back what it still holds, for the other workers' drains; one that died leaves its claims to expire.
     while (handed.ready.length && !opts.signal?.aborted) await this.deliver(handed.ready.splice(0, batchSize), report, opts.heartbeat, opts.signal);
+    if (opts.signal?.aborted) await this.release(opts.owner);
     const [next] = await sql<{ due: number | null }>(
       this.deps.orm.em.fork(),
       `SELECT extract(epoch FROM min(greatest(next_attempt_at, coalesce(claimed_until, next_attempt_at))) - now())::float AS due
        FROM emails WHERE status = 'QUEUED' AND campaign_id IS NULL`,
     );
     return { ...report, idle, nextDueInSeconds: next.due === null ? null : Math.max(0, next.due) };
+  }
+
+  /** Gives back the unsent mail `owner` holds claimed: any drain may take it at once. */
+  private async release(owner: string): Promise<void> {
+    await sql(this.deps.orm.em.fork(), `UPDATE emails SET claimed_until = NULL, claimed_by = NULL WHERE claimed_by = ? AND status = 'QUEUED'`, [owner]);
   }
 
   /** For a request of this process about to queue mail: a running drain with room to take it in memory, if any. */
@@ -330,47 +342,58 @@ export class EmailDispatcher {
   }
 
   /**
-   * The next batch of one campaign's due mail, unclaimed: only the campaign's own workflow sends it, one
-   * batch at a time, so a claim would guard nothing (an attempt that died leaves its batch QUEUED and the
-   * retry reads it again, as it took back claims before) and cost a row version per recipient. `attempts`
-   * is the attempt about to be made; recording its outcome writes it.
+   * Splits what is due of a campaign into chunks of at most `size` recipients, by contact id (the
+   * unique index the campaign's rows already have), after `after`: up to `count` of them. Each chunk is
+   * delivered by one activity, so chunks on any worker never overlap and need no claims.
    */
-  private async campaignDue(campaignId: string, limit: number): Promise<QueuedEmail[]> {
-    return sql<QueuedEmail>(
+  async campaignChunks(campaignId: string, after: string | null, size: number, count: number): Promise<CampaignChunk[]> {
+    const ids = await sql<{ contact_id: string }>(
       this.deps.orm.em.fork(),
-      `SELECT ${QUEUED_COLUMNS}, e.attempts + 1 AS attempts FROM emails e
-       WHERE e.campaign_id = ? AND e.status = 'QUEUED' AND e.next_attempt_at <= now()
-       ORDER BY e.next_attempt_at LIMIT ?`,
-      [campaignId, limit],
+      `SELECT contact_id FROM emails WHERE campaign_id = ? AND status = 'QUEUED' AND next_attempt_at <= now()
+         AND contact_id > coalesce(?::uuid, '00000000-0000-0000-0000-000000000000')
+       ORDER BY contact_id LIMIT ?`,
+      [campaignId, after, size * count],
     );
+    const chunks: CampaignChunk[] = [];
+    for (let i = 0; i < ids.length; i += size) {
+      chunks.push({ after: i === 0 ? after : ids[i - 1].contact_id, upTo: ids[Math.min(i + size, ids.length) - 1].contact_id });
+    }
+    return chunks;
   }
 
-  /**
-   * A campaign's mail, for its `campaign-send` workflow: reads up to `limit` due recipients, renders
-   * each with their own data, sends and records; then the next batch, until nothing is due or `forMs`
-   * has passed (a batch once begun is finished). One batch is in memory at a time.
-   */
-  async deliverCampaignBatch(
-    campaignId: string,
-    opts: { limit: number; forMs?: number; heartbeat: () => void; signal?: AbortSignal },
-  ): Promise<DrainReport & { claimed: number; remaining: number; nextDueInSeconds: number | null }> {
-    const em = this.deps.orm.em.fork();
-    const report: DrainReport = { sent: 0, retried: 0, failed: 0 };
-    const started = Date.now();
-    let claimed = 0;
-    do {
-      const batch = await this.campaignDue(campaignId, opts.limit);
-      if (!batch.length) break;
-      claimed += batch.length;
-      await this.deliver(batch, report, opts.heartbeat, opts.signal);
-    } while (Date.now() - started < (opts.forMs ?? 0) && !opts.signal?.aborted);
+  /** How much of a campaign is still queued, and when the first of it (a retry after a 4xx) comes due. */
+  async campaignLeft(campaignId: string): Promise<{ remaining: number; nextDueInSeconds: number | null }> {
     const [left] = await sql<{ remaining: number; next_due: number | null }>(
-      em,
+      this.deps.orm.em.fork(),
       `SELECT count(*)::int AS remaining, extract(epoch FROM min(next_attempt_at) - now())::float AS next_due
        FROM emails WHERE campaign_id = ? AND status = 'QUEUED'`,
       [campaignId],
     );
-    return { ...report, claimed, remaining: left.remaining, nextDueInSeconds: left.next_due === null ? null : Math.max(0, left.next_due) };
+    return { remaining: left.remaining, nextDueInSeconds: left.next_due === null ? null : Math.max(0, left.next_due) };
+  }
+
+  /**
+   * One chunk of a campaign, for its `campaign-send` workflow: reads the chunk's due recipients
+   * (unclaimed: only the activity the chunk was given to sends it, and its retry reads it again),
+   * renders each with their own data, sends and records. `attempts` is the attempt about to be made;
+   * recording its outcome writes it.
+   */
+  async deliverCampaignChunk(
+    campaignId: string,
+    chunk: CampaignChunk,
+    opts: { heartbeat: () => void; signal?: AbortSignal },
+  ): Promise<DrainReport & { claimed: number }> {
+    const report: DrainReport = { sent: 0, retried: 0, failed: 0 };
+    const batch = await sql<QueuedEmail>(
+      this.deps.orm.em.fork(),
+      `SELECT ${QUEUED_COLUMNS}, e.attempts + 1 AS attempts FROM emails e
+       WHERE e.campaign_id = ? AND e.contact_id > coalesce(?::uuid, '00000000-0000-0000-0000-000000000000') AND e.contact_id <= ?::uuid
+         AND e.status = 'QUEUED' AND e.next_attempt_at <= now()
+       ORDER BY e.contact_id`,
+      [campaignId, chunk.after, chunk.upTo],
+    );
+    if (batch.length) await this.deliver(batch, report, opts.heartbeat, opts.signal);
+    return { ...report, claimed: batch.length };
   }
 
   private async deliver(all: QueuedEmail[], report: DrainReport, heartbeat: () => void = () => {}, signal?: AbortSignal): Promise<void> {
