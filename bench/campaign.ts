@@ -20,7 +20,7 @@ import { Client, Connection } from '@temporalio/client';
 import pg from 'pg';
 import { freePort } from '../src/db/embedded-postgres';
 import { ZoneDnsServer } from '../src/dns/zone-server';
-import { cpuSecondsOf, createBenchProject, machine, median, medianReferenceRatio, memoryOf, postgresCpuSeconds, request, SERVICE_SMTP_POOL, startServiceProcess, verifiedBenchDomain } from './service-process';
+import { cpuSecondsOf, createBenchProject, machine, median, medianReferenceRatio, memoryOf, postgresCpuSeconds, request, SERVICE_SMTP_POOL, insertBenchAudience, startServiceProcess, verifiedBenchDomain } from './service-process';
 import { embeddedDatabaseUrl } from '../src/db/embedded-postgres';
 import { BASELINE_CONNECTIONS, rawNodemailerRate, referenceBaseline, startSinkProcess } from './smtp-sink-process';
 
@@ -62,12 +62,7 @@ async function main(): Promise<void> {
     const agent = new http.Agent({ keepAlive: true });
     const auth = { authorization: `Bearer ${project.secretKey}` };
     await verifiedBenchDomain(agent, api.port, auth, dns);
-    await db.query(
-      `INSERT INTO contacts (id, project_id, email, subscribed, data)
-       SELECT gen_random_uuid(), $1, 'user' || i || '@example.org', true, jsonb_build_object('name', 'User ' || i) FROM generate_series(1, $2) AS i`,
-      [project.id, RECIPIENTS],
-    );
-    await db.query('ANALYZE contacts');
+    await insertBenchAudience(db, project.id, RECIPIENTS);
 
     console.log(`campaign to ${RECIPIENTS} recipients, SMTP pool ${SERVICE_SMTP_POOL} (the baseline ${BASELINE_CONNECTIONS}), ${RUNS} run(s)`);
     console.log(`machine: ${machine()}${REFERENCE.note}`);

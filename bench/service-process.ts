@@ -154,6 +154,16 @@ export async function startSendingBench(env: Record<string, string>, connections
   }
 }
 
+/** The campaign benches' audience: `n` subscribed contacts user<i>@example.org with a name, analysed. */
+export async function insertBenchAudience(db: { query(text: string, values?: unknown[]): Promise<unknown> }, projectId: string, n: number): Promise<void> {
+  await db.query(
+    `INSERT INTO contacts (id, project_id, email, subscribed, data)
+     SELECT gen_random_uuid(), $1, 'user' || i || '@example.org', true, jsonb_build_object('name', 'User ' || i) FROM generate_series(1, $2) AS i`,
+    [projectId, n],
+  );
+  await db.query('ANALYZE contacts');
+}
+
 /** How long `fn` takes, in milliseconds. */
 export async function timed(fn: () => Promise<unknown>): Promise<number> {
   const t0 = process.hrtime.bigint();
