@@ -62,7 +62,9 @@ const LEVELS: Record<LogLevel, 'trace' | 'debug' | 'info' | 'warn' | 'error'> = 
 function installRuntime(log: Logger): void {
   if (Runtime._instance) return;
   const sdk = log.child({ component: 'temporal-sdk' });
-  const emit = (level: LogLevel, message: string, meta?: LogMetadata) => sdk[LEVELS[level]](meta ?? {}, message);
+  // The activity-only workers (a process's own queue, campaign chunks) poll no workflows, and say so at start.
+  const quiet = (message: string) => message === 'No workflows registered, not polling for workflow tasks';
+  const emit = (level: LogLevel, message: string, meta?: LogMetadata) => sdk[quiet(message) ? 'debug' : LEVELS[level]](meta ?? {}, message);
   Runtime.install({
     shutdownSignals: [],
     logger: {

@@ -194,20 +194,33 @@ class HandOver {
   }
 }
 
+/** One message's outcome on its way to the database, with the delivery it belongs to. */
+interface Outcome {
+  email: QueuedEmail;
+  outcome: Exclude<DeliveryOutcome, { kind: 'unreachable' }>;
+  /** The subject a campaign draft was rendered with, recorded with the outcome. */
+  subject?: string;
+  /** The delivery's counts, moved once the outcome is committed. */
+  report: DrainReport;
+  /** The delivery's activity heartbeat, for while the database is away. */
+  heartbeat: () => void;
+}
+
 /**
- * Records delivery outcomes in groups as they arrive: while one group's transaction runs, the next
- * one collects. `record` resolves once the email's outcome is committed, or rejects with the error
- * that kept it from being.
+ * Records delivery outcomes in groups as they arrive, for every delivery of the process (drains and
+ * campaign chunks alike): while one group's statements run, the next one collects, so however many
+ * deliveries run at once PostgreSQL sees a few large statements rather than many small ones. `record`
+ * resolves once the outcome is committed, or rejects with the error that kept it from being.
  */
 class OutcomeRecorder {
-  private waiting: Array<{ email: QueuedEmail; resolve: () => void; reject: (err: unknown) => void }> = [];
+  private waiting: Array<{ item: Outcome; resolve: () => void; reject: (err: unknown) => void }> = [];
   private running = false;
 
-  constructor(private readonly write: (emails: QueuedEmail[]) => Promise<void>) {}
+  constructor(private readonly write: (items: Outcome[]) => Promise<void>) {}
 
-  record(email: QueuedEmail): Promise<void> {
+  record(item: Outcome): Promise<void> {
     return new Promise((resolve, reject) => {
-      this.waiting.push({ email, resolve, reject });
+      this.waiting.push({ item, resolve, reject });
       if (!this.running) void this.run();
     });
   }
@@ -218,7 +231,7 @@ class OutcomeRecorder {
       const group = this.waiting;
       this.waiting = [];
       try {
-        await this.write(group.map((g) => g.email));
+        await this.write(group.map((g) => g.item));
         for (const g of group) g.resolve();
       } catch (err) {
         for (const g of group) g.reject(err);
@@ -249,8 +262,20 @@ export class EmailDispatcher {
   /** The running drains' intakes of mail handed over by this process's requests. */
   private readonly handOvers = new Set<HandOver>();
 
+  /** Every delivery's outcomes, recorded together. */
+  private readonly outcomes: OutcomeRecorder;
+
   constructor(private readonly deps: DispatcherDeps) {
     this.permits = new Permits(deps.concurrency ?? 8);
+    this.outcomes = new OutcomeRecorder((items) =>
+      whileUnreachable(() => this.record(items), {
+        forMs: RECORD_RETRY_MS,
+        waiting: (err, attempt) => {
+          if (attempt === 1) this.deps.log.warn({ err }, 'recording delivery outcomes failed; trying again until the database is back');
+          for (const item of items) item.heartbeat();
+        },
+      }),
+    );
   }
 
   /**
@@ -408,23 +433,18 @@ export class EmailDispatcher {
     const batch = all.filter((e) => !skipped.has(e.id));
     const attachments = await this.attachmentsOf(em, batch);
     const signing = await this.signingKeysOf(em, batch);
-    const outcomes = new Map<string, DeliveryOutcome>();
-    /** Subjects rendered at send time, recorded with the outcome. */
-    const subjects = new Map<string, string>();
+    /** Emails with an outcome from SMTP, recorded or being recorded. */
+    const answered = new Set<string>();
+    // The activity says it is alive at most once a second, not once a message.
+    let lastBeat = 0;
+    const beat = () => {
+      if (Date.now() - lastBeat < 1000) return;
+      lastBeat = Date.now();
+      heartbeat();
+    };
     let unreachable: string | undefined;
     let failure: unknown;
     let next = 0;
-    const recorder = new OutcomeRecorder(async (done) => {
-      await whileUnreachable(() => this.record(done, outcomes, subjects, report), {
-        forMs: RECORD_RETRY_MS,
-        signal,
-        waiting: (err, attempt) => {
-          if (attempt === 1) this.deps.log.warn({ err }, 'recording delivery outcomes failed; trying again until the database is back');
-          heartbeat();
-        },
-      });
-      heartbeat();
-    });
     // A slot holds one of the process's permits from sending a message until its outcome is recorded,
     // so a crash can send again only what SMTP accepted and was not yet recorded: at most one message
     // per permit (DELIVERY_IN_FLIGHT per process), whatever number of dispatchers and campaigns share it.
@@ -439,13 +459,13 @@ export class EmailDispatcher {
             this.message(email, attachments.get(email.id) ?? [], compose, signing.returnPaths),
             signing.keys.get(senderOf(email)),
           );
-          if (compose) subjects.set(email.id, subject);
           if (outcome.kind === 'unreachable') {
             unreachable = outcome.error;
             continue;
           }
-          outcomes.set(email.id, outcome);
-          await recorder.record(email);
+          answered.add(email.id);
+          await this.outcomes.record({ email, outcome, subject: compose ? subject : undefined, report, heartbeat });
+          beat();
         } finally {
           this.permits.give();
         }
@@ -460,7 +480,7 @@ export class EmailDispatcher {
     ));
     if (slots.some((r) => r.status === 'rejected')) throw failure;
     if (unreachable) {
-      const waiting = batch.filter((e) => !outcomes.has(e.id)).map((e) => e.id);
+      const waiting = batch.filter((e) => !answered.has(e.id)).map((e) => e.id);
       await sql(em, `UPDATE emails SET claimed_until = NULL, last_error = ? WHERE id = ANY(?::uuid[]) AND status = 'QUEUED'`, [
         unreachable,
         waiting,
@@ -584,22 +604,19 @@ export class EmailDispatcher {
    * records (a campaign's mail is not claimed, so this is where its count moves). Only rows still QUEUED change,
    * and `email.sent` is written only for those, so a batch recorded twice records nothing twice.
    */
-  private async record(batch: QueuedEmail[], outcomes: Map<string, DeliveryOutcome>, subjects: Map<string, string>, report: DrainReport): Promise<void> {
-    if (outcomes.size === 0) return;
-    const of = <K extends DeliveryOutcome['kind']>(kind: K) =>
-      batch.flatMap((e) => {
-        const o = outcomes.get(e.id);
-        return o?.kind === kind ? [{ email: e, outcome: o as Extract<DeliveryOutcome, { kind: K }> }] : [];
-      });
+  private async record(items: Outcome[]): Promise<void> {
+    if (items.length === 0) return;
+    const of = <K extends Outcome['outcome']['kind']>(kind: K) =>
+      items.flatMap((i) => (i.outcome.kind === kind ? [{ ...i, outcome: i.outcome as Extract<DeliveryOutcome, { kind: K }> }] : []));
     const sent = of('sent');
-    const projectOf = new Map(batch.map((e) => [e.contact_id, e.project_id]));
+    const projectOf = new Map(items.map((i) => [i.email.contact_id, i.email.project_id]));
     const retry = of('retry');
     // A 5xx that says the address does not exist (or no longer takes mail) is a hard bounce, as a DSN saying so would be.
     const rejections = of('failed').map((f) => ({ ...f, verdict: verdictOf(f.outcome.error) }));
     const bounced = rejections.filter((f) => f.verdict.bounceType === 'Permanent');
     const failed = rejections.filter((f) => f.verdict.bounceType !== 'Permanent');
     const write = async (tx: EntityManager): Promise<EventRecord[]> => {
-      const recorded = sent.length ? await this.recordSent(tx, sent, subjects) : [];
+      const recorded = sent.length ? await this.recordSent(tx, sent) : [];
       if (bounced.length) recorded.push(...(await this.recordRejectedForGood(tx, bounced)));
       if (retry.length) {
         await sql(
@@ -629,9 +646,9 @@ export class EmailDispatcher {
     // Accepted mail alone (nearly always) is one statement, atomic by itself: no transaction's extra round trips.
     const em = this.deps.orm.em.fork();
     const recorded = retry.length || rejections.length ? await em.transactional(write) : await write(em);
-    report.sent += sent.length;
-    report.retried += retry.length;
-    report.failed += rejections.length;
+    for (const i of sent) i.report.sent++;
+    for (const i of retry) i.report.retried++;
+    for (const i of rejections) i.report.failed++;
     this.deps.metrics?.emailDeliveries.inc({ outcome: 'sent' }, sent.length);
     this.deps.metrics?.emailDeliveries.inc({ outcome: 'retry' }, retry.length);
     this.deps.metrics?.emailDeliveries.inc({ outcome: 'failed' }, rejections.length);
@@ -666,11 +683,7 @@ export class EmailDispatcher {
    * Accepted mail in one statement: each email still unsent becomes SENT, its campaign counts it, and its
    * `email.sent` event is written, only for the rows that really changed (so recording twice records once).
    */
-  private async recordSent(
-    em: EntityManager,
-    sent: Array<{ email: QueuedEmail; outcome: Extract<DeliveryOutcome, { kind: 'sent' }> }>,
-    subjects: Map<string, string>,
-  ): Promise<EventRecord[]> {
+  private async recordSent(em: EntityManager, sent: Array<Outcome & { outcome: Extract<DeliveryOutcome, { kind: 'sent' }> }>): Promise<EventRecord[]> {
     const rows = await sql<EventRow>(
       em,
       // An open or click can be recorded before this (the recipient was quick): keep the higher status.
@@ -695,7 +708,7 @@ export class EmailDispatcher {
         sent.map((s) => s.email.id),
         sent.map((s) => s.email.attempts),
         sent.map((s) => s.outcome.providerMessageId),
-        sent.map((s) => subjects.get(s.email.id) ?? null),
+        sent.map((s) => s.subject ?? null),
         sent.map(() => newId()),
         sent.map(({ email: e }) => JSON.stringify({ emailId: e.id, messageId: e.message_id, templateId: e.template_id, campaignId: e.campaign_id })),
       ],
