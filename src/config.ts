@@ -78,9 +78,8 @@ const envSchema = z.object({
   /** Let WEBHOOK steps call private, loopback and metadata addresses (tests, private deployments). */
   WEBHOOK_ALLOW_PRIVATE: bool.default(false),
   /**
-   * SMTP connections per worker process. 16, not 8: with 8 (and 32 permits) delivery waited on round trips
-   * and outcome commits with the cores not full (bench:campaign 2.14-2.52x against 2.49-2.62x; bench:send
-   * delivered 6-10% behind acceptance against 1-2% in 5 of 6 runs); nodemailer's own pool went no faster with 16.
+   * SMTP connections per worker process. 16, not 8: with 8, delivery waited on round trips and outcome
+   * commits with the cores not full (chosen by measurement: docs/performance.md).
    */
   SMTP_POOL_SIZE: z.coerce.number().int().min(1).max(100).default(16),
   /** SMTP submission for applications (AUTH with a project's secret key), default 2587; 0 turns it off. */
@@ -246,18 +245,15 @@ export class ConfigError extends Error {}
 
 /**
  * Connections per process when DATABASE_POOL_MAX is unset: 3 per core, at least 6 and at most 20. More
- * connections than a few per core only add backends taking turns on the same cores: on 2 cores,
- * /v1/send at 32 concurrent cost PostgreSQL 0.72–0.78 ms per request with 6 against 0.79–0.91 with 20,
- * and delivered no slower (README, "Delivery on Node 24").
+ * connections than a few per core only add backends taking turns on the same cores, costing PostgreSQL
+ * more per request and delivering no faster (docs/performance.md).
  */
 export const defaultPoolMax = (cores: number) => Math.min(20, Math.max(6, 3 * cores));
 
 /**
- * A delivery thread for every four cores, at least one. A thread's work is an eighth to a third of a
- * message's CPU on 2 cores (per-thread CPU from /proc: 0.21 of ~1.6 ms under /v1/send, 0.36 of ~1.2 ms
- * in a campaign), so a machine whose cores all deliver needs about cores / 4 of them. Each costs its own
- * V8 heap, and on 2 cores a second one delivered no faster and grew the worker by ~37 MB
- * (bench:campaign, 3 runs each). Larger machines are not measured here.
+ * A delivery thread for every four cores, at least one. A thread does a small part of a message's CPU,
+ * so a machine whose cores all deliver needs about cores / 4 of them; each costs its own V8 heap, and on
+ * 2 cores a second one delivered no faster (docs/performance.md). Larger machines are not measured.
  */
 export const defaultMailThreads = (cores: number) => Math.max(1, Math.floor(cores / 4));
 

@@ -52,7 +52,7 @@ export async function connectTemporal(opts: { address: string; namespace: string
 /**
  * Registers the keyword search attributes the service sets on its executions, if missing. On a real
  * cluster this needs operator rights; when refused, the problem is logged and the operator registers
- * them by hand (see the README's operator notes).
+ * them by hand (docs/operations.md).
  */
 export async function ensureSearchAttributes(t: TemporalClient, log: Logger): Promise<void> {
   const ops = t.connection.operatorService;
@@ -67,6 +67,6 @@ export async function ensureSearchAttributes(t: TemporalClient, log: Logger): Pr
     });
     log.info({ searchAttributes: missing }, 'registered Temporal search attributes');
   } catch (err) {
-    log.warn({ err }, 'could not register Temporal search attributes; register them by hand (README, operator notes)');
+    log.warn({ err }, 'could not register Temporal search attributes; register them by hand (docs/operations.md)');
   }
 }

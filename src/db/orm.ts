@@ -122,8 +122,7 @@ export const insideTransaction = (em: EntityManager): boolean => sqlTransactions
 /**
  * Runs `fn` in a transaction for code that reaches the database only through `sql()`: BEGIN and COMMIT
  * (ROLLBACK when `fn` throws) on one pooled connection, without MikroORM's and knex's transaction
- * machinery, which costs about 0.2 ms of CPU per transaction on top of its statements (`npm run
- * bench:pg-roundtrip`). `fn`'s entity manager must not be used for MikroORM's own queries (find, flush,
+ * machinery, which costs CPU per transaction on top of its statements (`npm run bench:pg-roundtrip`). `fn`'s entity manager must not be used for MikroORM's own queries (find, flush,
  * transactional): they would run outside the transaction. Inside a transaction already, `fn` joins it.
  */
 export async function sqlTransaction<T>(em: EntityManager, fn: (tx: EntityManager) => Promise<T>): Promise<T> {

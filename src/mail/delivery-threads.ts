@@ -50,11 +50,9 @@ export class InProcessSender implements MessageSender {
 }
 
 /**
- * A thread's young generation, capped: left to V8's default on a large machine it grew the worker by
- * about 200 MB (10,000-recipient campaign: 626–654 MB peak RSS, 445 MB with 16 MB, at the same
- * rate); with campaign rendering on the thread, 8 MB against 16 MB took a 30,000-recipient campaign's
- * peak from 399–401 MB to 378–381 MB at the same rate (2.04× against 2.08× the baseline, within the
- * runs' noise). The old generation is not capped: a 40 MB message must never run a thread out of memory.
+ * A thread's young generation, capped: left to V8's default on a large machine it grows the worker's
+ * memory a lot at the same delivery rate (docs/performance.md). The old generation is not capped: a
+ * 40 MB message must never run a thread out of memory.
  */
 const LIMITS = { maxYoungGenerationSizeMb: 8 };
 

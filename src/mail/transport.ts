@@ -64,8 +64,8 @@ type SmtpError = Error & { responseCode?: number; response?: string; code?: stri
 /**
  * Up to `maxConnections` SMTP sessions (nodemailer's SMTPConnection), each carrying one ready message
  * at a time; a message waits for a free session. Mail that is already encoded and signed needs none of
- * the mailer around nodemailer's pool: to smtp-sink a message cost 53–64 µs of CPU this way against
- * 210–241 µs through `sendMail({ raw })`.
+ * the mailer around nodemailer's pool, which costs several times more CPU per message than this
+ * (`npm run bench:parts`).
  */
 export class SmtpSessions {
   private readonly options: ReturnType<typeof connectionOptions>;

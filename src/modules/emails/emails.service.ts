@@ -317,7 +317,7 @@ export async function sendEmails(
     }
   }
 
-  // Everything below goes through sql(), so the lean transaction serves (0.2 ms of CPU less a request).
+  // Everything below goes through sql(), so the lean transaction serves, without MikroORM's transaction machinery.
   const result = await sqlTransaction(em, async (tx) => {
     await assertWithinBillingLimits(tx, projectId, to.length, limits);
     const emails: SendResult['emails'] = [];
@@ -429,8 +429,8 @@ export async function queueSends(em: EntityManager, sends: QueuedSend[]): Promis
  * Writes the sends of concurrent requests that take one statement together (`StatementBatcher`): under
  * load PostgreSQL sees one statement and one commit for several sends (npm run bench:send-db with
  * BENCH_RECIPIENTS shows what that saves per email). A contact is written by one statement at a time.
- * One statement at a time by default: in bench:send it cost PostgreSQL less per send than two
- * (larger batches) and delivered more (README, "Delivery on Node 24").
+ * One statement at a time by default: it cost PostgreSQL less per send than two (larger batches) and
+ * delivered more (docs/performance.md).
  */
 export class SendBatcher extends StatementBatcher<QueuedSend, void> {
   constructor(orm: Orm, maxRows = 100, maxInFlight = 1) {
