@@ -41,7 +41,7 @@ import { AutomationRuntime } from './modules/workflows/automation-runtime';
 import { connectTemporal, ensureSearchAttributes, type TemporalClient } from '../temporal/client';
 import { startDevServer } from '../temporal/devserver';
 import { dispatcherWaker, ensureStandingWorkflows, stopOwnDispatchers } from '../temporal/maintenance';
-import { campaignChunkQueue, workflowIds } from '../temporal/task-queues';
+import { campaignChunkQueue, workflowIds } from '../temporal/workflow-ids';
 import { type RunningWorker, startWorker } from '../temporal/worker';
 
 export interface Service {

@@ -2,7 +2,7 @@ import { Client, Connection, type WorkflowClientInterceptor } from '@temporalio/
 import type { Logger } from 'pino';
 import { temporal } from '@temporalio/proto';
 import type { Metrics } from '../src/metrics';
-import { searchAttributes } from './task-queues';
+import { searchAttributes } from './workflow-ids';
 
 export interface TemporalClient {
   client: Client;

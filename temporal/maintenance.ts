@@ -1,6 +1,12 @@
-import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, WorkflowNotFoundError } from '@temporalio/client';
+import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, type Workflow } from '@temporalio/client';
 import type { TemporalClient } from './client';
-import { workflowIds } from './task-queues';
+import { workflowIds } from './workflow-ids';
+import { activityCountsFoldWorkflow } from './workflows/activity-counts';
+import { automationDispatchWorkflow } from './workflows/automation-dispatch';
+import { wakeSignal } from './workflows/dispatch-loop';
+import { emailDispatchWorkflow } from './workflows/email-dispatch';
+import { maintenancePurgeWorkflow } from './workflows/maintenance';
+import { webhookDispatchWorkflow } from './workflows/webhook-dispatch';
 
 export interface DispatcherCounts {
   /** Per worker process: each runs its own, on its own task queue. */
@@ -11,11 +17,14 @@ export interface DispatcherCounts {
 
 type Dispatcher = 'email' | 'automation' | 'webhook';
 
-interface StandingDispatcher {
-  type: string;
+interface StandingDispatcher<W extends Workflow = Workflow> {
+  workflow: W;
   id: string;
-  args: [{ shard: number; queue?: string }];
+  args: Parameters<W>;
 }
+
+/** A dispatcher's start, type-checked against its workflow function here, where it is made. */
+const standing = <W extends Workflow>(workflow: W, id: string, args: Parameters<W>): StandingDispatcher => ({ workflow, id, args });
 
 /**
  * The dispatchers of one kind this process looks after: the email ones of its own worker (`ownQueue`),
@@ -24,15 +33,18 @@ interface StandingDispatcher {
 function dispatchers(kind: Dispatcher, counts: DispatcherCounts, ownQueue: string): StandingDispatcher[] {
   const shards = (n: number) => Array.from({ length: n }, (_, shard) => shard);
   if (kind === 'email') {
-    return shards(counts.emailDispatchers).map((shard) => ({ type: 'emailDispatchWorkflow', id: workflowIds.emailDispatch(ownQueue, shard), args: [{ shard, queue: ownQueue }] }));
+    return shards(counts.emailDispatchers).map((shard) => standing(emailDispatchWorkflow, workflowIds.emailDispatch(ownQueue, shard), [{ shard, queue: ownQueue }]));
   }
-  const d = kind === 'automation' ? { type: 'automationDispatchWorkflow', id: workflowIds.automationDispatch, n: counts.automationDispatchers } : { type: 'webhookDispatchWorkflow', id: workflowIds.webhookDispatch, n: counts.webhookDispatchers };
-  return shards(d.n).map((shard) => ({ type: d.type, id: d.id(shard), args: [{ shard }] }));
+  const d =
+    kind === 'automation'
+      ? { workflow: automationDispatchWorkflow, id: workflowIds.automationDispatch, n: counts.automationDispatchers }
+      : { workflow: webhookDispatchWorkflow, id: workflowIds.webhookDispatch, n: counts.webhookDispatchers };
+  return shards(d.n).map((shard) => standing(d.workflow, d.id(shard), [{ shard }]));
 }
 
 /** Starts a dispatcher that does not run, and wakes it either way (signal-with-start). */
 async function wakeOrStart(t: TemporalClient, d: StandingDispatcher): Promise<void> {
-  await t.client.workflow.signalWithStart(d.type, { workflowId: d.id, taskQueue: t.taskQueue, args: d.args, signal: 'wake', signalArgs: [] });
+  await t.client.workflow.signalWithStart(d.workflow, { workflowId: d.id, taskQueue: t.taskQueue, args: d.args, signal: wakeSignal, signalArgs: [] });
 }
 
 /**
@@ -55,15 +67,13 @@ export async function stopOwnDispatchers(t: TemporalClient, counts: DispatcherCo
 /** Periodic work with a fixed interval: a Temporal Schedule, one short workflow run per time. */
 interface PeriodicWork {
   scheduleId: string;
-  workflowType: string;
+  workflow: typeof maintenancePurgeWorkflow | typeof activityCountsFoldWorkflow;
   everyMs: number;
-  /** The looping workflow this schedule replaced (before 2026-11), ended when found running. */
-  legacyType: string;
 }
 
 const periodicWork = (settings: { activityFoldSeconds: number }): PeriodicWork[] => [
-  { scheduleId: workflowIds.maintenance(), workflowType: 'maintenancePurgeWorkflow', everyMs: 10 * 60_000, legacyType: 'maintenanceWorkflow' },
-  { scheduleId: workflowIds.activityCounts(), workflowType: 'activityCountsFoldWorkflow', everyMs: settings.activityFoldSeconds * 1000, legacyType: 'activityCountsWorkflow' },
+  { scheduleId: workflowIds.maintenance(), workflow: maintenancePurgeWorkflow, everyMs: 10 * 60_000 },
+  { scheduleId: workflowIds.activityCounts(), workflow: activityCountsFoldWorkflow, everyMs: settings.activityFoldSeconds * 1000 },
 ];
 
 /**
@@ -73,7 +83,7 @@ const periodicWork = (settings: { activityFoldSeconds: number }): PeriodicWork[]
  */
 async function ensureSchedule(t: TemporalClient, w: PeriodicWork): Promise<void> {
   const spec = { intervals: [{ every: w.everyMs }] };
-  const action = { type: 'startWorkflow' as const, workflowType: w.workflowType, workflowId: w.scheduleId, taskQueue: t.taskQueue };
+  const action = { type: 'startWorkflow' as const, workflowType: w.workflow, workflowId: w.scheduleId, taskQueue: t.taskQueue };
   const policies = { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: 60_000 };
   try {
     await t.client.schedule.create({ scheduleId: w.scheduleId, spec, action, policies, state: { triggerImmediately: true } });
@@ -87,20 +97,9 @@ async function ensureSchedule(t: TemporalClient, w: PeriodicWork): Promise<void>
     current.spec.intervals?.length === 1 &&
     current.spec.intervals[0].every === w.everyMs &&
     current.action.type === 'startWorkflow' &&
-    current.action.workflowType === w.workflowType &&
+    current.action.workflowType === w.workflow.name &&
     current.action.taskQueue === t.taskQueue;
   if (!same) await handle.update((prev) => ({ ...prev, spec, action, policies: { ...prev.policies, ...policies } }));
-}
-
-/** Ends a looping workflow of an older version still running under the schedule's id. */
-async function endLegacyLoop(t: TemporalClient, w: PeriodicWork): Promise<void> {
-  const handle = t.client.workflow.getHandle(w.scheduleId);
-  try {
-    const d = await handle.describe();
-    if (d.status.name === 'RUNNING' && d.type === w.legacyType) await handle.terminate(`replaced by the ${w.scheduleId} schedule`);
-  } catch (err) {
-    if (!(err instanceof WorkflowNotFoundError)) throw err;
-  }
 }
 
 /**
@@ -111,7 +110,6 @@ async function endLegacyLoop(t: TemporalClient, w: PeriodicWork): Promise<void> 
  */
 export async function ensureStandingWorkflows(t: TemporalClient, counts: DispatcherCounts, settings: { activityFoldSeconds: number }, ownQueue: string): Promise<void> {
   for (const w of periodicWork(settings)) {
-    await endLegacyLoop(t, w);
     await ensureSchedule(t, w);
   }
   for (const kind of ['email', 'automation', 'webhook'] as const) for (const d of dispatchers(kind, counts, ownQueue)) await wakeOrStart(t, d);

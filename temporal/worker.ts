@@ -5,7 +5,7 @@ import { type ActivityInterceptorsFactory, type InjectedSinks, NativeConnection,
 import type { Logger } from 'pino';
 import type { Metrics } from '../src/metrics';
 import { type ActivityDeps, campaignChunkActivities, createActivities, ownActivities } from './activities';
-import { campaignChunkQueue } from './task-queues';
+import { campaignChunkQueue } from './workflow-ids';
 import type { MetricsSinks } from './workflows/interceptors';
 
 // This file runs as dist/temporal/worker.js, or as temporal/worker.ts under jest.

@@ -2,7 +2,6 @@ import {
   CancellationScope,
   condition,
   continueAsNew,
-  defineSignal,
   defineUpdate,
   isCancellation,
   proxyActivities,
@@ -12,15 +11,13 @@ import {
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { CampaignChunk } from '../../src/modules/emails/dispatch';
-import { campaignChunkQueue } from '../task-queues';
+import { campaignChunkQueue } from '../workflow-ids';
 
 /**
  * Moves a scheduled campaign's send time (null: now) and answers the time it will send at; refused
  * once sending has begun, so the caller never reports a move that did not happen.
  */
 export const rescheduleUpdate = defineUpdate<{ scheduledFor: string | null }, [string | null]>('reschedule');
-/** How versions before 2026-11 moved the time; kept so runs that received it replay the same. */
-const legacyRescheduleSignal = defineSignal<[string | null]>('reschedule');
 
 const { startCampaignSend, completeCampaign, cancelCampaignDelivery } = proxyActivities<Activities>({
   startToCloseTimeout: '10 minutes',
@@ -65,9 +62,6 @@ export interface CampaignSendInput {
 export async function campaignSendWorkflow(input: CampaignSendInput): Promise<void> {
   let at = input.scheduledFor;
   let sending = !!input.resumed;
-  setHandler(legacyRescheduleSignal, (next) => {
-    at = next;
-  });
   setHandler(
     rescheduleUpdate,
     (next) => {

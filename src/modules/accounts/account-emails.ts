@@ -5,7 +5,8 @@ import { sql } from '../../db/orm';
 import { badRequest } from '../../http/errors';
 import type { Mailer } from '../../mail/transport';
 import type { TemporalClient } from '../../../temporal/client';
-import { workflowIds } from '../../../temporal/task-queues';
+import { workflowIds } from '../../../temporal/workflow-ids';
+import { accountEmailWorkflow } from '../../../temporal/workflows/account-email';
 import { acceptInvites } from './members.service';
 import { hashPassword } from './passwords';
 
@@ -24,7 +25,7 @@ const hashToken = (token: string) => crypto.createHash('sha256').update(token).d
  * by the activity, so it appears nowhere but in the mail: not in the request, not in workflow history.
  */
 export async function queueAccountEmail(temporal: TemporalClient, email: AccountEmail): Promise<void> {
-  await temporal.client.workflow.start('accountEmailWorkflow', {
+  await temporal.client.workflow.start(accountEmailWorkflow, {
     workflowId: workflowIds.accountEmail(newId()),
     taskQueue: temporal.taskQueue,
     args: [email],

@@ -1,12 +1,12 @@
 import type { TemporalClient } from '../../../temporal/client';
-import { searchAttributes, workflowIds } from '../../../temporal/task-queues';
+import { searchAttributes, workflowIds } from '../../../temporal/workflow-ids';
 import { WorkflowUpdateFailedError } from '@temporalio/client';
 import { badRequest } from '../../http/errors';
-import { rescheduleUpdate } from '../../../temporal/workflows/campaign-send';
+import { campaignSendWorkflow, rescheduleUpdate } from '../../../temporal/workflows/campaign-send';
 
 /** Starts `campaign-send:<campaignId>`; it sleeps until `scheduledFor` when there is one. */
 export async function startCampaignWorkflow(t: TemporalClient, c: { id: string; projectId: string; scheduledFor: Date | null }): Promise<void> {
-  await t.client.workflow.start('campaignSendWorkflow', {
+  await t.client.workflow.start(campaignSendWorkflow, {
     workflowId: workflowIds.campaignSend(c.id),
     taskQueue: t.taskQueue,
     args: [{ campaignId: c.id, scheduledFor: c.scheduledFor?.toISOString() ?? null }],

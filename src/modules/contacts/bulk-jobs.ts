@@ -3,9 +3,10 @@ import { newId } from '../../db/ids';
 import { holdUntilCommit, readAfterCommit, sql } from '../../db/orm';
 import { notFound } from '../../http/errors';
 import type { TemporalClient } from '../../../temporal/client';
-import { workflowIds } from '../../../temporal/task-queues';
+import { workflowIds } from '../../../temporal/workflow-ids';
 import type { EventRecord } from '../events/events.store';
 import { deleteContactsOf, setSubscriptionOf } from './contacts.service';
+import { bulkJobWorkflow } from '../../../temporal/workflows/bulk-job';
 import { startJobWorkflow } from './job-workflow';
 
 export type BulkKind = 'subscribe' | 'unsubscribe' | 'delete';
@@ -60,7 +61,7 @@ export async function createBulkJob(em: EntityManager, temporal: TemporalClient,
       ids,
     ]);
     await holdUntilCommit(tx, commitKey(row.id));
-    await startJobWorkflow(temporal, 'bulkJobWorkflow', workflowIds.bulkJob(row.id), { id: row.id, projectId });
+    await startJobWorkflow(temporal, bulkJobWorkflow, workflowIds.bulkJob(row.id), { id: row.id, projectId });
     return row;
   });
 }

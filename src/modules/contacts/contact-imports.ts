@@ -4,9 +4,10 @@ import { newId } from '../../db/ids';
 import { holdUntilCommit, readAfterCommit, sql } from '../../db/orm';
 import { notFound } from '../../http/errors';
 import type { TemporalClient } from '../../../temporal/client';
-import { workflowIds } from '../../../temporal/task-queues';
+import { workflowIds } from '../../../temporal/workflow-ids';
 import { emailSchema } from '../../http/validate';
 import { inferValue, parseCsv } from './csv';
+import { contactImportWorkflow } from '../../../temporal/workflows/contact-import';
 import { startJobWorkflow } from './job-workflow';
 
 interface ImportRow {
@@ -76,7 +77,7 @@ export async function createImport(
       await sql(tx, `UPDATE contact_imports SET content = content || ? WHERE id = ?`, [piece, id]);
     }
     await holdUntilCommit(tx, commitKey(id));
-    await startJobWorkflow(temporal, 'contactImportWorkflow', workflowIds.contactImport(id), { id, projectId });
+    await startJobWorkflow(temporal, contactImportWorkflow, workflowIds.contactImport(id), { id, projectId });
     const [row] = await sql<ImportRow>(tx, `SELECT ${ROW_COLUMNS} FROM contact_imports WHERE id = ?`, [id]);
     return row;
   });

@@ -1,6 +1,6 @@
 import type { TemporalClient } from '../../../temporal/client';
-import { searchAttributes, workflowIds } from '../../../temporal/task-queues';
-import { type contactSnoozeWorkflow, snoozeUntilSignal } from '../../../temporal/workflows/contact-snooze';
+import { searchAttributes, workflowIds } from '../../../temporal/workflow-ids';
+import { contactSnoozeWorkflow, snoozeUntilSignal } from '../../../temporal/workflows/contact-snooze';
 
 /**
  * Arranges a contact's resubscription at `until` as a durable Temporal timer: starts
@@ -8,7 +8,7 @@ import { type contactSnoozeWorkflow, snoozeUntilSignal } from '../../../temporal
  */
 export async function scheduleSnoozeEnd(t: TemporalClient, c: { id: string; projectId: string; until: Date }): Promise<void> {
   const until = c.until.toISOString();
-  await t.client.workflow.signalWithStart<typeof contactSnoozeWorkflow, [string]>('contactSnoozeWorkflow', {
+  await t.client.workflow.signalWithStart(contactSnoozeWorkflow, {
     workflowId: workflowIds.contactSnooze(c.id),
     taskQueue: t.taskQueue,
     args: [{ contactId: c.id, until }],

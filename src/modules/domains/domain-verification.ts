@@ -1,9 +1,10 @@
 import type { TemporalClient } from '../../../temporal/client';
-import { searchAttributes, workflowIds } from '../../../temporal/task-queues';
+import { searchAttributes, workflowIds } from '../../../temporal/workflow-ids';
+import { domainVerificationWorkflow } from '../../../temporal/workflows/domain-verification';
 
 /** Starts the background checks of a new domain (`domain-verification:<domainId>`). */
 export async function startDomainVerification(t: TemporalClient, d: { id: string; projectId: string }): Promise<void> {
-  await t.client.workflow.start('domainVerificationWorkflow', {
+  await t.client.workflow.start(domainVerificationWorkflow, {
     workflowId: workflowIds.domainVerification(d.id),
     taskQueue: t.taskQueue,
     args: [{ domainId: d.id }],

@@ -1,7 +1,8 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Logger } from 'pino';
 import type { TemporalClient } from '../../../temporal/client';
-import { workflowIds } from '../../../temporal/task-queues';
+import { workflowIds } from '../../../temporal/workflow-ids';
+import { automationEventSignal } from '../../../temporal/workflows/automation';
 import { sql } from '../../db/orm';
 import type { QueueSignal } from '../../db/work-queue';
 import { startExecution } from './executions.service';
@@ -114,7 +115,7 @@ export class AutomationDispatcher {
   private async wake(row: OutboxRow): Promise<boolean> {
     const event: AutomationEvent = { id: row.event_id, name: row.event_name, data: row.event_data };
     try {
-      await this.deps.temporal.client.workflow.getHandle(workflowIds.automation(row.execution_id!)).signal('automationEvent', event);
+      await this.deps.temporal.client.workflow.getHandle(workflowIds.automation(row.execution_id!)).signal(automationEventSignal, event);
       return true;
     } catch (err) {
       if ((err as Error).name === 'WorkflowNotFoundError') return false;

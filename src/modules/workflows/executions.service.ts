@@ -1,7 +1,8 @@
 import crypto from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { TemporalClient } from '../../../temporal/client';
-import { searchAttributes, workflowIds } from '../../../temporal/task-queues';
+import { searchAttributes, workflowIds } from '../../../temporal/workflow-ids';
+import { automationWorkflow } from '../../../temporal/workflows/automation';
 import { newId } from '../../db/ids';
 import { holdUntilCommit, sql } from '../../db/orm';
 import { notFound } from '../../http/errors';
@@ -79,7 +80,7 @@ export async function startExecution(em: EntityManager, temporal: TemporalClient
        VALUES (?, ?, ?, ?, 'RUNNING', ?::jsonb, ?::jsonb, ?) RETURNING *`,
       [id, w.id, w.project_id, opts.contactId, JSON.stringify(opts.context), JSON.stringify(definitionOf(w, steps, transitions)), opts.triggerEventId ?? null],
     );
-    await temporal.client.workflow.start('automationWorkflow', {
+    await temporal.client.workflow.start(automationWorkflow, {
       workflowId: workflowIds.automation(id),
       taskQueue: temporal.taskQueue,
       args: [{ executionId: id }],
