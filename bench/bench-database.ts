@@ -8,6 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { startEmbeddedPostgres } from '../src/db/embedded-postgres';
 import { createOrm, migrate, type Orm, sql } from '../src/db/orm';
+import { entities } from '../src/modules/entities';
 import { createLogger } from '../src/log';
 import { createProject, signup } from '../src/modules/accounts/accounts.service';
 
@@ -22,7 +23,7 @@ export async function startBenchDatabase(name: string, poolMax: number): Promise
   const log = createLogger('warn');
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), `postbox-${name}-`));
   const db = await startEmbeddedPostgres({ dataDir, log });
-  const orm = await createOrm(db.url, { poolMax, log });
+  const orm = await createOrm(db.url, { entities, poolMax, log });
   const stop = async () => {
     await orm.close();
     await db.stop();

@@ -13,6 +13,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { startEmbeddedPostgres } from '../src/db/embedded-postgres';
 import { createOrm, sql } from '../src/db/orm';
+import { entities } from '../src/modules/entities';
 import { createLogger } from '../src/log';
 import { cpuSecondsOf, machine, median } from './service-process';
 
@@ -60,7 +61,7 @@ async function main(): Promise<void> {
         }
         await client.end();
       }
-      const orm = await createOrm(socketUrl, { poolMax: 1, log });
+      const orm = await createOrm(socketUrl, { entities, poolMax: 1, log });
       const em = orm.em.fork();
       const pid = (await sql<{ pid: number }>(em, 'SELECT pg_backend_pid() AS pid'))[0].pid;
       add('MikroORM execute (the service\'s sql()), Unix socket', await measure(pid, () => sql(em, 'SELECT ?::int', [1])));

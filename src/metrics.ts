@@ -1,7 +1,7 @@
 import type { Knex } from '@mikro-orm/knex';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { type Orm, sql } from './db/orm';
-import type { ContactActivity } from './modules/events/contact-activity';
+import type { ContactActivity } from './bus/contact-activity';
 
 // CPU, memory, event loop and GC belong to the process, however many services it runs (tests run several).
 let processRegistry: Registry | undefined;

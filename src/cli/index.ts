@@ -6,9 +6,10 @@ import { loadConfig } from '../config';
 import { embeddedDatabaseUrl } from '../db/embedded-postgres';
 import { isUuid } from '../db/ids';
 import { createOrm } from '../db/orm';
+import { entities } from '../modules/entities';
 import { type ZoneRecords, ZoneDnsServer } from '../dns/zone-server';
 import { createLogger } from '../log';
-import { reinstateProject } from '../modules/security/security.service';
+import { reinstateProject } from '../modules/security';
 
 const USAGE = `Usage:
   npm run cli -- create-project --email E --password P --name N [--url http://localhost:8080]
@@ -100,7 +101,7 @@ async function reinstate(args: string[]): Promise<void> {
   if (!values.project || !isUuid(values.project)) throw new Error(`--project <uuid> is required\n\n${USAGE}`);
   const config = loadConfig();
   const log = createLogger('warn');
-  const orm = await createOrm(config.DATABASE_URL ?? embeddedDatabaseUrl(config.dataDir), { poolMax: 1, log });
+  const orm = await createOrm(config.DATABASE_URL ?? embeddedDatabaseUrl(config.dataDir), { entities, poolMax: 1, log });
   try {
     const { lifted } = await reinstateProject(orm.em.fork(), values.project, values.by ?? `cli:${os.userInfo().username}`);
     process.stdout.write(lifted ? `Project ${values.project} enabled; ${lifted} suspension(s) lifted\n` : `Project ${values.project}: 0 suspension(s) lifted, nothing changed\n`);

@@ -1,6 +1,7 @@
 import { ConfigError, loadConfig } from '../config';
 import { startEmbeddedPostgres } from '../db/embedded-postgres';
 import { createOrm, migrate } from '../db/orm';
+import { entities } from '../modules/entities';
 import { createLogger } from '../log';
 
 /** `npm run migrate`: applies pending migrations to DATABASE_URL (or the embedded cluster) and exits. */
@@ -14,7 +15,7 @@ async function main(): Promise<void> {
     url = pg.url;
     stop = pg.stop;
   }
-  const orm = await createOrm(url, { poolMax: 2, log });
+  const orm = await createOrm(url, { entities, poolMax: 2, log });
   try {
     const applied = await migrate(orm, url);
     process.stdout.write(applied.length ? `Applied: ${applied.join(', ')}\n` : 'Database is up to date\n');

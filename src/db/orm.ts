@@ -1,16 +1,14 @@
-import { MikroORM, type EntityManager } from '@mikro-orm/postgresql';
+import { MikroORM, type EntityManager, type EntitySchema } from '@mikro-orm/postgresql';
 import { Migrator } from '@mikro-orm/migrations';
 import crypto from 'node:crypto';
 import type { Knex } from '@mikro-orm/knex';
 import pg from 'pg';
 import type { Logger } from 'pino';
 import { migrationsList } from '../../migrations';
-import { ProjectMemberSchema, ProjectSchema, UserSchema } from '../modules/accounts/accounts.entity';
 
 export type Orm = MikroORM;
 export type { EntityManager };
 
-export const entities = [UserSchema, ProjectSchema, ProjectMemberSchema];
 
 /** MikroORM reads host and port from the URL itself, so a Unix socket (`?host=/dir`) is passed apart. */
 function connectionOptions(url: string) {
@@ -26,10 +24,11 @@ function connectionOptions(url: string) {
   };
 }
 
-export async function createOrm(url: string, opts: { poolMax: number; log: Logger }): Promise<Orm> {
+/** `entities`: every module's entity schemas (src/modules/entities.ts), so the base names no module itself. */
+export async function createOrm(url: string, opts: { poolMax: number; log: Logger; entities: EntitySchema[] }): Promise<Orm> {
   return MikroORM.init({
     ...connectionOptions(url),
-    entities,
+    entities: opts.entities,
     discovery: { warnWhenNoEntities: false },
     extensions: [Migrator],
     migrations: { migrationsList, transactional: true, allOrNothing: true, snapshot: false, silent: true },

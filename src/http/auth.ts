@@ -1,7 +1,7 @@
 import type { Context, Next } from 'koa';
 import jwt from 'jsonwebtoken';
 import { sql } from '../db/orm';
-import type { ProjectKeyCache } from '../modules/accounts/project-keys';
+import type { ProjectKeyCache } from '../modules/accounts';
 import { documented } from './endpoint';
 import { forbidden, unauthorized } from './errors';
 

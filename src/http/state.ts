@@ -2,7 +2,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from 'pino';
 // Brings koa-body's `ctx.request.body` / `files` typings.
 import type {} from 'koa-body';
-import type { Role } from '../modules/accounts/accounts.entity';
+import type { Role } from '../modules/accounts';
 import type { IdempotencyClaim } from './idempotency';
 
 export interface AuthedProject {

@@ -2,16 +2,29 @@
  * One recipient's message from a body and subject with placeholders: pure string work, so a delivery
  * thread can do it for campaign mail as well as the request path for /v1/send.
  */
-import type { ProjectSettings, TrackingOverride } from '../modules/accounts/project-settings';
 import type { Links } from './links';
 import type { OutgoingMessage } from './mime';
 import { render, templateVariables } from './render';
 import { htmlToTextTemplate } from './text';
 import { addTracking, insertBeforeBodyEnd, unsubscribeFooter } from './tracking';
 
+/** A project's settings for how its mail is sent, as far as composing a message needs them. */
+export interface MailSettings {
+  tracking: 'all' | 'marketing' | 'off';
+  trackOpens: boolean;
+  trackClicks: boolean;
+  unsubscribeFooter: boolean;
+}
+
+/** Open and click tracking switched on or off at one level (send, template or campaign); absent: the level above decides. */
+export interface TrackingOverride {
+  opens?: boolean;
+  clicks?: boolean;
+}
+
 /** What a message gets: each switch from the most specific level that sets it, else the project's. */
 export function effectiveTracking(
-  settings: ProjectSettings,
+  settings: MailSettings,
   marketing: boolean,
   ...overrides: Array<TrackingOverride | null | undefined>
 ): { opens: boolean; clicks: boolean } {
@@ -36,7 +49,7 @@ export interface ComposeInput {
   contact: { id: string; email: string; data: Record<string, unknown> };
   values?: Record<string, unknown>;
   headers: Record<string, string>;
-  settings: ProjectSettings;
+  settings: MailSettings;
   /** Tracking switches of the send, then of the template or campaign (the first that sets one wins). */
   tracking?: Array<TrackingOverride | null | undefined>;
   links: Links;

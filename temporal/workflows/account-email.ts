@@ -1,6 +1,6 @@
 import { proxyActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import type { AccountEmail } from '../../src/modules/accounts/account-emails';
+import type { AccountEmail } from '../../src/modules/accounts';
 
 const { sendAccountEmail } = proxyActivities<Activities>({
   startToCloseTimeout: '1 minute',

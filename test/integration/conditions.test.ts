@@ -1,6 +1,7 @@
 import pino from 'pino';
 import { newId } from '../../src/db/ids';
 import { createOrm, type Orm, sql } from '../../src/db/orm';
+import { entities } from '../../src/modules/entities';
 import { compileCondition, type SegmentRef } from '../../src/modules/segments/conditions/compile';
 import { evaluateCondition } from '../../src/modules/segments/conditions/evaluate';
 import { loadContactFacts } from '../../src/modules/segments/conditions/facts';
@@ -19,7 +20,7 @@ const iso = (ms: number) => new Date(ms).toISOString();
 
 beforeAll(async () => {
   const url = await createTestDatabase();
-  orm = await createOrm(url, { poolMax: 4, log: pino({ level: 'silent' }) });
+  orm = await createOrm(url, { entities, poolMax: 4, log: pino({ level: 'silent' }) });
   const em = orm.em.fork();
   await sql(em, `INSERT INTO projects (id, name, public_key, secret_key) VALUES (?, 'p', ?, ?)`, [projectId, `pk_${projectId}`, `sk_${projectId}`]);
   const datas: Array<Record<string, unknown>> = [

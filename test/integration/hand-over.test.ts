@@ -6,6 +6,7 @@
  */
 import pino from 'pino';
 import { createOrm, type Orm } from '../../src/db/orm';
+import { entities } from '../../src/modules/entities';
 import { QueueSignal } from '../../src/db/work-queue';
 import { InProcessSender } from '../../src/mail/delivery-threads';
 import { Links } from '../../src/mail/links';
@@ -29,7 +30,7 @@ let local: LocalEmailQueue;
 
 beforeAll(async () => {
   url = await createTestDatabase();
-  orm = await createOrm(url, { poolMax: 6, log });
+  orm = await createOrm(url, { entities, poolMax: 6, log });
   projectId = await projectSendingFrom(orm, 'hand.test');
   sink = await new SmtpSink().start();
   queue = new QueueSignal(url, EMAIL_QUEUED_CHANNEL, log);

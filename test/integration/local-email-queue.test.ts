@@ -5,6 +5,7 @@
 import pg from 'pg';
 import pino from 'pino';
 import { createOrm, type Orm } from '../../src/db/orm';
+import { entities } from '../../src/modules/entities';
 import { DrainBell, QueueSignal } from '../../src/db/work-queue';
 import { Links } from '../../src/mail/links';
 import { EMAIL_QUEUED_CHANNEL, type LocalEmailQueue, sendEmails } from '../../src/modules/emails/emails.service';
@@ -21,7 +22,7 @@ const notifications: string[] = [];
 
 beforeAll(async () => {
   url = await createTestDatabase();
-  orm = await createOrm(url, { poolMax: 4, log });
+  orm = await createOrm(url, { entities, poolMax: 4, log });
   projectId = await projectSendingFrom(orm, 'queue.test');
   listener = new pg.Client({ connectionString: url });
   await listener.connect();

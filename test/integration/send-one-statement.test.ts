@@ -5,6 +5,7 @@
  */
 import pino from 'pino';
 import { createOrm, type Orm } from '../../src/db/orm';
+import { entities } from '../../src/modules/entities';
 import { newId } from '../../src/db/ids';
 import { Links } from '../../src/mail/links';
 import { isForeignKeyViolation } from '../../src/db/orm';
@@ -18,7 +19,7 @@ let projectId: string;
 
 beforeAll(async () => {
   url = await createTestDatabase();
-  orm = await createOrm(url, { poolMax: 8, log: pino({ level: 'silent' }) });
+  orm = await createOrm(url, { entities, poolMax: 8, log: pino({ level: 'silent' }) });
   projectId = await projectSendingFrom(orm, 'one.test');
 });
 afterAll(async () => {

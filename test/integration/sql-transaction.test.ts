@@ -1,6 +1,7 @@
 /** sqlTransaction: the lean transaction /v1/send uses, against a real PostgreSQL database. */
 import pino from 'pino';
 import { createOrm, type Orm, sql, sqlTransaction } from '../../src/db/orm';
+import { entities } from '../../src/modules/entities';
 import { createTestDatabase, dbQuery } from '../setup/db';
 
 let url: string;
@@ -8,7 +9,7 @@ let orm: Orm;
 beforeAll(async () => {
   url = await createTestDatabase();
   // Two connections, so a statement that escaped the transaction would run on the other one.
-  orm = await createOrm(url, { poolMax: 2, log: pino({ level: 'silent' }) });
+  orm = await createOrm(url, { entities, poolMax: 2, log: pino({ level: 'silent' }) });
   await sql(orm.em.fork(), `CREATE TABLE tx_probe (k text PRIMARY KEY)`);
 });
 afterAll(async () => {

@@ -1,5 +1,6 @@
 import pino from 'pino';
 import { createOrm, type Orm } from '../../src/db/orm';
+import { entities } from '../../src/modules/entities';
 import { newId } from '../../src/db/ids';
 import { TrackBatcher } from '../../src/modules/events/track-batcher';
 import { dbQuery } from '../setup/db';
@@ -10,7 +11,7 @@ let orm: Orm;
 let acct: Account;
 beforeAll(async () => {
   svc = await startTestService();
-  orm = await createOrm(svc.databaseUrl, { poolMax: 4, log: pino({ level: 'silent' }) });
+  orm = await createOrm(svc.databaseUrl, { entities, poolMax: 4, log: pino({ level: 'silent' }) });
   acct = await createAccount(svc.api);
 });
 afterAll(async () => {

@@ -1,7 +1,7 @@
 import http from 'node:http';
 import type net from 'node:net';
 import { ZoneDnsServer } from '../../src/dns/zone-server';
-import { startExecution } from '../../src/modules/workflows/executions.service';
+import { startExecution } from '../../src/modules/automations/executions.service';
 import { dbQuery } from '../setup/db';
 import { verifiedDomain } from '../setup/sender';
 import { type Account, createAccount, startTestService, type TestService } from '../setup/service';

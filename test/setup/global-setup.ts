@@ -4,6 +4,7 @@ import path from 'node:path';
 import pino from 'pino';
 import { startEmbeddedPostgres } from '../../src/db/embedded-postgres';
 import { createOrm, migrate } from '../../src/db/orm';
+import { entities } from '../../src/modules/entities';
 
 export const TEMPLATE_DB = 'postbox_template';
 
@@ -20,7 +21,7 @@ export default async function globalSetup(): Promise<void> {
     log,
     settings: { fsync: 'off', synchronous_commit: 'off', full_page_writes: 'off', max_connections: '400' },
   });
-  const orm = await createOrm(pg.url, { poolMax: 2, log });
+  const orm = await createOrm(pg.url, { entities, poolMax: 2, log });
   await migrate(orm, pg.url);
   await orm.close();
   process.env.TEST_PG_TEMPLATE_URL = pg.url;

@@ -5,7 +5,7 @@ import http from 'node:http';
 import type net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { stringToSign, type SnsMessage } from '../../src/modules/webhooks/sns-signature';
+import { stringToSign, type SnsMessage } from '../../src/modules/webhooks-in/sns-signature';
 
 /** A stand-in for the SNS endpoints: serves a real signing certificate, signs messages with its key, records subscription confirmations. */
 export class SnsStandIn {

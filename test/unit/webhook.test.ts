@@ -2,7 +2,7 @@ import http from 'node:http';
 import type net from 'node:net';
 import { Resolver } from '../../src/dns/resolver';
 import { ZoneDnsServer } from '../../src/dns/zone-server';
-import { callWebhook, isPublicAddress, literalPrivateTarget, NOT_PUBLIC, type WebhookError } from '../../src/modules/workflows/webhook';
+import { callWebhook, isPublicAddress, literalPrivateTarget, NOT_PUBLIC, type WebhookError } from '../../src/net/guarded-http';
 
 // Every spelling of a non-public address a URL or a DNS answer can carry, as Node's URL parser
 // leaves it (it writes [::ffff:127.0.0.1] as [::ffff:7f00:1] and 2130706433 as 127.0.0.1).

@@ -72,3 +72,6 @@ export const ProjectMemberSchema = new EntitySchema<ProjectMember>({
     createdAt: { type: 'Date' },
   },
 });
+
+/** What createOrm registers for this module. */
+export const accountEntities = [UserSchema, ProjectSchema, ProjectMemberSchema];

@@ -1,8 +1,8 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { sql } from '../../db/orm';
 import { badRequest } from '../../http/errors';
-import { SEGMENT_MEMBERSHIP, SYSTEM_EVENTS } from '../events/event-names';
-import { eventPageFilter } from '../events/events.service';
+import { SEGMENT_MEMBERSHIP, SYSTEM_EVENTS } from '../events';
+import { eventPageFilter } from '../events';
 import { bucketCounts, ceilHour, countsBetween, DAY_MS, floorHour, type Interval, sumByName } from './activity-counts';
 import type { ActivityFeedQuery, WindowQuery } from './activity.schemas';
 

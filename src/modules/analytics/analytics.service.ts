@@ -1,11 +1,11 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { sql } from '../../db/orm';
 import { notFound } from '../../http/errors';
-import { countsBetween, DAY_MS, sumByName } from '../activity/activity-counts';
-import { type ChartWindow, eventSeries } from '../activity/activity.service';
-import type { TOP_CAMPAIGN_METRICS } from '../activity/activity.schemas';
-import type { CampaignRow } from '../campaigns/campaigns.service';
-import { isReservedEventName } from '../events/event-names';
+import { countsBetween, DAY_MS, sumByName } from '../activity';
+import { type ChartWindow, eventSeries } from '../activity';
+import type { TOP_CAMPAIGN_METRICS } from '../activity';
+import type { CampaignRow } from '../campaigns';
+import { isReservedEventName } from '../events';
 
 /** The mail metrics of the time series, and the event each counts (every event, not distinct emails). */
 const SERIES_EVENTS = {

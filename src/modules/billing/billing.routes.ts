@@ -5,7 +5,7 @@ import { endpoint } from '../../http/endpoint';
 import { AppError, badRequest, conflict } from '../../http/errors';
 import type { Guards } from '../../http/guards';
 import { uuidPath } from '../../http/validate';
-import { membership, requireRole } from '../accounts/accounts.service';
+import { membership, requireRole } from '../accounts';
 import { billingLimitsSchema, billingPortalSchema, checkoutSchema } from './billing.schemas';
 import { billingConsumption, billingLimits, billingPeriod, setBillingLimits } from './billing.service';
 import { applyStripeEvent, type StripeEvent, stripeCustomerOf } from './stripe-events';

@@ -1,8 +1,8 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { sql } from '../../db/orm';
 import { forbidden } from '../../http/errors';
-import { countsBetween, sumByName } from '../activity/activity-counts';
-import { contactTotal } from '../contacts/contacts.service';
+import { countsBetween, sumByName } from '../activity';
+import { contactTotal } from '../contacts';
 
 export interface BillingLimits {
   /** Emails accepted per calendar month (UTC); null is no cap. */

@@ -1,11 +1,11 @@
-import { assertWithinBillingLimits } from '../billing/billing.service';
+import { assertWithinBillingLimits } from '../billing';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
 import type { Links } from '../../mail/links';
-import { upsertContact } from '../contacts/contacts.service';
+import { upsertContact } from '../contacts';
 import { composeMessage } from '../../mail/compose';
-import { queueEmail } from '../emails/emails.service';
-import { sendingContext } from '../emails/sending-context';
+import { queueEmail } from '../emails';
+import { sendingContext } from '../emails';
 import type { CampaignRow } from './campaigns.service';
 
 /**

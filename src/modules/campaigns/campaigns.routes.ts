@@ -1,4 +1,4 @@
-import { assertWithinBillingLimits, billingPeriod } from '../billing/billing.service';
+import { assertWithinBillingLimits, billingPeriod } from '../billing';
 import type Router from '@koa/router';
 import type { TemporalClient } from '../../../temporal/client';
 import { sql } from '../../db/orm';
@@ -8,8 +8,8 @@ import type { Guards } from '../../http/guards';
 import { deletedResponse } from '../../http/responses';
 import { uuidPath } from '../../http/validate';
 import type { Links } from '../../mail/links';
-import { assertVerifiedSender } from '../domains/domains.service';
-import type { ActivityHub } from '../events/contact-activity';
+import { assertVerifiedSender } from '../domains';
+import type { ActivityHub } from '../../bus/contact-activity';
 import { queueTestSend } from './campaign-test';
 import { cancelCampaignWorkflow, rescheduleCampaignWorkflow, startCampaignWorkflow } from './campaign-send';
 import {

@@ -1,12 +1,12 @@
-import { trackingOverrideSchema } from '../accounts/project-settings';
+import { trackingOverrideSchema } from '../accounts';
 import { z } from 'zod';
 import { badRequest } from '../../http/errors';
 import { pageQuery, sortQuery } from '../../http/pagination';
 import { queryEnum, queryText } from '../../http/query';
 import { dateTime, offsetList, sameShape, successEnvelope } from '../../http/responses';
 import { emailSchema } from '../../http/validate';
-import { conditionInput, conditionTree } from '../segments/segments.schemas';
-import { subjectSchema, TEMPLATE_TYPES } from '../templates/templates.schemas';
+import { conditionInput, conditionTree } from '../segments';
+import { subjectSchema, TEMPLATE_TYPES } from '../templates';
 import type { campaignStats, listCampaigns, toCampaignDto } from './campaigns.service';
 
 export const CAMPAIGN_STATUSES = ['DRAFT', 'SCHEDULED', 'SENDING', 'SENT', 'CANCELLED'] as const;

@@ -2,13 +2,13 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
 import { sql } from '../../db/orm';
 import { AppError, badRequest, conflict, notFound } from '../../http/errors';
-import { assertWithinBillingLimits } from '../billing/billing.service';
-import { assertVerifiedSender } from '../domains/domains.service';
-import { compileCondition } from '../segments/conditions/compile';
-import { loadSegmentRefs } from '../segments/conditions/facts';
-import type { ConditionTree } from '../segments/conditions/tree';
-import { checkCondition, membersWhere } from '../segments/segments.service';
-import type { TrackingOverride } from '../accounts/project-settings';
+import { assertWithinBillingLimits } from '../billing';
+import { assertVerifiedSender } from '../domains';
+import { compileCondition } from '../segments';
+import { loadSegmentRefs } from '../segments';
+import type { ConditionTree } from '../segments';
+import { checkCondition, membersWhere } from '../segments';
+import type { TrackingOverride } from '../accounts';
 import type { CampaignInput, CampaignStatus } from './campaigns.schemas';
 
 export interface CampaignRow {

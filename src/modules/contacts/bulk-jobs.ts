@@ -4,7 +4,7 @@ import { holdUntilCommit, readAfterCommit, sql } from '../../db/orm';
 import { notFound } from '../../http/errors';
 import type { TemporalClient } from '../../../temporal/client';
 import { workflowIds } from '../../../temporal/workflow-ids';
-import type { EventRecord } from '../events/events.store';
+import type { EventRecord } from '../events';
 import { deleteContactsOf, setSubscriptionOf } from './contacts.service';
 import { bulkJobWorkflow } from '../../../temporal/workflows/bulk-job';
 import { startJobWorkflow } from './job-workflow';

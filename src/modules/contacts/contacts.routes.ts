@@ -6,7 +6,7 @@ import { multipartFile, withUploadedFile } from '../../http/multipart';
 import type { Guards } from '../../http/guards';
 import { deletedResponse } from '../../http/responses';
 import { uuidPath } from '../../http/validate';
-import type { ActivityHub } from '../events/contact-activity';
+import type { ActivityHub } from '../../bus/contact-activity';
 import { resolveDataMap } from './data-map';
 import type { TemporalClient } from '../../../temporal/client';
 import { type BulkKind, createBulkJob, getBulkJob, toBulkJobDto } from './bulk-jobs';

@@ -2,8 +2,8 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
 import { sql } from '../../db/orm';
 import { conflict, notFound, simpleBadRequest } from '../../http/errors';
-import { SYSTEM_EVENTS } from '../events/event-names';
-import { type EventRecord, insertEvents, type NewEvent } from '../events/events.store';
+import { SYSTEM_EVENTS } from '../events';
+import { type EventRecord, insertEvents, type NewEvent } from '../events';
 import { applyData, type ResolvedData } from './data-map';
 
 export interface ContactRow {

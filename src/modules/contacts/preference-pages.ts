@@ -6,7 +6,7 @@ import { sql } from '../../db/orm';
 import { content, endpoint } from '../../http/endpoint';
 import type { Links } from '../../mail/links';
 import { escapeHtml } from '../../mail/render';
-import type { ActivityHub } from '../events/contact-activity';
+import type { ActivityHub } from '../../bus/contact-activity';
 import { updateContactSubscription } from './contacts.service';
 
 function page(title: string, body: string): string {

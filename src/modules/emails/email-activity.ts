@@ -1,7 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { sql, sqlTransaction } from '../../db/orm';
-import { updateContactSubscription } from '../contacts/contacts.service';
-import { type EventRecord, insertEvents } from '../events/events.store';
+import { updateContactSubscription } from '../contacts';
+import { type EventRecord, insertEvents } from '../events';
 
 export type BounceType = 'Permanent' | 'Transient' | 'Undetermined';
 

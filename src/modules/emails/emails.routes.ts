@@ -2,7 +2,7 @@ import type Router from '@koa/router';
 import { endpoint } from '../../http/endpoint';
 import type { Guards } from '../../http/guards';
 import type { Links } from '../../mail/links';
-import type { ActivityHub } from '../events/contact-activity';
+import type { ActivityHub } from '../../bus/contact-activity';
 import { sendResponse, sendSchema } from './emails.schemas';
 import { type LocalEmailQueue, type SendBatcher, type SendLimits, sendEmails } from './emails.service';
 

@@ -1,8 +1,8 @@
-import { trackingOverrideSchema } from '../accounts/project-settings';
+import { trackingOverrideSchema } from '../accounts';
 import { z } from 'zod';
 import { emailSchema } from '../../http/validate';
-import { dataMapSchema } from '../contacts/data-map';
-import { subjectSchema } from '../templates/templates.schemas';
+import { dataMapSchema } from '../contacts';
+import { subjectSchema } from '../templates';
 import { dateTime, sameShape, successEnvelope } from '../../http/responses';
 import type { SendResult } from './emails.service';
 

@@ -1,8 +1,8 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { sql } from '../../db/orm';
-import { type ProjectSettings, withDefaults } from '../accounts/project-settings';
-import { type BillingLimits, type BillingRow, limitsOf } from '../billing/billing.service';
-import { type DomainRow, refuseUnverifiedSender, senderDomainOf } from '../domains/domains.service';
+import { type ProjectSettings, withDefaults } from '../accounts';
+import { type BillingLimits, type BillingRow, limitsOf } from '../billing';
+import { type DomainRow, refuseUnverifiedSender, senderDomainOf } from '../domains';
 
 /** A recipient who is a contact already, as the send found them. */
 export interface KnownContact {

@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { isUuid } from '../../db/ids';
 import { content, endpoint } from '../../http/endpoint';
 import type { Links } from '../../mail/links';
-import type { ActivityHub } from '../events/contact-activity';
+import type { ActivityHub } from '../../bus/contact-activity';
 import { type EmailActivity, recordEmailActivity } from './email-activity';
 
 // The smallest transparent GIF.

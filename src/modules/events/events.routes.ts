@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { endpoint } from '../../http/endpoint';
 import type { Guards } from '../../http/guards';
 import { uuidPath } from '../../http/validate';
-import type { ActivityHub } from './contact-activity';
+import type { ActivityHub } from '../../bus/contact-activity';
 import {
   eventListQuery,
   eventListResponse,

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { emailSchema } from '../../http/validate';
-import { dataMapSchema } from '../contacts/data-map';
+import { dataMapSchema } from '../contacts';
 import { badRequest } from '../../http/errors';
 import { queryDate, queryInt, queryText, queryUuid } from '../../http/query';
 import { cursorList, dateTime, sameShape, successEnvelope } from '../../http/responses';

@@ -1,9 +1,9 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { sql } from '../../db/orm';
-import { bucketCounts, ceilHour, type CountRow, countsBetween, DAY_MS, sumByName } from '../activity/activity-counts';
+import { bucketCounts, ceilHour, type CountRow, countsBetween, DAY_MS, sumByName } from '../activity';
 import { badRequest, notFound } from '../../http/errors';
-import { resolveDataMap } from '../contacts/data-map';
-import { upsertContact } from '../contacts/contacts.service';
+import { resolveDataMap } from '../contacts';
+import { upsertContact } from '../contacts';
 import { isReservedEventName } from './event-names';
 import type { TrackInput } from './events.schemas';
 import { type EventRecord, type EventRow, insertEvents, toEventRecord } from './events.store';

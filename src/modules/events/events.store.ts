@@ -1,6 +1,9 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
 import { sql } from '../../db/orm';
+import type { EventRecord } from '../../bus/contact-activity';
+
+export type { EventRecord };
 
 export interface NewEvent {
   projectId: string;
@@ -9,13 +12,6 @@ export interface NewEvent {
   data: Record<string, unknown>;
 }
 
-export interface EventRecord {
-  id: string;
-  name: string;
-  contactId: string;
-  data: Record<string, unknown>;
-  createdAt: string;
-}
 
 export interface EventRow {
   id: string;

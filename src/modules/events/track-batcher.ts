@@ -1,6 +1,6 @@
 import type { Orm } from '../../db/orm';
 import { StatementBatcher } from '../../db/statement-batcher';
-import { type ContactEventInput, upsertContactsAndInsertEvents } from '../contacts/contacts.service';
+import { type ContactEventInput, upsertContactsAndInsertEvents } from '../contacts';
 import type { EventRecord } from './events.store';
 
 /**

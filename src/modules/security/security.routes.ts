@@ -3,7 +3,7 @@ import type { RouterContext } from '@koa/router';
 import { endpoint } from '../../http/endpoint';
 import type { Guards } from '../../http/guards';
 import { uuidPath } from '../../http/validate';
-import { membership } from '../accounts/accounts.service';
+import { membership } from '../accounts';
 import { type SecurityThresholds, securityState } from './security.service';
 
 /** Bounce and complaint rates and suspensions of a project: any member may read them. */

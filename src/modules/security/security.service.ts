@@ -3,7 +3,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
 import { sql } from '../../db/orm';
 import { notFound } from '../../http/errors';
-import { countsBetween, DAY_MS, sumByName } from '../activity/activity-counts';
+import { countsBetween, DAY_MS, sumByName } from '../activity';
 
 export interface SecurityThresholds {
   windowDays: number;

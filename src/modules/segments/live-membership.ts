@@ -1,8 +1,8 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Logger } from 'pino';
 import { sql } from '../../db/orm';
-import type { ActivityHub, ContactActivity } from '../events/contact-activity';
-import { type EventRecord, insertEvents, type NewEvent } from '../events/events.store';
+import type { ActivityHub, ContactActivity } from '../../bus/contact-activity';
+import { type EventRecord, insertEvents, type NewEvent } from '../events';
 import { evaluateCondition } from './conditions/evaluate';
 import { loadContactFacts, loadSegmentRefs } from './conditions/facts';
 import { eventNamesOf } from './conditions/tree';

@@ -8,9 +8,9 @@ import type { Guards } from '../../http/guards';
 import { pageQuery } from '../../http/pagination';
 import { deletedResponse } from '../../http/responses';
 import { uuidPath } from '../../http/validate';
-import { contactResponse } from '../contacts/contacts.schemas';
-import { toContactDto } from '../contacts/contacts.service';
-import type { ActivityHub } from '../events/contact-activity';
+import { contactResponse } from '../contacts';
+import { toContactDto } from '../contacts';
+import type { ActivityHub } from '../../bus/contact-activity';
 import { startSegmentRefresh } from './segment-refresh';
 import {
   addMembersSchema,

@@ -4,7 +4,7 @@ import { pageQuery, sortQuery } from '../../http/pagination';
 import { queryEnum, queryText } from '../../http/query';
 import { dateTime, offsetList, sameShape } from '../../http/responses';
 import { emailSchema } from '../../http/validate';
-import { trackingOverrideSchema } from '../accounts/project-settings';
+import { trackingOverrideSchema } from '../accounts';
 import type { listTemplates, templateUsage, toTemplateDto } from './templates.service';
 
 export const TEMPLATE_TYPES = ['TRANSACTIONAL', 'MARKETING', 'HEADLESS'] as const;

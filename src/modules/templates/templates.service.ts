@@ -2,8 +2,8 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
 import { sql } from '../../db/orm';
 import { conflict, notFound } from '../../http/errors';
-import { assertVerifiedSender } from '../domains/domains.service';
-import type { TrackingOverride } from '../accounts/project-settings';
+import { assertVerifiedSender } from '../domains';
+import type { TrackingOverride } from '../accounts';
 import type { CreateTemplate, UpdateTemplate } from './templates.schemas';
 
 export interface TemplateRow {

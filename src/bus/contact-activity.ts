@@ -1,5 +1,13 @@
 import type { Logger } from 'pino';
-import type { EventRecord } from './events.store';
+
+/** A recorded event, as listeners and API answers see it. */
+export interface EventRecord {
+  id: string;
+  name: string;
+  contactId: string;
+  data: Record<string, unknown>;
+  createdAt: string;
+}
 
 /** Something happened to some contacts of a project (changed fields, recorded events), already committed. */
 export interface ContactActivity {

@@ -6,8 +6,8 @@ import { automationWorkflow } from '../../../temporal/workflows/automation';
 import { newId } from '../../db/ids';
 import { holdUntilCommit, sql } from '../../db/orm';
 import { notFound } from '../../http/errors';
-import type { ExecutionStatus } from './workflows.schemas';
-import { type Definition, definitionOf, graphOf, type WorkflowRow } from './workflows.service';
+import type { ExecutionStatus } from './automations.schemas';
+import { type Definition, definitionOf, graphOf, type WorkflowRow } from './automations.service';
 
 export interface ExecutionRow {
   id: string;

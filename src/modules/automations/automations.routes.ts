@@ -25,7 +25,7 @@ import {
   updateWorkflowSchema,
   workflowListResponse,
   workflowResponse,
-} from './workflows.schemas';
+} from './automations.schemas';
 import {
   addStep,
   addTransition,
@@ -43,7 +43,7 @@ import {
   updateStep,
   updateWorkflow,
   workflowDto,
-} from './workflows.service';
+} from './automations.service';
 
 const tag = 'Workflows';
 const NOT_FOUND = { 404: 'No such workflow in the project' };

@@ -3,9 +3,9 @@ import type { z } from 'zod';
 import { newId } from '../../db/ids';
 import { sql } from '../../db/orm';
 import { AppError, badRequest, conflict, notFound, validationError } from '../../http/errors';
-import { ConditionError, type Filter, resolveFilter } from '../segments/conditions/tree';
-import { refusePrivateTarget } from './webhook';
-import { type StepType, stepConfigSchemas } from './workflows.schemas';
+import { ConditionError, type Filter, resolveFilter } from '../segments';
+import { refusePrivateTarget } from '../../net/guarded-http';
+import { type StepType, stepConfigSchemas } from './automations.schemas';
 
 export interface WorkflowRow {
   id: string;

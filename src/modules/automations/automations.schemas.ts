@@ -5,9 +5,9 @@ import { queryEnum, queryFlag, queryInt } from '../../http/query';
 import { dateTime, sameShape } from '../../http/responses';
 import { emailSchema } from '../../http/validate';
 import type { executionSteps, toExecutionDto } from './executions.service';
-import type { conditionFields, toStepDto, toTransitionDto, toWorkflowDto } from './workflows.service';
-import { dataMapSchema } from '../contacts/data-map';
-import { eventNameSchema } from '../events/events.schemas';
+import type { conditionFields, toStepDto, toTransitionDto, toWorkflowDto } from './automations.service';
+import { dataMapSchema } from '../contacts';
+import { eventNameSchema } from '../events';
 
 export const STEP_TYPES = ['TRIGGER', 'SEND_EMAIL', 'DELAY', 'WAIT_FOR_EVENT', 'CONDITION', 'WEBHOOK', 'UPDATE_CONTACT', 'EXIT'] as const;
 export type StepType = (typeof STEP_TYPES)[number];

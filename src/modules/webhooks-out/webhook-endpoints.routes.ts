@@ -4,7 +4,7 @@ import { endpoint } from '../../http/endpoint';
 import type { Guards } from '../../http/guards';
 import { deletedResponse } from '../../http/responses';
 import { uuidPath } from '../../http/validate';
-import { refusePrivateTarget } from '../workflows/webhook';
+import { refusePrivateTarget } from '../../net/guarded-http';
 import {
   createEndpointSchema,
   deliveryListQuery,

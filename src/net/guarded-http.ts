@@ -2,8 +2,8 @@ import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
 import ipaddr from 'ipaddr.js';
-import type { Resolver } from '../../dns/resolver';
-import { AppError } from '../../http/errors';
+import type { Resolver } from '../dns/resolver';
+import { AppError } from '../http/errors';
 
 export class WebhookError extends Error {
   constructor(

@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import type { Resolver } from '../../dns/resolver';
 import { sql } from '../../db/orm';
 import type { QueueSignal } from '../../db/work-queue';
-import { callWebhook, WebhookError } from '../workflows/webhook';
+import { callWebhook, WebhookError } from '../../net/guarded-http';
 import { type DeliveryRow, type EndpointRow, signatureHeader, signingSecrets } from './webhook-endpoints.service';
 
 /** Attempts per delivery before it is FAILED (about a day with the default base of 5 s). */

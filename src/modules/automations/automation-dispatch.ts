@@ -6,7 +6,7 @@ import { automationEventSignal } from '../../../temporal/workflows/automation';
 import { sql } from '../../db/orm';
 import type { QueueSignal } from '../../db/work-queue';
 import { startExecution } from './executions.service';
-import type { WorkflowRow } from './workflows.service';
+import type { WorkflowRow } from './automations.service';
 
 /** NOTIFYed by the events trigger when it routes an event to automations (see the automations migration). */
 export const AUTOMATION_OUTBOX_CHANNEL = 'postbox_automation_outbox';

@@ -5,9 +5,9 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { sql } from '../../db/orm';
 import { endpoint } from '../../http/endpoint';
 import { AppError, badRequest } from '../../http/errors';
-import { type EmailActivity, recordEmailActivity, type SuppressionRules } from '../emails/email-activity';
-import type { ActivityHub } from '../events/contact-activity';
-import type { SendingJudge } from '../security/security.service';
+import { type EmailActivity, recordEmailActivity, type SuppressionRules } from '../emails';
+import type { ActivityHub } from '../../bus/contact-activity';
+import type { SendingJudge } from '../security';
 import type { SnsMessage, SnsVerifier } from './sns-signature';
 
 interface SesEvent {

@@ -1,0 +1,5 @@
+import type { EntitySchema } from '@mikro-orm/core';
+import { accountEntities } from './accounts';
+
+/** Every module's entity schemas, as createOrm registers them with MikroORM. */
+export const entities: EntitySchema[] = [...accountEntities];

@@ -1,0 +1,3 @@
+/** The uploads module's public surface: the only file other modules import. */
+export { S3Bucket } from './s3';
+export { uploadRoutes } from './uploads.routes';
