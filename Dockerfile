@@ -1,5 +1,5 @@
 # postbox: `docker build -t postbox .`, then `docker run postbox api` or `docker run postbox worker`
-# (see docker-compose.yml and the README's "Operating in production").
+# (see docker-compose.yml and docs/operations.md).
 # Debian (glibc), not Alpine: Temporal's native worker core and embedded PostgreSQL ship glibc builds.
 ARG NODE_IMAGE=node:24.21.0-bookworm-slim
 
