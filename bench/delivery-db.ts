@@ -11,9 +11,9 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../src/db/ids';
 import type { QueueSignal } from '../src/db/work-queue';
-import type { MessageSender } from '../src/mail/delivery-threads';
+import type { MessageSender } from '../src/delivery/delivery-threads';
 import { Links } from '../src/mail/links';
-import { EmailDispatcher, type QueuedEmail } from '../src/modules/emails/dispatch';
+import { EmailDispatcher, type QueuedEmail } from '../src/delivery';
 import { sendEmails } from '../src/modules/emails/emails.service';
 import { startBenchDatabase } from './bench-database';
 import { machine, median, postgresCpuSeconds, sendRequest } from './service-process';

@@ -27,10 +27,9 @@ import { SmtpSubmission } from './modules/emails';
 import { SendingJudge } from './modules/security';
 import { ProjectKeyCache } from './modules/accounts';
 import { storeCaptured } from './modules/dev-mailbox';
-import { EmailDispatcher } from './modules/emails';
 import { EMAIL_QUEUED_CHANNEL, type LocalEmailQueue, SendBatcher } from './modules/emails';
 import { QueueSignal } from './db/work-queue';
-import { DeliveryThreads, InProcessSender } from './mail/delivery-threads';
+import { DeliveryThreads, EmailDispatcher, InProcessSender } from './delivery';
 import { Mailer } from './mail/transport';
 import { Links } from './mail/links';
 import { ActivityHub } from './bus/contact-activity';
@@ -178,13 +177,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         concurrency: config.deliveryInFlight,
         returnPaths,
       });
-      emailQueue = {
-        get draining() {
-          return queue.draining;
-        },
-        queuedHere: () => queue.queuedHere(),
-        claimant: () => dispatcher.claimant(),
-      };
+      emailQueue = dispatcher;
       const automationQueue = await listen(AUTOMATION_OUTBOX_CHANNEL, 'automation');
       const webhookQueue = await listen(WEBHOOK_DELIVERIES_CHANNEL, 'webhook');
       const worker: RunningWorker = await startWorker({

@@ -10,7 +10,7 @@ import { importNextSlice } from '../../src/modules/contacts';
 import { endSnooze } from '../../src/modules/contacts';
 import type { ReturnPathDns } from '../../src/modules/domains';
 import { checkDomain } from '../../src/modules/domains';
-import type { CampaignChunk, EmailDispatcher } from '../../src/modules/emails';
+import type { CampaignChunk, EmailDispatcher } from '../../src/delivery';
 import type { Mailer } from '../../src/mail/transport';
 import { type AccountEmail, sendAccountEmail } from '../../src/modules/accounts';
 import type { AutomationDispatcher } from '../../src/modules/automations';

@@ -10,7 +10,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import type { CampaignChunk } from '../../src/modules/emails';
+import type { CampaignChunk } from '../../src/delivery';
 import { campaignChunkQueue } from '../workflow-ids';
 
 /**

@@ -1,5 +1,5 @@
 import crypto from 'node:crypto';
-import { DeliveryThreads, InProcessSender, type MessageSender } from '../../src/mail/delivery-threads';
+import { DeliveryThreads, InProcessSender, type MessageSender } from '../../src/delivery/delivery-threads';
 import { Links } from '../../src/mail/links';
 import { SmtpSessions } from '../../src/mail/transport';
 import { DEFAULT_PROJECT_SETTINGS } from '../../src/modules/accounts/project-settings';

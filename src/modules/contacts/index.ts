@@ -1,11 +1,11 @@
 /** The contacts module's public surface: the only file other modules import. */
-export { runBulkJobChunk } from './bulk-jobs';
-export { importNextSlice } from './contact-imports';
-export { contactRoutes } from './contacts.routes';
 export { contactResponse } from './contacts.schemas';
-export { contactTotal, endSnooze, toContactDto, updateContact, updateContactSubscription, upsertContact, upsertContactsAndInsertEvents } from './contacts.service';
-export type { ContactEventInput, ContactRow } from './contacts.service';
 export { applyData, dataMapSchema, resolveDataMap } from './data-map';
 export type { ResolvedData } from './data-map';
-export { preferencePageRoutes } from './preference-pages';
+export { runBulkJobChunk } from './bulk-jobs';
+export { importNextSlice } from './contact-imports';
 export { scheduleSnoozeEnd } from './snooze-timer';
+export { contactTotal, endSnooze, toContactDto, updateContact, updateContactSubscription, upsertContact, upsertContactsAndInsertEvents } from './contacts.service';
+export type { ContactEventInput, ContactRow } from './contacts.service';
+export { contactRoutes } from './contacts.routes';
+export { preferencePageRoutes } from './preference-pages';

@@ -1,6 +1,6 @@
 /** The domains module's public surface: the only file other modules import. */
 export { returnPathVerified } from './domain-records';
 export type { ReturnPathDns } from './domain-records';
-export { domainRoutes } from './domains.routes';
 export { assertVerifiedSender, checkDomain, refuseUnverifiedSender, senderDomainOf } from './domains.service';
 export type { DomainRow } from './domains.service';
+export { domainRoutes } from './domains.routes';

@@ -16,7 +16,7 @@ import { upsertContact } from '../contacts';
 import type { EventRecord } from '../events';
 import { getTemplate, type TemplateRow } from '../templates';
 import type { AttachmentInput, SendInput } from './emails.schemas';
-import { CLAIM_SECONDS, type DrainClaimant, type QueuedEmail } from './dispatch';
+import { CLAIM_SECONDS, type DrainClaimant, type QueuedEmail } from '../../delivery';
 import { sendingContext } from './sending-context';
 
 export type EmailType = TemplateRow['type'];

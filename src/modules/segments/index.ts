@@ -1,10 +1,10 @@
 /** The segments module's public surface: the only file other modules import. */
+export { conditionInput, conditionTree } from './segments.schemas';
 export { compileCondition } from './conditions/compile';
 export { evaluateCondition } from './conditions/evaluate';
 export { loadContactFacts, loadSegmentRefs } from './conditions/facts';
 export { ConditionError, eventNamesOf, resolveFilter } from './conditions/tree';
 export type { ConditionTree, Filter } from './conditions/tree';
 export { LiveMembership } from './live-membership';
-export { segmentRoutes } from './segments.routes';
-export { conditionInput, conditionTree } from './segments.schemas';
 export { checkCondition, computeMembership, membersWhere, refreshCount } from './segments.service';
+export { segmentRoutes } from './segments.routes';

@@ -1,4 +1,4 @@
 /** The webhooks-out module's public surface: the only file other modules import. */
 export { WebhookDispatcher } from './webhook-dispatch';
-export { webhookEndpointRoutes } from './webhook-endpoints.routes';
 export { WEBHOOK_DELIVERIES_CHANNEL, purgeWebhookDeliveries } from './webhook-endpoints.service';
+export { webhookEndpointRoutes } from './webhook-endpoints.routes';

@@ -1,10 +1,10 @@
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
-import { type DraftMessage, finished } from './compose';
-import type { DkimKey } from './dkim';
-import { Links } from './links';
-import { encodeMessage, type OutgoingMessage } from './mime';
-import { type DeliveryOutcome, SmtpSessions } from './transport';
+import { type DraftMessage, finished } from '../mail/compose';
+import type { DkimKey } from '../mail/dkim';
+import { Links } from '../mail/links';
+import { encodeMessage, type OutgoingMessage } from '../mail/mime';
+import { type DeliveryOutcome, SmtpSessions } from '../mail/transport';
 
 /** How SMTP answered, and the subject the message went out with (a draft's is rendered on the way). */
 export interface Delivery {

@@ -4,8 +4,8 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { type Delivery, type DeliveryJob, type DeliveryThreadData, InProcessSender } from './delivery-threads';
-import type { DkimKey } from './dkim';
-import { Links } from './links';
+import type { DkimKey } from '../mail/dkim';
+import { Links } from '../mail/links';
 
 const { smtpUrl, maxConnections, publicUrl, linksKey } = workerData as DeliveryThreadData;
 const sender = new InProcessSender(smtpUrl, maxConnections, new Links(publicUrl, linksKey));

@@ -1,0 +1,53 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { sql } from '../db/orm';
+import { type ProjectSettings, projectSettings, type TrackingOverride } from '../modules/accounts';
+import type { EmailType } from '../modules/emails';
+import type { Draft, QueuedEmail } from './queued-email';
+
+/**
+ * Campaign mail is stored unrendered: each recipient's message is rendered as it is sent, with their
+ * data as it is when the batch is claimed, where it is encoded (on a delivery thread, so the rendering
+ * and its garbage stay off this one). A MARKETING recipient who unsubscribed since the audience was
+ * fixed is skipped.
+ */
+export async function campaignDrafts(em: EntityManager, batch: QueuedEmail[]): Promise<{ draft: (e: QueuedEmail) => Draft | undefined; skipped: Set<string> }> {
+  const skipped = new Set<string>();
+  const unrendered = (e: QueuedEmail) => e.html === null && !!e.campaign_id;
+  const todo = batch.filter(unrendered);
+  if (todo.length === 0) return { draft: () => undefined, skipped };
+  const campaigns = new Map(
+    (
+      await sql<{ id: string; subject: string; body: string; type: EmailType; tracking: TrackingOverride | null }>(em, `SELECT id, subject, body, type, tracking FROM campaigns WHERE id = ANY(?::uuid[])`, [
+        [...new Set(todo.map((e) => e.campaign_id!))],
+      ])
+    ).map((c) => [c.id, c]),
+  );
+  const contacts = new Map(
+    (
+      await sql<{ id: string; email: string; subscribed: boolean; data: Record<string, unknown> }>(em, `SELECT id, email, subscribed, data FROM contacts WHERE id = ANY(?::uuid[])`, [
+        todo.map((e) => e.contact_id),
+      ])
+    ).map((c) => [c.id, c]),
+  );
+  const settings = new Map<string, ProjectSettings>();
+  for (const projectId of new Set(todo.map((e) => e.project_id))) settings.set(projectId, await projectSettings(em, projectId));
+  for (const e of todo) {
+    if (campaigns.get(e.campaign_id!)?.type === 'MARKETING' && contacts.get(e.contact_id)?.subscribed === false) skipped.add(e.id);
+  }
+  const draft = (e: QueuedEmail): Draft | undefined => {
+    const campaign = unrendered(e) ? campaigns.get(e.campaign_id!) : undefined;
+    const contact = contacts.get(e.contact_id);
+    if (!campaign || !contact) return undefined;
+    return {
+      emailId: e.id,
+      type: campaign.type,
+      subject: campaign.subject,
+      body: campaign.body,
+      contact: { id: contact.id, email: contact.email, data: contact.data },
+      headers: {},
+      settings: settings.get(e.project_id)!,
+      tracking: [campaign.tracking],
+    };
+  };
+  return { draft, skipped };
+}

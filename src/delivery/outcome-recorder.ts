@@ -1,0 +1,216 @@
+import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
+import type { Logger } from 'pino';
+import type { ActivityHub, EventRecord } from '../bus/contact-activity';
+import { newId } from '../db/ids';
+import { sql } from '../db/orm';
+import { whileUnreachable } from '../db/unreachable';
+import { classifySmtpReply } from '../inbound/bounce-report';
+import type { DeliveryOutcome } from '../mail/transport';
+import type { Metrics } from '../metrics';
+import { recordEmailActivity } from '../modules/emails';
+import { type EventRow, toEventRecord } from '../modules/events';
+import type { DrainReport, QueuedEmail } from './queued-email';
+
+type SmtpVerdict = ReturnType<typeof classifySmtpReply>;
+
+/** How a refusal's words classify (the reply code leads nodemailer's `response`). */
+const verdictOf = (error: string): SmtpVerdict => classifySmtpReply(Number(/^\s*(\d{3})/.exec(error)?.[1] ?? 0), error);
+
+/**
+ * How long a living process keeps trying to record outcomes SMTP already gave it while the database is
+ * away (a restart, a failover): each message it forgot would be sent again by whoever takes the claim.
+ */
+const RECORD_RETRY_MS = 60_000;
+
+/** Campaign counters move with the rows that really changed state. */
+async function countForCampaigns(em: EntityManager, rows: Array<{ campaign_id: string | null }>, column: 'sent_count' | 'failed_count'): Promise<void> {
+  const per = new Map<string, number>();
+  for (const r of rows) if (r.campaign_id) per.set(r.campaign_id, (per.get(r.campaign_id) ?? 0) + 1);
+  for (const [id, n] of per) await sql(em, `UPDATE campaigns SET ${column} = ${column} + ?, updated_at = now() WHERE id = ?`, [n, id]);
+}
+
+/** Backoff for a message the server refused with 4xx: base, 2 × base, 4 × base … capped at 1 h. */
+export const retryDelaySeconds = (attempts: number, baseSeconds: number) => Math.min(3600, baseSeconds * 2 ** Math.max(0, attempts - 1));
+
+export interface RecorderDeps {
+  orm: MikroORM;
+  log: Logger;
+  /** Told about every committed event (segments, automations react to them). */
+  hub?: ActivityHub;
+  metrics?: Metrics;
+  /** First delay after a 4xx reply (EMAIL_RETRY_BASE_SECONDS). */
+  retryBaseSeconds?: number;
+}
+
+/** One message's outcome on its way to the database, with the delivery it belongs to. */
+export interface Outcome {
+  email: QueuedEmail;
+  outcome: Exclude<DeliveryOutcome, { kind: 'unreachable' }>;
+  /** The subject a campaign draft was rendered with, recorded with the outcome. */
+  subject?: string;
+  /** The delivery's counts, moved once the outcome is committed. */
+  report: DrainReport;
+  /** The delivery's activity heartbeat, for while the database is away. */
+  heartbeat: () => void;
+}
+
+/**
+ * Records delivery outcomes in groups as they arrive, for every delivery of the process (drains and
+ * campaign chunks alike): while one group's statements run, the next one collects, so however many
+ * deliveries run at once PostgreSQL sees a few large statements rather than many small ones. `record`
+ * resolves once the outcome is committed, or rejects with the error that kept it from being.
+ */
+export class OutcomeRecorder {
+  private waiting: Array<{ item: Outcome; resolve: () => void; reject: (err: unknown) => void }> = [];
+  private running = false;
+
+  constructor(private readonly deps: RecorderDeps) {}
+
+  /** A group's statements, tried again while the database is away (each outcome forgotten would be sent twice). */
+  private write(items: Outcome[]): Promise<void> {
+    return whileUnreachable(() => recordOutcomes(this.deps, items), {
+      forMs: RECORD_RETRY_MS,
+      waiting: (err, attempt) => {
+        if (attempt === 1) this.deps.log.warn({ err }, 'recording delivery outcomes failed; trying again until the database is back');
+        for (const item of items) item.heartbeat();
+      },
+    });
+  }
+
+  record(item: Outcome): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.waiting.push({ item, resolve, reject });
+      if (!this.running) void this.run();
+    });
+  }
+
+  private async run(): Promise<void> {
+    this.running = true;
+    while (this.waiting.length) {
+      const group = this.waiting;
+      this.waiting = [];
+      try {
+        await this.write(group.map((g) => g.item));
+        for (const g of group) g.resolve();
+      } catch (err) {
+        for (const g of group) g.reject(err);
+      }
+    }
+    this.running = false;
+  }
+}
+
+/**
+ * One transaction for the whole batch, one statement per outcome kind, each writing the attempt it
+ * records (a campaign's mail is not claimed, so this is where its count moves). Only rows still QUEUED change,
+ * and `email.sent` is written only for those, so a batch recorded twice records nothing twice.
+ */
+async function recordOutcomes(deps: RecorderDeps, items: Outcome[]): Promise<void> {
+  if (items.length === 0) return;
+  const of = <K extends Outcome['outcome']['kind']>(kind: K) =>
+    items.flatMap((i) => (i.outcome.kind === kind ? [{ ...i, outcome: i.outcome as Extract<DeliveryOutcome, { kind: K }> }] : []));
+  const sent = of('sent');
+  const projectOf = new Map(items.map((i) => [i.email.contact_id, i.email.project_id]));
+  const retry = of('retry');
+  // A 5xx that says the address does not exist (or no longer takes mail) is a hard bounce, as a DSN saying so would be.
+  const rejections = of('failed').map((f) => ({ ...f, verdict: verdictOf(f.outcome.error) }));
+  const bounced = rejections.filter((f) => f.verdict.bounceType === 'Permanent');
+  const failed = rejections.filter((f) => f.verdict.bounceType !== 'Permanent');
+  const write = async (tx: EntityManager): Promise<EventRecord[]> => {
+    const recorded = sent.length ? await recordSent(tx, sent) : [];
+    if (bounced.length) recorded.push(...(await recordRejectedForGood(tx, bounced)));
+    if (retry.length) {
+      await sql(
+        tx,
+        `UPDATE emails e SET next_attempt_at = now() + make_interval(secs => v.delay), claimed_until = NULL,
+                             attempts = v.attempts, last_error = v.error, updated_at = now()
+         FROM unnest(?::uuid[], ?::int[], ?::int[], ?::text[]) AS v(id, attempts, delay, error) WHERE e.id = v.id AND e.status = 'QUEUED'`,
+        [
+          retry.map((r) => r.email.id),
+          retry.map((r) => r.email.attempts),
+          retry.map((r) => retryDelaySeconds(r.email.attempts, deps.retryBaseSeconds ?? 30)),
+          retry.map((r) => r.outcome.error),
+        ],
+      );
+    }
+    if (failed.length) {
+      const failedRows = await sql<{ id: string; campaign_id: string | null }>(
+        tx,
+        `UPDATE emails e SET status = 'FAILED', failed_at = now(), claimed_until = NULL, attempts = v.attempts, last_error = v.error, updated_at = now()
+         FROM unnest(?::uuid[], ?::int[], ?::text[]) AS v(id, attempts, error) WHERE e.id = v.id AND e.status = 'QUEUED' RETURNING e.id, e.campaign_id`,
+        [failed.map((f) => f.email.id), failed.map((f) => f.email.attempts), failed.map((f) => f.outcome.error)],
+      );
+      await countForCampaigns(tx, failedRows, 'failed_count');
+    }
+    return recorded;
+  };
+  // Accepted mail alone (nearly always) is one statement, atomic by itself: no transaction's extra round trips.
+  const em = deps.orm.em.fork();
+  const recorded = retry.length || rejections.length ? await em.transactional(write) : await write(em);
+  for (const i of sent) i.report.sent++;
+  for (const i of retry) i.report.retried++;
+  for (const i of rejections) i.report.failed++;
+  deps.metrics?.emailDeliveries.inc({ outcome: 'sent' }, sent.length);
+  deps.metrics?.emailDeliveries.inc({ outcome: 'retry' }, retry.length);
+  deps.metrics?.emailDeliveries.inc({ outcome: 'failed' }, rejections.length);
+  for (const [projectId, events] of Map.groupBy(recorded, (e) => projectOf.get(e.contactId)!)) {
+    deps.hub?.publish({ projectId, contactIds: [], events });
+  }
+}
+/**
+ * Mail the relay (or the receiving MX through it) refused for good during the SMTP session: recorded as
+ * a Permanent bounce through the path every provider's report takes, so the email is BOUNCED, its
+ * campaign counts it and the contact is unsubscribed, instead of a plain FAILED.
+ */
+async function recordRejectedForGood(tx: EntityManager, bounced: Array<{ email: QueuedEmail; outcome: { error: string }; verdict: SmtpVerdict }>): Promise<EventRecord[]> {
+  const events: EventRecord[] = [];
+  const still = await sql<{ id: string }>(
+    tx,
+    `UPDATE emails e SET claimed_until = NULL, attempts = v.attempts, last_error = v.error, updated_at = now()
+     FROM unnest(?::uuid[], ?::int[], ?::text[]) AS v(id, attempts, error) WHERE e.id = v.id AND e.status = 'QUEUED' RETURNING e.id`,
+    [bounced.map((b) => b.email.id), bounced.map((b) => b.email.attempts), bounced.map((b) => b.outcome.error)],
+  );
+  const queued = new Set(still.map((r) => r.id));
+  for (const b of bounced.filter((x) => queued.has(x.email.id))) {
+    const details = { bounceSubType: b.verdict.subType, reason: b.verdict.reason, status: b.verdict.status, diagnosticCode: b.outcome.error.slice(0, 1000), source: 'smtp' };
+    const recorded = await recordEmailActivity(tx, b.email.id, { kind: 'bounce', bounceType: 'Permanent', details: Object.fromEntries(Object.entries(details).filter(([, v]) => v !== null)) });
+    events.push(...(recorded?.events ?? []));
+  }
+  return events;
+}
+/**
+ * Accepted mail in one statement: each email still unsent becomes SENT, its campaign counts it, and its
+ * `email.sent` event is written, only for the rows that really changed (so recording twice records once).
+ */
+async function recordSent(em: EntityManager, sent: Array<Outcome & { outcome: Extract<DeliveryOutcome, { kind: 'sent' }> }>): Promise<EventRecord[]> {
+  const rows = await sql<EventRow>(
+    em,
+    // An open or click can be recorded before this (the recipient was quick): keep the higher status.
+    // A campaign cancelled while this was in flight still sent it: what left is recorded as sent.
+    `WITH v AS (
+       SELECT * FROM unnest(?::uuid[], ?::int[], ?::text[], ?::text[], ?::uuid[], ?::jsonb[]) AS v(id, attempts, pid, subject, event_id, data)
+     ), updated AS (
+       UPDATE emails e SET status = CASE WHEN e.status IN ('QUEUED', 'CANCELLED') THEN 'SENT' ELSE e.status END, sent_at = now(),
+                           provider_message_id = v.pid, subject = coalesce(v.subject, e.subject), claimed_until = NULL,
+                           attempts = v.attempts, last_error = NULL, updated_at = now()
+       FROM v WHERE e.id = v.id AND e.sent_at IS NULL AND e.status <> 'FAILED'
+       RETURNING e.id, e.project_id, e.contact_id, e.campaign_id
+     ), counted AS (
+       UPDATE campaigns c SET sent_count = c.sent_count + u.n, updated_at = now()
+       FROM (SELECT campaign_id, count(*)::int AS n FROM updated WHERE campaign_id IS NOT NULL GROUP BY campaign_id) u
+       WHERE c.id = u.campaign_id
+     )
+     INSERT INTO events (id, project_id, contact_id, name, data, created_at)
+     SELECT v.event_id, u.project_id, u.contact_id, 'email.sent', v.data, now() FROM updated u JOIN v ON v.id = u.id
+     RETURNING id, name, contact_id, data, created_at`,
+    [
+      sent.map((s) => s.email.id),
+      sent.map((s) => s.email.attempts),
+      sent.map((s) => s.outcome.providerMessageId),
+      sent.map((s) => s.subject ?? null),
+      sent.map(() => newId()),
+      sent.map(({ email: e }) => JSON.stringify({ emailId: e.id, messageId: e.message_id, templateId: e.template_id, campaignId: e.campaign_id })),
+    ],
+  );
+  return rows.map(toEventRecord);
+}
