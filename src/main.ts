@@ -13,7 +13,7 @@ import { isLoopback } from './http/loopback';
 import { serveMetrics } from './http/metrics';
 import { listen } from './http/server';
 import { Resolver } from './dns/resolver';
-import { RateLimiter } from './http/rate-limit';
+import { RateLimiter } from './db/rate-limiter';
 import { createLogger, type Logger } from './log';
 import { Metrics } from './metrics';
 import { startCaptureSmtp } from './mail/capture-smtp';

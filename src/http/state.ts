@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 // Brings koa-body's `ctx.request.body` / `files` typings.
 import type {} from 'koa-body';
 import type { Role } from '../modules/accounts';
-import type { IdempotencyClaim } from './idempotency';
+import type { IdempotencyClaim } from '../db/idempotency-keys';
 
 export interface AuthedProject {
   id: string;

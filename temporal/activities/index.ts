@@ -1,8 +1,8 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Logger } from 'pino';
-import { purgeExpiredIdempotencyKeys } from '../../src/http/idempotency';
-import { purgeRateLimitWindows } from '../../src/http/rate-limit';
+import { purgeExpiredIdempotencyKeys } from '../../src/db/idempotency-keys';
+import { purgeRateLimitWindows } from '../../src/db/rate-limiter';
 import { foldActivityCounts } from '../../src/modules/activity';
 import type { Resolver } from '../../src/dns/resolver';
 import { runBulkJobChunk } from '../../src/modules/contacts';

@@ -1,6 +1,6 @@
 import { dbQuery } from '../setup/db';
 import { type Account, createAccount, startTestService, type TestService } from '../setup/service';
-import { purgeExpiredIdempotencyKeys } from '../../src/http/idempotency';
+import { purgeExpiredIdempotencyKeys } from '../../src/db/idempotency-keys';
 
 let svc: TestService;
 let acct: Account;

@@ -1,17 +1,12 @@
-import { assertWithinBillingLimits, billingPeriod } from '../billing';
 import type Router from '@koa/router';
 import type { TemporalClient } from '../../../temporal/client';
-import { sql } from '../../db/orm';
 import { endpoint } from '../../http/endpoint';
-import { badRequest } from '../../http/errors';
 import type { Guards } from '../../http/guards';
 import { deletedResponse } from '../../http/responses';
 import { uuidPath } from '../../http/validate';
 import type { Links } from '../../mail/links';
-import { assertVerifiedSender } from '../domains';
 import type { ActivityHub } from '../../bus/contact-activity';
 import { queueTestSend } from './campaign-test';
-import { cancelCampaignWorkflow, rescheduleCampaignWorkflow, startCampaignWorkflow } from './campaign-send';
 import {
   campaignActionResponse,
   campaignEnvelope,
@@ -25,16 +20,15 @@ import {
   testSendSchema,
 } from './campaigns.schemas';
 import {
-  audienceSize,
   campaignStats,
-  type CampaignRow,
+  cancelCampaign,
   createCampaign,
   deleteCampaign,
   duplicateCampaign,
   getCampaign,
   listCampaigns,
-  parseSchedule,
   replaceCampaign,
+  sendCampaign,
   toCampaignDto,
 } from './campaigns.service';
 
@@ -162,26 +156,7 @@ export function campaignRoutes(router: Router, g: Guards, deps: CampaignDeps): v
         const id = input.param('id');
         const projectId = ctx.state.project!.id;
         const { scheduledFor } = input.body();
-        const row = await ctx.state.em.transactional(async (tx) => {
-          const c = await getCampaign(tx, projectId, id, true);
-          if (c.status !== 'DRAFT' && c.status !== 'SCHEDULED') {
-            throw badRequest(`A ${c.status} campaign cannot be sent; only DRAFT or SCHEDULED campaigns can`, 'CAMPAIGN_NOT_SENDABLE');
-          }
-          const at = parseSchedule(scheduledFor);
-          await assertVerifiedSender(tx, projectId, c.from_email);
-          const recipients = await audienceSize(tx, c);
-          if (recipients === 0) throw badRequest('The campaign’s audience has no subscribed contacts', 'NO_RECIPIENTS');
-          // A send in a later billing period is checked when its time comes (startCampaignSend).
-          if (!at || billingPeriod(at).start.getTime() === billingPeriod().start.getTime()) await assertWithinBillingLimits(tx, projectId, recipients);
-          const [updated] = await sql<CampaignRow>(
-            tx,
-            `UPDATE campaigns SET status = ?, scheduled_for = ?, updated_at = now() WHERE id = ? RETURNING *`,
-            [at ? 'SCHEDULED' : 'SENDING', at ?? null, id],
-          );
-          if (c.status === 'DRAFT') await startCampaignWorkflow(deps.temporal, { id, projectId, scheduledFor: at ?? null });
-          else await rescheduleCampaignWorkflow(deps.temporal, id, at ?? null);
-          return updated;
-        });
+        const row = await sendCampaign(ctx.state.em, deps.temporal, projectId, id, scheduledFor);
         ctx.body = {
           success: true,
           data: toCampaignDto(row),
@@ -205,13 +180,7 @@ export function campaignRoutes(router: Router, g: Guards, deps: CampaignDeps): v
       async (ctx, input) => {
         const id = input.param('id');
         const projectId = ctx.state.project!.id;
-        const row = await ctx.state.em.transactional(async (tx) => {
-          const c = await getCampaign(tx, projectId, id, true);
-          if (c.status !== 'SCHEDULED' && c.status !== 'SENDING') throw badRequest(`A ${c.status} campaign cannot be cancelled`, 'CAMPAIGN_NOT_CANCELLABLE');
-          const [updated] = await sql<CampaignRow>(tx, `UPDATE campaigns SET status = 'CANCELLED', updated_at = now() WHERE id = ? RETURNING *`, [id]);
-          await cancelCampaignWorkflow(deps.temporal, id);
-          return updated;
-        });
+        const row = await cancelCampaign(ctx.state.em, deps.temporal, projectId, id);
         ctx.body = { success: true, data: toCampaignDto(row), message: 'Campaign cancelled' };
       },
     ),

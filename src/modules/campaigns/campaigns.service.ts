@@ -2,7 +2,9 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
 import { sql } from '../../db/orm';
 import { AppError, badRequest, conflict, notFound } from '../../http/errors';
-import { assertWithinBillingLimits } from '../billing';
+import type { TemporalClient } from '../../../temporal/client';
+import { assertWithinBillingLimits, billingPeriod } from '../billing';
+import { cancelCampaignWorkflow, rescheduleCampaignWorkflow, startCampaignWorkflow } from './campaign-send';
 import { assertVerifiedSender } from '../domains';
 import { compileCondition } from '../segments';
 import { loadSegmentRefs } from '../segments';
@@ -327,5 +329,44 @@ export async function cancelCampaignDelivery(em: EntityManager, campaignId: stri
       [campaignId],
     );
     return rows.length;
+  });
+}
+
+/**
+ * Sends a DRAFT campaign now or at `scheduledFor`, or moves a SCHEDULED one: checked (status, sender,
+ * audience, billing), updated and started (or rescheduled) while the row is locked, so the workflow and
+ * the row never disagree.
+ */
+export async function sendCampaign(em: EntityManager, temporal: TemporalClient, projectId: string, id: string, scheduledFor: Parameters<typeof parseSchedule>[0]): Promise<CampaignRow> {
+  return em.transactional(async (tx) => {
+    const c = await getCampaign(tx, projectId, id, true);
+    if (c.status !== 'DRAFT' && c.status !== 'SCHEDULED') {
+      throw badRequest(`A ${c.status} campaign cannot be sent; only DRAFT or SCHEDULED campaigns can`, 'CAMPAIGN_NOT_SENDABLE');
+    }
+    const at = parseSchedule(scheduledFor);
+    await assertVerifiedSender(tx, projectId, c.from_email);
+    const recipients = await audienceSize(tx, c);
+    if (recipients === 0) throw badRequest('The campaign’s audience has no subscribed contacts', 'NO_RECIPIENTS');
+    // A send in a later billing period is checked when its time comes (startCampaignSend).
+    if (!at || billingPeriod(at).start.getTime() === billingPeriod().start.getTime()) await assertWithinBillingLimits(tx, projectId, recipients);
+    const [updated] = await sql<CampaignRow>(
+      tx,
+      `UPDATE campaigns SET status = ?, scheduled_for = ?, updated_at = now() WHERE id = ? RETURNING *`,
+      [at ? 'SCHEDULED' : 'SENDING', at ?? null, id],
+    );
+    if (c.status === 'DRAFT') await startCampaignWorkflow(temporal, { id, projectId, scheduledFor: at ?? null });
+    else await rescheduleCampaignWorkflow(temporal, id, at ?? null);
+    return updated;
+  });
+}
+
+/** Cancels a SCHEDULED or SENDING campaign and its workflow, with the row locked. */
+export async function cancelCampaign(em: EntityManager, temporal: TemporalClient, projectId: string, id: string): Promise<CampaignRow> {
+  return em.transactional(async (tx) => {
+    const c = await getCampaign(tx, projectId, id, true);
+    if (c.status !== 'SCHEDULED' && c.status !== 'SENDING') throw badRequest(`A ${c.status} campaign cannot be cancelled`, 'CAMPAIGN_NOT_CANCELLABLE');
+    const [updated] = await sql<CampaignRow>(tx, `UPDATE campaigns SET status = 'CANCELLED', updated_at = now() WHERE id = ? RETURNING *`, [id]);
+    await cancelCampaignWorkflow(temporal, id);
+    return updated;
   });
 }

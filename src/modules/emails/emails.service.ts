@@ -5,7 +5,7 @@ import { newId } from '../../db/ids';
 import { insideTransaction, isForeignKeyViolation, type Orm, sql, sqlTransaction } from '../../db/orm';
 import { StatementBatcher } from '../../db/statement-batcher';
 import { AppError, badRequest } from '../../http/errors';
-import { type IdempotencyClaim, markIdempotentSuccess } from '../../http/idempotency';
+import { type IdempotencyClaim, markIdempotentSuccess } from '../../db/idempotency-keys';
 import type { Links } from '../../mail/links';
 import { ADDRESS_SHAPE } from '../../mail/mime';
 import { htmlToText } from '../../mail/text';

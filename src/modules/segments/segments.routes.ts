@@ -1,7 +1,6 @@
 import type Router from '@koa/router';
 import { z } from 'zod';
 import type { TemporalClient } from '../../../temporal/client';
-import { holdUntilCommit } from '../../db/orm';
 import { endpoint, simpleError } from '../../http/endpoint';
 import { simpleBadRequest } from '../../http/errors';
 import type { Guards } from '../../http/guards';
@@ -11,7 +10,6 @@ import { uuidPath } from '../../http/validate';
 import { contactResponse } from '../contacts';
 import { toContactDto } from '../contacts';
 import type { ActivityHub } from '../../bus/contact-activity';
-import { startSegmentRefresh } from './segment-refresh';
 import {
   addMembersSchema,
   computedSegmentResponse,
@@ -26,14 +24,13 @@ import {
   addStaticMembers,
   checkCondition,
   computeMembership,
-  createSegment,
+  createRefreshedSegment,
   deleteSegment,
   getSegment,
   listSegments,
   refreshCount,
   removeStaticMembers,
   segmentContacts,
-  segmentLockKey,
   toSegmentDto,
   updateSegment,
 } from './segments.service';
@@ -74,14 +71,7 @@ export function segmentRoutes(router: Router, g: Guards, deps: SegmentDeps): voi
           throw simpleBadRequest('condition is required for a DYNAMIC segment and must be an object');
         }
         const condition = fields.type === 'DYNAMIC' ? await checkCondition(ctx.state.em, projectId, fields.condition) : null;
-        const segment = await ctx.state.em.transactional(async (tx) => {
-          const row = await createSegment(tx, projectId, { ...fields, condition });
-          // Started before the commit: if it fails nothing is written. Its first activity takes the segment's
-          // lock, held here until the commit, so it sees the segment (or, after a rollback, none and ends).
-          await holdUntilCommit(tx, segmentLockKey(row.id));
-          await startSegmentRefresh(deps.temporal, { id: row.id, projectId });
-          return row;
-        });
+        const segment = await createRefreshedSegment(ctx.state.em, deps.temporal, projectId, { ...fields, condition });
         const counted = (await refreshCount(ctx.state.em, segment.id)) ?? segment;
         if (counted.track_membership && counted.type === 'DYNAMIC') {
           const computed = await computeMembership(ctx.state.em, segment.id);

@@ -1,12 +1,14 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
+import type { TemporalClient } from '../../../temporal/client';
 import { newId } from '../../db/ids';
-import { sql } from '../../db/orm';
+import { holdUntilCommit, sql } from '../../db/orm';
 import { conflict, notFound, simpleBadRequest } from '../../http/errors';
 import type { ContactRow } from '../contacts';
 import { type EventRecord, insertEvents, type NewEvent } from '../events';
 import { compileCondition, type SegmentRef } from './conditions/compile';
 import { loadSegmentRefs } from './conditions/facts';
 import { type ConditionTree, ConditionError, validateTree } from './conditions/tree';
+import { startSegmentRefresh } from './segment-refresh';
 
 export interface SegmentRow {
   id: string;
@@ -91,6 +93,18 @@ export interface SegmentInput {
   type: 'DYNAMIC' | 'STATIC';
   condition?: ConditionTree | null;
   trackMembership: boolean;
+}
+
+/** Creates a segment and starts `segment:<id>`, which keeps its count fresh, in one transaction. */
+export async function createRefreshedSegment(em: EntityManager, temporal: TemporalClient, projectId: string, input: SegmentInput): Promise<SegmentRow> {
+  return em.transactional(async (tx) => {
+    const row = await createSegment(tx, projectId, input);
+    // Started before the commit: if it fails nothing is written. Its first activity takes the segment's
+    // lock, held here until the commit, so it sees the segment (or, after a rollback, none and ends).
+    await holdUntilCommit(tx, segmentLockKey(row.id));
+    await startSegmentRefresh(temporal, { id: row.id, projectId });
+    return row;
+  });
 }
 
 export async function createSegment(em: EntityManager, projectId: string, input: SegmentInput): Promise<SegmentRow> {

@@ -1,0 +1,92 @@
+/** Per-project rate limits shared by every process through PostgreSQL: the HTTP API and SMTP submission use them. */
+import type { EntityManager, Orm } from './orm';
+import { sql } from './orm';
+
+const WINDOW_MS = 60_000;
+const MAX_BLOCK = 256;
+
+interface Allowance {
+  window: number;
+  /** Requests this process may still admit in this window without asking the database. */
+  tokens: number;
+  /** How many we ask for next time; grows while traffic is steady so the database sees few writes. */
+  block: number;
+  /** The shared counter after our last reservation. */
+  counted: number;
+  exhausted: boolean;
+}
+
+export interface RateDecision {
+  allowed: boolean;
+  limit: number;
+  remaining: number;
+  resetSeconds: number;
+}
+
+/**
+ * A fixed one-minute window per project, shared by every API process through one counter row in
+ * PostgreSQL. Each process reserves tokens in blocks (1, 2, 4 ... at most 1% of the limit), so a busy
+ * project costs one write per block rather than per request; a block is never larger than what is
+ * left, so all processes together never admit more than the limit. Tokens a process reserved but
+ * did not use expire with the window, which can only make the limit stricter, never looser.
+ */
+export class RateLimiter {
+  private readonly allowances = new Map<string, Allowance>();
+  private readonly inflight = new Map<string, Promise<void>>();
+
+  constructor(
+    private readonly orm: Orm,
+    readonly limit: number,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  async take(projectId: string): Promise<RateDecision> {
+    const window = Math.floor(this.now() / WINDOW_MS);
+    const resetSeconds = Math.max(1, Math.ceil(((window + 1) * WINDOW_MS - this.now()) / 1000));
+    let a = this.allowances.get(projectId);
+    if (!a || a.window !== window) {
+      a = { window, tokens: 0, block: 1, counted: 0, exhausted: false };
+      this.allowances.set(projectId, a);
+    }
+    while (a.tokens === 0 && !a.exhausted) {
+      // One reservation at a time per project; concurrent requests wait for it and share its block.
+      const pending = this.inflight.get(projectId) ?? this.reserve(projectId, a);
+      this.inflight.set(projectId, pending);
+      await pending.finally(() => this.inflight.delete(projectId));
+    }
+    const remaining = (n: number) => Math.max(0, this.limit - a.counted) + n;
+    if (a.tokens > 0) {
+      a.tokens -= 1;
+      return { allowed: true, limit: this.limit, remaining: remaining(a.tokens), resetSeconds };
+    }
+    return { allowed: false, limit: this.limit, remaining: 0, resetSeconds };
+  }
+
+  private async reserve(projectId: string, a: Allowance): Promise<void> {
+    const want = Math.max(1, Math.min(a.block, MAX_BLOCK, Math.floor(this.limit / 100)));
+    const rows = await sql<{ count: number }>(
+      this.orm.em.fork(),
+      `INSERT INTO rate_limit_windows (project_id, window_start, count) VALUES (?, to_timestamp(?), ?)
+       ON CONFLICT (project_id, window_start) DO UPDATE SET count = rate_limit_windows.count + EXCLUDED.count
+       RETURNING count`,
+      [projectId, (a.window * WINDOW_MS) / 1000, want],
+    );
+    const after = Number(rows[0].count);
+    const before = after - want;
+    const granted = Math.max(0, Math.min(want, this.limit - before));
+    a.counted = Math.min(after, this.limit);
+    a.tokens += granted;
+    if (granted < want) a.exhausted = true;
+    a.block = Math.min(a.block * 2, MAX_BLOCK);
+  }
+}
+
+/** Drops windows that ended; any process may run it. */
+export async function purgeRateLimitWindows(em: EntityManager): Promise<number> {
+  const rows = await sql<{ n: number }>(
+    em,
+    `WITH d AS (DELETE FROM rate_limit_windows WHERE window_start < now() - interval '2 minutes' RETURNING 1)
+     SELECT count(*)::int AS n FROM d`,
+  );
+  return rows[0].n;
+}
