@@ -179,6 +179,7 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
       throw new Error(
         `embedded PostgreSQL did not start on port ${port} (data in ${clusterDir}): ${why}` +
           (recent.length ? `\n${recent.join('\n')}` : ''),
+        { cause: err },
       );
     }
   }

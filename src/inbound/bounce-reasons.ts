@@ -430,7 +430,7 @@ export const MAX_DIAGNOSTIC_SCAN = 16 * 1024;
 /** An enhanced status code (RFC 3463) in free text, preferring a specific one over X.0.0; IPv4 addresses are masked first. */
 export function findEnhancedStatus(text: string, klass?: string): string | null {
   const masked = text.slice(0, MAX_DIAGNOSTIC_SCAN).replace(/\d{1,3}(?:\.\d{1,3}){3}/g, '#');
-  const found = masked.matchAll(/(?<![\w.\-])([245])\.([0-7])\.(\d{1,3})(?![\d]|\.\d)/g);
+  const found = masked.matchAll(/(?<![\w.-])([245])\.([0-7])\.(\d{1,3})(?![\d]|\.\d)/g);
   let generic: string | null = null;
   for (const m of found) {
     if (klass && m[1] !== klass) continue;
@@ -446,7 +446,7 @@ export function findReplyCode(text: string, status: string | null): string | nul
   const scan = text.slice(0, MAX_DIAGNOSTIC_SCAN);
   const beside = /(?<![\d.])([245]\d\d)[ -](?:#?)([245]\.\d{1,3}\.\d{1,3})/.exec(scan);
   if (beside && (!status || beside[1][0] === status[0])) return beside[1];
-  for (const m of scan.matchAll(/(?:^|[\s:;(\["'<>=])([245][0-5]\d)(?=[\s\-,.:;)\]]|$)/g)) {
+  for (const m of scan.matchAll(/(?:^|[\s:;("'<>=[])([245][0-5]\d)(?=[\s\-,.:;)\]]|$)/g)) {
     if (status && m[1][0] !== status[0]) continue;
     return m[1];
   }

@@ -293,7 +293,7 @@ function typed(value: string | null): { type: string | null; value: string } {
 function deliveryStatusGroups(text: string): { message: Headers; recipients: Headers[] } {
   const message: Headers = new Map();
   const recipients: Headers[] = [];
-  let current: Headers | null = null;
+  let current: Headers | null;
   for (const group of text.split(/\n[ \t]*\n/).slice(0, MAX_RECIPIENTS + 1)) {
     current = null;
     for (const [name, value] of orderedFields(group.trim())) {

@@ -215,7 +215,10 @@ export async function listCampaigns(
 ) {
   const where = ['project_id = ?'];
   const params: unknown[] = [projectId];
-  if (q.status) where.push('status = ?') && params.push(q.status);
+  if (q.status) {
+    where.push('status = ?');
+    params.push(q.status);
+  }
   if (q.search) {
     const like = `%${q.search.replace(/[\\%_]/g, (ch) => `\\${ch}`)}%`;
     where.push('(name ILIKE ? OR subject ILIKE ? OR from_email ILIKE ?)');

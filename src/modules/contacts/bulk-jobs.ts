@@ -82,9 +82,9 @@ export async function runBulkJobChunk(em: EntityManager, jobId: string): Promise
       const [job] = await sql<BulkJobRow>(tx, `SELECT * FROM bulk_jobs WHERE id = ? FOR UPDATE`, [jobId]);
       if (!job) return undefined;
       const chunk = job.contact_ids.slice(job.processed, job.processed + CHUNK);
-      let changed: string[] = [];
+      let changed: string[];
       let unchanged: string[] = [];
-      let missing: string[] = [];
+      let missing: string[];
       let events: EventRecord[] = [];
       if (job.kind === 'delete') ({ deleted: changed, missing } = await deleteContactsOf(tx, job.project_id, chunk));
       else ({ changed, unchanged, missing, events } = await setSubscriptionOf(tx, job.project_id, chunk, job.kind === 'subscribe', { source: 'bulk', jobId }));

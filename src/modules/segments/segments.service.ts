@@ -133,10 +133,22 @@ export async function updateSegment(
 ): Promise<SegmentRow> {
   const sets: string[] = [];
   const params: unknown[] = [];
-  if (patch.name !== undefined) sets.push('name = ?') && params.push(patch.name);
-  if (patch.description !== undefined) sets.push('description = ?') && params.push(patch.description);
-  if (patch.condition !== undefined) sets.push('condition = ?::jsonb') && params.push(JSON.stringify(patch.condition));
-  if (patch.trackMembership !== undefined) sets.push('track_membership = ?') && params.push(patch.trackMembership);
+  if (patch.name !== undefined) {
+    sets.push('name = ?');
+    params.push(patch.name);
+  }
+  if (patch.description !== undefined) {
+    sets.push('description = ?');
+    params.push(patch.description);
+  }
+  if (patch.condition !== undefined) {
+    sets.push('condition = ?::jsonb');
+    params.push(JSON.stringify(patch.condition));
+  }
+  if (patch.trackMembership !== undefined) {
+    sets.push('track_membership = ?');
+    params.push(patch.trackMembership);
+  }
   if (sets.length === 0) return getSegment(em, projectId, id);
   const [row] = await sql<SegmentRow>(em, `UPDATE segments SET ${sets.join(', ')}, updated_at = now() WHERE project_id = ? AND id = ? RETURNING *`, [
     ...params,
