@@ -33,10 +33,12 @@ async function call(url: string, method: string, path: string, body?: unknown, c
     headers: { 'content-type': 'application/json', ...(cookie ? { cookie } : {}) },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the API's own JSON answers, read field by field
   const json = (await res.json().catch(() => ({}))) as Record<string, any>;
   return { status: res.status, json, cookie: res.headers.get('set-cookie')?.split(';')[0] };
 }
 
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- as above
 const describe = (r: { status: number; json: Record<string, any> }) =>
   `${r.status} ${r.json?.error?.message ?? r.json?.error ?? JSON.stringify(r.json)}`;
 

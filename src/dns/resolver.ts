@@ -50,6 +50,7 @@ export class Resolver {
     if (this.servers.length === 0) throw new DnsError('no DNS servers configured');
   }
 
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- dns2's answers are typed per record type only at runtime
   private async ask(name: string, type: RecordType): Promise<{ rcode: number; answers: any[] }> {
     let lastError: unknown;
     for (const server of this.servers) {

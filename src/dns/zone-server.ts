@@ -1,3 +1,4 @@
+/* eslint-disable @typescript-eslint/no-explicit-any -- dns2's requests and records are untyped */
 import { createServer, Packet } from 'dns2';
 
 export interface ZoneRecords {

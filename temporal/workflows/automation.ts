@@ -84,6 +84,7 @@ export async function automationWorkflow(input: AutomationInput): Promise<void> 
       const step = def.steps.find((s) => s.id === stepId);
       if (!step) throw ApplicationFailure.nonRetryable(`step ${stepId} is not in the definition`);
       seq++;
+      // eslint-disable-next-line @typescript-eslint/no-explicit-any -- each step type reads its own fields, validated when saved
       const config = step.config as Record<string, any>;
       let next: string | undefined;
       if (step.type === 'DELAY') {

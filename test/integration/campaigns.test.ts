@@ -3,7 +3,7 @@ import { rescheduleCampaignWorkflow } from '../../src/modules/campaigns/campaign
 import { dbQuery } from '../setup/db';
 import { ZoneDnsServer } from '../../src/dns/zone-server';
 import { verifiedDomain } from '../setup/sender';
-import { type Account, createAccount, startTestService, type TestService } from '../setup/service';
+import { createAccount, startTestService, type TestService } from '../setup/service';
 import { SmtpSink } from '../setup/smtp-sink';
 import { until } from '../setup/until';
 

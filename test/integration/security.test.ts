@@ -3,7 +3,7 @@ import path from 'node:path';
 import { ZoneDnsServer } from '../../src/dns/zone-server';
 import { dbQuery } from '../setup/db';
 import { verifiedDomain } from '../setup/sender';
-import { type Account, createAccount, startTestService, type TestService } from '../setup/service';
+import { createAccount, startTestService, type TestService } from '../setup/service';
 import { SmtpSink } from '../setup/smtp-sink';
 import { sesAcceptText, sesEvent, SnsStandIn } from '../setup/sns';
 import { until } from '../setup/until';

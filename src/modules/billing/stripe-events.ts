@@ -8,6 +8,7 @@ export interface StripeEvent {
   type: string;
   /** Unix seconds. */
   created?: number;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- Stripe's objects differ by event type
   data: { object: Record<string, any> };
 }
 
