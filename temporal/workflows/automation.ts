@@ -2,6 +2,7 @@ import {
   ApplicationFailure,
   CancellationScope,
   condition,
+  ContinueAsNew,
   continueAsNew,
   defineSignal,
   isCancellation,
@@ -117,6 +118,8 @@ export async function automationWorkflow(input: AutomationInput): Promise<void> 
     }
     await local.automationFinish({ executionId, status: 'COMPLETED', closed });
   } catch (err) {
+    // Continuing as new (every STEPS_PER_RUN steps) is how a long execution goes on, not how it fails.
+    if (err instanceof ContinueAsNew) throw err;
     if (isCancellation(err)) {
       await CancellationScope.nonCancellable(() => local.automationFinish({ executionId, status: 'CANCELLED' }));
       throw err;
