@@ -78,9 +78,9 @@ export async function withWorkers<T>(
   more: (taskQueue: string) => QueueActivities[] = () => [],
 ): Promise<T> {
   const taskQueue = uid('wf');
-  const workflowBundle_ = await workflowBundle();
+  const bundled = await workflowBundle();
   const workers = [
-    await Worker.create({ connection: env.nativeConnection, taskQueue, workflowBundle: workflowBundle_, activities }),
+    await Worker.create({ connection: env.nativeConnection, taskQueue, workflowBundle: bundled, activities }),
     ...(await Promise.all(more(taskQueue).map((q) => Worker.create({ connection: env.nativeConnection, taskQueue: q.taskQueue, activities: q.activities })))),
   ];
   const run = async (): Promise<T> => {
