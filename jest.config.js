@@ -1,6 +1,8 @@
 /** @type {import('jest').Config} */
 module.exports = {
   testEnvironment: 'node',
+  // Workspace packages run from their TypeScript sources (their `@postbox/source` export), not a build.
+  testEnvironmentOptions: { customExportConditions: ['node', 'node-addons', '@postbox/source'] },
   roots: ['<rootDir>/test'],
   testMatch: ['**/*.test.ts'],
   transform: {

@@ -27,8 +27,7 @@ import * as grpc from '@grpc/grpc-js';
 import { temporal } from '@temporalio/proto';
 import pino from 'pino';
 import { startEmbeddedPostgres } from '../src/db/embedded-postgres';
-import { startDevServer } from '../temporal/devserver';
-import { root as protoRoot } from '../temporal/devserver/proto';
+import { protoRoot, startDevServer } from '@postbox/temporal-devserver';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const WORKFLOWS = Number(process.env.BENCH_WORKFLOWS ?? 3000);

@@ -39,7 +39,7 @@ import { WebhookDispatcher } from './modules/webhooks-out';
 import { WEBHOOK_DELIVERIES_CHANNEL } from './modules/webhooks-out';
 import { AutomationRuntime } from './modules/automations';
 import { connectTemporal, ensureSearchAttributes, type TemporalClient } from '../temporal/client';
-import { startDevServer } from '../temporal/devserver';
+import { startDevServer } from '@postbox/temporal-devserver';
 import { dispatcherWaker, ensureStandingWorkflows, stopOwnDispatchers } from '../temporal/maintenance';
 import { campaignChunkQueue, workflowIds } from '../temporal/workflow-ids';
 import { type RunningWorker, startWorker } from '../temporal/worker';

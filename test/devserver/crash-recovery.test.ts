@@ -11,13 +11,13 @@ import { defaultPayloadConverter, defineSearchAttributeKey, SearchAttributeType,
 import { temporal } from '@temporalio/proto';
 import { NativeConnection, Worker, type WorkflowBundle } from '@temporalio/worker';
 import { freePort } from '../../src/db/embedded-postgres';
-import { startDevServer } from '../../temporal/devserver';
+import { startDevServer } from '../../packages/temporal-devserver/src';
 import { createTestDatabase } from '../setup/db';
 import { createActivities, type AsyncCompletion } from './fixtures/activities';
 import * as workflows from './fixtures/workflows';
 import { bundleWorkflows, eventually, installRuntime, registerSearchAttributes, uid } from './helpers/env';
 
-const BIN = path.join(__dirname, '..', '..', 'bin', 'temporal-devserver');
+const BIN = path.join(__dirname, '..', '..', 'packages', 'temporal-devserver', 'bin', 'temporal-devserver');
 const ProjectId = defineSearchAttributeKey('ProjectId', SearchAttributeType.KEYWORD);
 
 function startServerProcess(port: number, db: string): ChildProcess {

@@ -6,8 +6,8 @@
 import http from 'node:http';
 import { Client, Connection } from '@temporalio/client';
 import pino from 'pino';
-import { type DevServer, startDevServer, type DevServerOptions } from '../../temporal/devserver';
-import { httpCallContext } from '../../temporal/devserver/http/gateway';
+import { type DevServer, startDevServer, type DevServerOptions } from '../../packages/temporal-devserver/src';
+import { httpCallContext } from '../../packages/temporal-devserver/src/http/gateway';
 import { createTestDatabase } from '../setup/db';
 import { registerSearchAttributes, uid } from './helpers/env';
 

@@ -5,7 +5,7 @@
 import { Client, Connection, type ConnectionOptions } from '@temporalio/client';
 import { InternalConnectionOptionsSymbol } from '@temporalio/client/lib/connection';
 import { NativeConnection, Worker } from '@temporalio/worker';
-import { startDevServer, type DevServer } from '../../temporal/devserver';
+import { startDevServer, type DevServer } from '../../packages/temporal-devserver/src';
 import { createTestDatabase } from '../setup/db';
 import { createActivities } from './fixtures/activities';
 import * as workflows from './fixtures/workflows';

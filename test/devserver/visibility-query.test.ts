@@ -3,10 +3,10 @@
  * evaluator and the SQL compiler read the same tree.
  */
 import { temporal } from '@temporalio/proto';
-import { parseVisibilityQuery, type AttributeResolver } from '../../temporal/devserver/visibility/query';
-import { evaluate, type VisibilityRow } from '../../temporal/devserver/visibility/row';
-import { compileVisibilityQuery, SqlParams } from '../../temporal/devserver/visibility/sql';
-import { SYSTEM_SEARCH_ATTRIBUTES } from '../../temporal/devserver/engine/namespaces';
+import { parseVisibilityQuery, type AttributeResolver } from '../../packages/temporal-devserver/src/visibility/query';
+import { evaluate, type VisibilityRow } from '../../packages/temporal-devserver/src/visibility/row';
+import { compileVisibilityQuery, SqlParams } from '../../packages/temporal-devserver/src/visibility/sql';
+import { SYSTEM_SEARCH_ATTRIBUTES } from '../../packages/temporal-devserver/src/engine/namespaces';
 
 const IVT = temporal.api.enums.v1.IndexedValueType;
 const custom: Record<string, number> = { ProjectId: IVT.INDEXED_VALUE_TYPE_KEYWORD, Attempts: IVT.INDEXED_VALUE_TYPE_INT };

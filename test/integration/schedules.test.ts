@@ -3,7 +3,7 @@
  * once), brought in line with a later worker's settings.
  */
 import { Client, Connection } from '@temporalio/client';
-import { startDevServer, type DevServer } from '../../temporal/devserver';
+import { startDevServer, type DevServer } from '@postbox/temporal-devserver';
 import { startTestService, type TestService } from '../setup/service';
 import { until } from '../setup/until';
 

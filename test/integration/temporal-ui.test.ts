@@ -4,7 +4,7 @@
  * Schedules page the service's schedules, a ProjectId search finds a project's contact-snooze workflow, its page shows its history
  * and call stack (a query, answered by the worker), and cancelling it from the page cancels it. The page may ask no host but its own.
  *
- * The first run in a checkout builds webui/ (about a minute on two cores); later runs reuse it.
+ * The first run in a checkout builds packages/temporal-devserver/webui/ (about a minute on two cores); later runs reuse it.
  */
 import fs from 'node:fs';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';

@@ -1,7 +1,7 @@
 import { Connection } from '@temporalio/client';
 import { InternalConnectionOptionsSymbol } from '@temporalio/client/lib/connection';
 import Long from 'long';
-import { startDevServer, type DevServer } from '../../temporal/devserver';
+import { startDevServer, type DevServer } from '@postbox/temporal-devserver';
 import { createTestDatabase, dbQuery } from '../setup/db';
 import { createAccount, startTestService, type TestService } from '../setup/service';
 

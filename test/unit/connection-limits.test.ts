@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { loadConfig } from '../../src/config';
 import { fitToFileLimit, openFileLimit, RESERVED_DESCRIPTORS } from '../../src/net/connection-limits';
-import { hostAllowed } from '../../temporal/devserver/http/ui-server';
+import { hostAllowed } from '@postbox/temporal-devserver';
 
 test('the listeners\' defaults fit under a file limit of 4096 as they are', () => {
   const { connectionLimits } = loadConfig({});

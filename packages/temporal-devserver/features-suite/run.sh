@@ -2,7 +2,7 @@
 # Runs the TypeScript features of Temporal's cross-SDK feature suite (github.com/temporalio/features)
 # against this dev server, one feature at a time, and prints PASS/FAIL per feature.
 #
-#   temporal/devserver/features-suite/run.sh <features checkout> [memory | postgres://...] [feature dir...]
+#   packages/temporal-devserver/features-suite/run.sh <features checkout> [memory | postgres://...] [feature dir...]
 #
 # The checkout is prepared once: the SDK pinned to this project's 1.24.0 with one protobufjs 8 copy,
 # dependencies installed from npm, the features compiled. Logs go to <checkout>/.devserver-run/.
@@ -10,7 +10,7 @@ set -uo pipefail
 FEATURES=$(cd "${1:?usage: run.sh <features checkout> [memory|postgres-url] [feature...]}" && pwd); shift
 MODE=${1:-memory}; [ $# -gt 0 ] && shift
 HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/../../.." && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
 PORT=${FEATURES_SERVER_PORT:-7599}
 PROXY_PORT=$((PORT - 1))
 LOGS="$FEATURES/.devserver-run"; mkdir -p "$LOGS"

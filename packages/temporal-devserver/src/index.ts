@@ -23,6 +23,12 @@ import { addService } from './rpc/grpc-server';
 import { healthHandlers, operatorServiceHandlers, testServiceHandlers } from './rpc/operator-and-test-services';
 import { workflowServiceHandlers } from './rpc/workflow-service';
 
+// The package's public entry (its `exports` offer no other module): besides the server, the Host
+// check of the Web UI's port and the protobuf root the server encodes with (the SDK's own).
+export { hostAllowed, type UiServer } from './http/ui-server';
+export type { WebUiOptions } from './http';
+export { root as protoRoot } from './proto';
+
 export interface DevServerOptions {
   /** Default 127.0.0.1. */
   host?: string;

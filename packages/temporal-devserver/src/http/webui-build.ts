@@ -16,7 +16,7 @@ const LOCK = '.build.lock';
 const STALE_LOCK_MS = 15 * 60_000;
 const INPUTS = ['package.json', 'package-lock.json', 'svelte.config.js', 'vite.config.js', 'tailwind.config.js', 'postcss.config.js', '.env', 'src', 'static'];
 
-/** The `webui/` package next to the project's package.json, found upwards from this file (src or dist). */
+/** The `webui/` package next to this package's package.json, found upwards from this file (src or dist). */
 export function webUiDir(): string {
   for (let dir = __dirname; ; dir = path.dirname(dir)) {
     const candidate = path.join(dir, 'webui');

@@ -5,7 +5,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 
 const root = path.join(__dirname, '..');
-const compiled = path.join(root, 'dist', 'temporal', 'devserver', 'cli.js');
+const compiled = path.join(root, 'dist', 'cli.js');
 
 function registerTypeScript() {
   const swc = require('@swc/core');
@@ -25,7 +25,7 @@ module.exports = function launch(dialect) {
   let cli;
   if (process.env.TEMPORAL_DEVSERVER_FROM_SOURCE || !fs.existsSync(compiled)) {
     registerTypeScript();
-    cli = require(path.join(root, 'temporal', 'devserver', 'cli.ts'));
+    cli = require(path.join(root, 'src', 'cli.ts'));
   } else {
     cli = require(compiled);
   }
