@@ -381,9 +381,9 @@ async function memoryRun(): Promise<void> {
 async function main(): Promise<void> {
   Runtime.install({ logger: new DefaultLogger('WARN'), telemetryOptions: { logging: { filter: { core: 'WARN', other: 'WARN' } } } });
   const root = path.resolve(__dirname, fs.existsSync(path.join(__dirname, '..', 'package.json')) ? '..' : '../..');
-  // The benchmark workflow (one activity) is the conformance suite's echoWorkflow.
+  // The benchmark workflow (one activity) is the dev server's conformance suite's echoWorkflow.
   const bundle = await bundleWorkflowCode({
-    workflowsPath: path.join(root, 'test', 'devserver', 'fixtures', 'workflows.ts'),
+    workflowsPath: path.join(root, 'packages', 'temporal-devserver', 'test', 'fixtures', 'workflows.ts'),
     logger: new DefaultLogger('WARN'),
   });
   console.log(`Temporal dev server benchmark: ${os.cpus().length} CPUs (${os.cpus()[0]?.model}), node ${process.version}`);

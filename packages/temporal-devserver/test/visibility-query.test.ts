@@ -3,10 +3,10 @@
  * evaluator and the SQL compiler read the same tree.
  */
 import { temporal } from '@temporalio/proto';
-import { parseVisibilityQuery, type AttributeResolver } from '../../packages/temporal-devserver/src/visibility/query';
-import { evaluate, type VisibilityRow } from '../../packages/temporal-devserver/src/visibility/row';
-import { compileVisibilityQuery, SqlParams } from '../../packages/temporal-devserver/src/visibility/sql';
-import { SYSTEM_SEARCH_ATTRIBUTES } from '../../packages/temporal-devserver/src/engine/namespaces';
+import { parseVisibilityQuery, type AttributeResolver } from '../src/visibility/query';
+import { evaluate, type VisibilityRow } from '../src/visibility/row';
+import { compileVisibilityQuery, SqlParams } from '../src/visibility/sql';
+import { SYSTEM_SEARCH_ATTRIBUTES } from '../src/engine/namespaces';
 
 const IVT = temporal.api.enums.v1.IndexedValueType;
 const custom: Record<string, number> = { ProjectId: IVT.INDEXED_VALUE_TYPE_KEYWORD, Attempts: IVT.INDEXED_VALUE_TYPE_INT };

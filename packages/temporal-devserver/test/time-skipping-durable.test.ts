@@ -5,11 +5,11 @@
 import { Client, Connection, type ConnectionOptions } from '@temporalio/client';
 import { InternalConnectionOptionsSymbol } from '@temporalio/client/lib/connection';
 import { NativeConnection, Worker } from '@temporalio/worker';
-import { startDevServer, type DevServer } from '../../packages/temporal-devserver/src';
-import { createTestDatabase } from '../setup/db';
+import { startDevServer, type DevServer } from '../src';
 import { createActivities } from './fixtures/activities';
 import * as workflows from './fixtures/workflows';
 import { bundleWorkflows, eventually, installRuntime, uid } from './helpers/env';
+import { createTestDatabase } from './helpers/postgres';
 
 const DAY = 24 * 60 * 60 * 1000;
 

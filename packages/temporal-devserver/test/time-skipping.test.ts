@@ -9,7 +9,7 @@ import { createActivities } from './fixtures/activities';
 import * as workflows from './fixtures/workflows';
 import { bundleWorkflows, uid } from './helpers/env';
 
-const TEST_SERVER = path.join(__dirname, '..', '..', 'packages', 'temporal-devserver', 'bin', 'temporal-devserver-test');
+const TEST_SERVER = path.join(__dirname, '..', 'bin', 'temporal-devserver-test');
 const THREE_DAYS = 3 * 24 * 60 * 60 * 1000;
 
 let bundle: WorkflowBundle;

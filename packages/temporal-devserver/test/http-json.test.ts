@@ -1,7 +1,7 @@
 /** proto3 canonical JSON of the HTTP API: the well-known types and scalars protobufjs leaves to us. */
 import Long from 'long';
-import { messageFromJson, messageToJson, queryToJson } from '../../packages/temporal-devserver/src/http/json';
-import { root } from '../../packages/temporal-devserver/src/proto';
+import { messageFromJson, messageToJson, queryToJson } from '../src/http/json';
+import { root } from '../src/proto';
 
 const type = (name: string) => root.lookupType(name);
 

@@ -10,14 +10,13 @@ import { Client, Connection } from '@temporalio/client';
 import { defaultPayloadConverter, defineSearchAttributeKey, SearchAttributeType, toPayloads } from '@temporalio/common';
 import { temporal } from '@temporalio/proto';
 import { NativeConnection, Worker, type WorkflowBundle } from '@temporalio/worker';
-import { freePort } from '../../src/db/embedded-postgres';
-import { startDevServer } from '../../packages/temporal-devserver/src';
-import { createTestDatabase } from '../setup/db';
+import { startDevServer } from '../src';
 import { createActivities, type AsyncCompletion } from './fixtures/activities';
 import * as workflows from './fixtures/workflows';
 import { bundleWorkflows, eventually, installRuntime, registerSearchAttributes, uid } from './helpers/env';
+import { createTestDatabase, freePort } from './helpers/postgres';
 
-const BIN = path.join(__dirname, '..', '..', 'packages', 'temporal-devserver', 'bin', 'temporal-devserver');
+const BIN = path.join(__dirname, '..', 'bin', 'temporal-devserver');
 const ProjectId = defineSearchAttributeKey('ProjectId', SearchAttributeType.KEYWORD);
 
 function startServerProcess(port: number, db: string): ChildProcess {

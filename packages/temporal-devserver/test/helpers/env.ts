@@ -9,7 +9,7 @@ import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, Worker, type WorkerOptions, type WorkflowBundle } from '@temporalio/worker';
 import { temporal } from '@temporalio/proto';
 import pino from 'pino';
-import { startDevServer, type DevServerOptions } from '../../../packages/temporal-devserver/src';
+import { startDevServer, type DevServerOptions } from '../../src';
 import { createActivities, type AsyncCompletion } from '../fixtures/activities';
 
 export const WORKFLOWS_PATH = path.join(__dirname, '..', 'fixtures', 'workflows.ts');

@@ -6,10 +6,10 @@
 import http from 'node:http';
 import { Client, Connection } from '@temporalio/client';
 import pino from 'pino';
-import { type DevServer, startDevServer, type DevServerOptions } from '../../packages/temporal-devserver/src';
-import { httpCallContext } from '../../packages/temporal-devserver/src/http/gateway';
-import { createTestDatabase } from '../setup/db';
+import { type DevServer, startDevServer, type DevServerOptions } from '../src';
+import { httpCallContext } from '../src/http/gateway';
 import { registerSearchAttributes, uid } from './helpers/env';
+import { createTestDatabase } from './helpers/postgres';
 
 interface Reply {
   status: number;

@@ -20,7 +20,7 @@ import {
 import { CancelledFailure, defineSearchAttributeKey, SearchAttributeType, TerminatedFailure } from '@temporalio/common';
 import { temporal } from '@temporalio/proto';
 import { Worker, type WorkerOptions, type WorkflowBundle } from '@temporalio/worker';
-import type { DevServerOptions } from '../../packages/temporal-devserver/src';
+import type { DevServerOptions } from '../src';
 import * as workflows from './fixtures/workflows';
 import { bundleWorkflows, eventually, registerSearchAttributes, TestEnv, uid } from './helpers/env';
 
