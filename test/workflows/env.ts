@@ -13,7 +13,7 @@ import { bundleWorkflowCode, DefaultLogger, Runtime, Worker, type WorkflowBundle
 import type { Activities } from '../../temporal/activities';
 
 /** The time-skipping test server launcher, `temporal-devserver-test <port>`. The only place it is named. */
-export const TEST_SERVER = path.join(__dirname, '..', '..', 'bin', 'temporal-devserver-test');
+export const TEST_SERVER = path.join(__dirname, '..', '..', 'packages', 'temporal-devserver', 'bin', 'temporal-devserver-test');
 
 export const WORKFLOWS_PATH = require.resolve('../../temporal/workflows');
 
