@@ -1,0 +1,31 @@
+// ESLint with typescript-eslint's recommended rules, plus the house's room rules: modules meet through
+// their index.ts, and the base (db, mail, net, dns, bus, config, metrics) imports no module.
+import js from '@eslint/js';
+import tseslint from 'typescript-eslint';
+
+const moduleInternals = (depth) => ({
+  regex: `^${'\\.\\./'.repeat(depth)}(?!\\.\\.)[^/]+/.+`,
+  message: "Import another module through its index.ts (`../<module>`), never its files.",
+});
+
+export default tseslint.config(
+  { ignores: ['**/dist/**', '**/node_modules/**', '**/fixtures/**', 'packages/*/webui/**', 'packages/*/features-suite/**', '**/*.js', '**/*.mjs'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommended,
+  {
+    rules: {
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', ignoreRestSiblings: true }],
+    },
+  },
+  {
+    // Tests and benches read untyped JSON answers and drive libraries without types.
+    files: ['test/**/*.ts', 'bench/**/*.ts', 'packages/*/test/**/*.ts'],
+    rules: { '@typescript-eslint/no-explicit-any': 'off', '@typescript-eslint/no-require-imports': 'off' },
+  },
+  { files: ['src/modules/*/*.ts'], rules: { 'no-restricted-imports': ['error', { patterns: [moduleInternals(1)] }] } },
+  { files: ['src/modules/*/*/**/*.ts'], rules: { 'no-restricted-imports': ['error', { patterns: [moduleInternals(2)] }] } },
+  {
+    files: ['src/db/**/*.ts', 'src/mail/**/*.ts', 'src/net/**/*.ts', 'src/dns/**/*.ts', 'src/bus/**/*.ts', 'src/config.ts', 'src/metrics.ts'],
+    rules: { 'no-restricted-imports': ['error', { patterns: [{ regex: '(^|/)modules(/|$)', message: 'The base imports no module.' }] }] },
+  },
+);
