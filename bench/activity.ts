@@ -88,8 +88,12 @@ async function main(): Promise<void> {
       if (Date.now() - foldStart > 180_000) throw new Error(`deltas not folded after 3 minutes (${rows[0].n} left)`);
       await new Promise((r) => setTimeout(r, 1000));
     }
-    const counted = await db.query(`SELECT count(*)::int AS rows, sum(n)::bigint AS events FROM activity_counts WHERE project_id = $1 AND source = 'event'`, [project.id]);
-    console.log(`deltas folded within ${((Date.now() - foldStart) / 1000).toFixed(0)} s: ${counted.rows[0].rows} hourly rows for ${counted.rows[0].events} events`);
+    const counted = await db.query(`SELECT count(*)::int AS rows, sum(n)::bigint AS events FROM activity_counts WHERE project_id = $1 AND source = 'event'`, [
+      project.id,
+    ]);
+    console.log(
+      `deltas folded within ${((Date.now() - foldStart) / 1000).toFixed(0)} s: ${counted.rows[0].rows} hourly rows for ${counted.rows[0].events} events`,
+    );
 
     const get = async (path: string) => {
       const res = await request(agent, service.port, 'GET', path, undefined, auth);

@@ -20,7 +20,20 @@ import { Client, Connection } from '@temporalio/client';
 import pg from 'pg';
 import { freePort } from '../src/db/embedded-postgres';
 import { ZoneDnsServer } from '../src/dns/zone-server';
-import { cpuSecondsOf, createBenchProject, machine, median, medianReferenceRatio, memoryOf, postgresCpuSeconds, request, SERVICE_SMTP_POOL, insertBenchAudience, startServiceProcess, verifiedBenchDomain } from './service-process';
+import {
+  cpuSecondsOf,
+  createBenchProject,
+  machine,
+  median,
+  medianReferenceRatio,
+  memoryOf,
+  postgresCpuSeconds,
+  request,
+  SERVICE_SMTP_POOL,
+  insertBenchAudience,
+  startServiceProcess,
+  verifiedBenchDomain,
+} from './service-process';
 import { embeddedDatabaseUrl } from '../src/db/embedded-postgres';
 import { BASELINE_CONNECTIONS, rawNodemailerRate, referenceBaseline, startSinkProcess } from './smtp-sink-process';
 
@@ -73,7 +86,14 @@ async function main(): Promise<void> {
       const reference = await REFERENCE.rate(sink, baseline);
       const c = JSON.parse(
         (
-          await request(agent, api.port, 'POST', '/campaigns', { name: `Bench ${run}`, subject: 'News for {{name}}', body: BODY, from: 'news@bench.test', fromName: 'News', audienceType: 'ALL' }, auth)
+          await request(
+            agent,
+            api.port,
+            'POST',
+            '/campaigns',
+            { name: `Bench ${run}`, subject: 'News for {{name}}', body: BODY, from: 'news@bench.test', fromName: 'News', audienceType: 'ALL' },
+            auth,
+          )
         ).body,
       ).data;
       const start = await sink.count();
@@ -84,7 +104,10 @@ async function main(): Promise<void> {
       await sink.waitFor(start + RECIPIENTS, 3_600_000);
       const rate = RECIPIENTS / ((Date.now() - t0) / 1000);
       // CPU per email, from the send call to the last message at the sink: the worker (all its threads) and PostgreSQL.
-      const cpu = { worker: ((cpuSecondsOf(worker.child.pid!) - cpu0.worker) / RECIPIENTS) * 1e3, postgres: ((postgresCpuSeconds() - cpu0.postgres) / RECIPIENTS) * 1e3 };
+      const cpu = {
+        worker: ((cpuSecondsOf(worker.child.pid!) - cpu0.worker) / RECIPIENTS) * 1e3,
+        postgres: ((postgresCpuSeconds() - cpu0.postgres) / RECIPIENTS) * 1e3,
+      };
       let status = '';
       while (status !== 'SENT') {
         status = JSON.parse((await request(agent, api.port, 'GET', `/campaigns/${c.id}`, undefined, auth)).body).status;

@@ -19,7 +19,16 @@ import path from 'node:path';
 import pg from 'pg';
 import { embeddedDatabaseUrl, freePort } from '../src/db/embedded-postgres';
 import { ZoneDnsServer } from '../src/dns/zone-server';
-import { createBenchProject, machine, median, request, SERVICE_SMTP_POOL, type ServiceProcess, startServiceProcess, verifiedBenchDomain } from './service-process';
+import {
+  createBenchProject,
+  machine,
+  median,
+  request,
+  SERVICE_SMTP_POOL,
+  type ServiceProcess,
+  startServiceProcess,
+  verifiedBenchDomain,
+} from './service-process';
 import { spawnSmtpSink } from './smtp-sink-process';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
@@ -208,7 +217,23 @@ async function main(): Promise<void> {
     const agent = new http.Agent({ keepAlive: true });
     const body = `<html><body><p>${'News of the month. '.repeat(60)}</p><a href="https://example.com/x">Read</a></body></html>`;
     const c = JSON.parse(
-      (await request(agent, svc.port, 'POST', '/campaigns', { name: `Crash ${target} ${run}`, subject: 'News {{n}}', body, from: 'news@bench.test', audienceType: 'SEGMENT', segmentId: await segmentOf(domainPart) }, auth)).body,
+      (
+        await request(
+          agent,
+          svc.port,
+          'POST',
+          '/campaigns',
+          {
+            name: `Crash ${target} ${run}`,
+            subject: 'News {{n}}',
+            body,
+            from: 'news@bench.test',
+            audienceType: 'SEGMENT',
+            segmentId: await segmentOf(domainPart),
+          },
+          auth,
+        )
+      ).body,
     ).data;
     const sent = await request(agent, svc.port, 'POST', `/campaigns/${c.id}/send`, {}, auth);
     if (sent.status !== 200) throw new Error(sent.body);
@@ -224,7 +249,14 @@ async function main(): Promise<void> {
     sink.poll();
     let duplicates = 0;
     for (const [k, v] of sink.perRecipient) if (k.endsWith(suffix)) duplicates += v - 1;
-    return { lost: CAMPAIGN - delivered(), duplicates, deliveredAtKill, backMs, completeMs: sink.lastNewAt - killedAt, stallMs: longestGap(sink.firstDeliveries, killedAt) };
+    return {
+      lost: CAMPAIGN - delivered(),
+      duplicates,
+      deliveredAtKill,
+      backMs,
+      completeMs: sink.lastNewAt - killedAt,
+      stallMs: longestGap(sink.firstDeliveries, killedAt),
+    };
   }
 
   /** A DYNAMIC segment of one run's contacts (by their address's domain), so each run has its own audience. */
@@ -287,10 +319,19 @@ async function main(): Promise<void> {
     sink.poll();
     let duplicates = 0;
     for (const [k, v] of sink.perRecipient) if (k.endsWith(suffix)) duplicates += v - 1;
-    return { lost: accepted.size - delivered(), duplicates, deliveredAtKill, backMs, completeMs: sink.lastNewAt - killedAt, stallMs: longestGap(sink.firstDeliveries, killedAt) };
+    return {
+      lost: accepted.size - delivered(),
+      duplicates,
+      deliveredAtKill,
+      backMs,
+      completeMs: sink.lastNewAt - killedAt,
+      stallMs: longestGap(sink.firstDeliveries, killedAt),
+    };
   }
 
-  console.log(`crash bench: campaign of ${CAMPAIGN}, ${SENDS} /v1/send at ${CONCURRENCY} concurrent, SMTP pool ${SERVICE_SMTP_POOL}, kill at ${KILL_AT * 100}% delivered, ${RUNS} run(s) each`);
+  console.log(
+    `crash bench: campaign of ${CAMPAIGN}, ${SENDS} /v1/send at ${CONCURRENCY} concurrent, SMTP pool ${SERVICE_SMTP_POOL}, kill at ${KILL_AT * 100}% delivered, ${RUNS} run(s) each`,
+  );
   console.log(`machine: ${machine()}`);
   try {
     for (const target of TARGETS) {

@@ -26,7 +26,11 @@ const GROUP = Number(process.env.BENCH_GROUP ?? 8);
 /** The two steps of a drain this bench times, which the dispatcher keeps to itself. */
 interface DrainSteps {
   claim(owner: string): Promise<QueuedEmail[]>;
-  recordSent(em: EntityManager, sent: Array<{ email: QueuedEmail; outcome: { kind: 'sent'; providerMessageId: string } }>, subjects: Map<string, string>): Promise<unknown>;
+  recordSent(
+    em: EntityManager,
+    sent: Array<{ email: QueuedEmail; outcome: { kind: 'sent'; providerMessageId: string } }>,
+    subjects: Map<string, string>,
+  ): Promise<unknown>;
 }
 
 async function main(): Promise<void> {

@@ -28,7 +28,10 @@ const SAMPLE = path.join(__dirname, '../../test/fixtures/bounces/lhost-postfix-0
 
 /** The sample made to speak of `recipient`, with a Message-ID of its own (the MX takes each report once). */
 function reportFor(template: string, theirs: string, recipient: string, n: number): string {
-  return template.split(theirs).join(recipient).replace(/^Message-ID:.*$/im, `Message-ID: <bench-report-${n}-${Date.now()}@mta.bench>`);
+  return template
+    .split(theirs)
+    .join(recipient)
+    .replace(/^Message-ID:.*$/im, `Message-ID: <bench-report-${n}-${Date.now()}@mta.bench>`);
 }
 
 /**
@@ -88,7 +91,11 @@ class PipelinedSession {
 }
 
 /** The message as DATA sends it: CRLF line ends, leading dots doubled, ending in CRLF. */
-const dataOf = (raw: string) => `${raw.replace(/\r?\n/g, '\r\n').replace(/^\./gm, '..').replace(/(\r\n)?$/, '\r\n')}`;
+const dataOf = (raw: string) =>
+  `${raw
+    .replace(/\r?\n/g, '\r\n')
+    .replace(/^\./gm, '..')
+    .replace(/(\r\n)?$/, '\r\n')}`;
 
 /** Sends every report over CONNECTIONS sessions; answers the milliseconds. */
 async function sendReports(port: number, reports: Array<{ to: string; data: string }>): Promise<number> {
@@ -120,7 +127,10 @@ function watchHealth(port: number): { stop(): Promise<{ ms: number[]; failed: nu
   const loop = (async () => {
     while (running) {
       const t = process.hrtime.bigint();
-      const ok = await request(agent, port, 'GET', '/health').then((r) => r.status === 200, () => false);
+      const ok = await request(agent, port, 'GET', '/health').then(
+        (r) => r.status === 200,
+        () => false,
+      );
       if (ok) ms.push(Number(process.hrtime.bigint() - t) / 1e6);
       else failed++;
       await new Promise((r) => setTimeout(r, 50));

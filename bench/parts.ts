@@ -50,7 +50,16 @@ async function perCallAsync(n: number, fn: (i: number) => Promise<unknown>): Pro
 const contact = (i: number) => ({ id: crypto.randomUUID(), email: `user${i}@example.org`, data: { name: `User ${i}` } });
 
 function message(i: number): OutgoingMessage {
-  const c = composeMessage({ emailId: crypto.randomUUID(), type: 'MARKETING', subject: 'News for {{name}}', body: BODY, contact: contact(i), headers: {}, settings: DEFAULT_PROJECT_SETTINGS, links });
+  const c = composeMessage({
+    emailId: crypto.randomUUID(),
+    type: 'MARKETING',
+    subject: 'News for {{name}}',
+    body: BODY,
+    contact: contact(i),
+    headers: {},
+    settings: DEFAULT_PROJECT_SETTINGS,
+    links,
+  });
   return {
     messageId: `<${crypto.randomUUID()}@bench.test>`,
     from: { name: 'News', address: 'news@bench.test' },
@@ -82,15 +91,36 @@ async function main(): Promise<void> {
   const html = samples[0].html!;
   const row = (what: string, us: number) => console.log(`${what.padEnd(64)} ${us.toFixed(0).padStart(6)} µs  ${(1e6 / us).toFixed(0).padStart(7)} /s`);
 
-  row('render placeholders (render, html mode)', perCall(2000, () => render(BODY, { name: 'User 1' }, 'html')));
-  row('html-to-text of the rendered HTML', perCall(2000, () => htmlToText(html)));
-  row('tracking links and pixel (addTracking)', perCall(2000, (i) => addTracking(html, String(i), links, { opens: true, clicks: true })));
-  row('composeMessage (all of the above, per recipient)', perCall(1000, (i) => message(i)));
-  row('RSA-2048 signature, parsed key', perCall(1000, (i) => crypto.sign('sha256', Buffer.from(String(i)), pair.privateKey)));
+  row(
+    'render placeholders (render, html mode)',
+    perCall(2000, () => render(BODY, { name: 'User 1' }, 'html')),
+  );
+  row(
+    'html-to-text of the rendered HTML',
+    perCall(2000, () => htmlToText(html)),
+  );
+  row(
+    'tracking links and pixel (addTracking)',
+    perCall(2000, (i) => addTracking(html, String(i), links, { opens: true, clicks: true })),
+  );
+  row(
+    'composeMessage (all of the above, per recipient)',
+    perCall(1000, (i) => message(i)),
+  );
+  row(
+    'RSA-2048 signature, parsed key',
+    perCall(1000, (i) => crypto.sign('sha256', Buffer.from(String(i)), pair.privateKey)),
+  );
   row('encodeMessage without DKIM', await perCallAsync(2000, (i) => encodeMessage(samples[i % 200])));
   row('encodeMessage with DKIM (one at a time)', await perCallAsync(1000, (i) => encodeMessage(samples[i % 200], dkim)));
-  row('nodemailer MailComposer + DKIM, parsed key', await perCallAsync(500, (i) => new MailComposer(nodemailerOptions(samples[i % 200], pair.privateKey) as never).compile().build()));
-  row('nodemailer MailComposer, no DKIM', await perCallAsync(500, (i) => new MailComposer({ ...nodemailerOptions(samples[i % 200], pem), dkim: undefined } as never).compile().build()));
+  row(
+    'nodemailer MailComposer + DKIM, parsed key',
+    await perCallAsync(500, (i) => new MailComposer(nodemailerOptions(samples[i % 200], pair.privateKey) as never).compile().build()),
+  );
+  row(
+    'nodemailer MailComposer, no DKIM',
+    await perCallAsync(500, (i) => new MailComposer({ ...nodemailerOptions(samples[i % 200], pem), dkim: undefined } as never).compile().build()),
+  );
 
   const sink = await startSinkProcess();
   const transport = createTransport({ pool: true, host: '127.0.0.1', port: sink.port, maxConnections: 8, maxMessages: Infinity });
@@ -107,9 +137,11 @@ async function main(): Promise<void> {
       const start = await sink.count();
       const t0 = Date.now();
       let next = 0;
-      await Promise.all(Array.from({ length: 32 }, async () => {
-        while (next < n) await send(next++);
-      }));
+      await Promise.all(
+        Array.from({ length: 32 }, async () => {
+          while (next < n) await send(next++);
+        }),
+      );
       await sink.waitFor(start + n, 120_000);
       rates.push(n / ((Date.now() - t0) / 1000));
     }

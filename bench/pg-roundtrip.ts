@@ -46,25 +46,31 @@ async function main(): Promise<void> {
     const rows: Record<string, Array<{ wall: number; client: number; server: number }>> = {};
     const add = (what: string, r: { wall: number; client: number; server: number }) => (rows[what] ??= []).push(r);
     for (let round = 0; round < ROUNDS; round++) {
-      for (const [what, connectionString] of [['pg, Unix socket', socketUrl], ['pg, loopback TCP', tcpUrl]]) {
+      for (const [what, connectionString] of [
+        ['pg, Unix socket', socketUrl],
+        ['pg, loopback TCP', tcpUrl],
+      ]) {
         const client = new pg.Client({ connectionString });
         await client.connect();
         const pid = (await client.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number;
         add(what, await measure(pid, () => client.query('SELECT 1')));
         add(`${what}, with a parameter (extended protocol)`, await measure(pid, () => client.query('SELECT $1::int', [1])));
         if (what === 'pg, Unix socket') {
-          add(`${TX}: pg, BEGIN + statement + COMMIT`, await measure(pid, async () => {
-            await client.query('BEGIN');
-            await client.query('SELECT $1::int', [1]);
-            await client.query('COMMIT');
-          }));
+          add(
+            `${TX}: pg, BEGIN + statement + COMMIT`,
+            await measure(pid, async () => {
+              await client.query('BEGIN');
+              await client.query('SELECT $1::int', [1]);
+              await client.query('COMMIT');
+            }),
+          );
         }
         await client.end();
       }
       const orm = await createOrm(socketUrl, { entities, poolMax: 1, log });
       const em = orm.em.fork();
       const pid = (await sql<{ pid: number }>(em, 'SELECT pg_backend_pid() AS pid'))[0].pid;
-      add('MikroORM execute (the service\'s sql()), Unix socket', await measure(pid, () => sql(em, 'SELECT ?::int', [1])));
+      add("MikroORM execute (the service's sql()), Unix socket", await measure(pid, () => sql(em, 'SELECT ?::int', [1])));
       // What a send's transaction costs apart from its statements: MikroORM's (knex's) transaction machinery.
       add(`${TX}: MikroORM transactional + sql()`, await measure(pid, () => em.fork().transactional((tx) => sql(tx, 'SELECT ?::int', [1]))));
       await orm.close();

@@ -16,7 +16,16 @@ import http from 'node:http';
 import pg from 'pg';
 import { embeddedDatabaseUrl, freePort } from '../src/db/embedded-postgres';
 import { ZoneDnsServer } from '../src/dns/zone-server';
-import { createBenchProject, machine, request, sendRequest, type ServiceProcess, insertBenchAudience, startServiceProcess, verifiedBenchDomain } from './service-process';
+import {
+  createBenchProject,
+  machine,
+  request,
+  sendRequest,
+  type ServiceProcess,
+  insertBenchAudience,
+  startServiceProcess,
+  verifiedBenchDomain,
+} from './service-process';
 import { startSinkProcess } from './smtp-sink-process';
 
 const WORKER_COUNTS = (process.env.BENCH_WORKERS ?? '1,2,3').split(',').map(Number);
@@ -34,7 +43,13 @@ async function measure(n: number) {
   const dns = await new ZoneDnsServer().start();
   const sink = await startSinkProcess();
   const temporalPort = await freePort();
-  const env = { SMTP_URL: sink.url, DNS_SERVERS: dns.address, RATE_LIMIT_PER_MINUTE: '100000000', TEMPORAL_DEV_SERVER_PORT: String(temporalPort), JWT_SECRET: 'bench secret shared by the api and the workers' };
+  const env = {
+    SMTP_URL: sink.url,
+    DNS_SERVERS: dns.address,
+    RATE_LIMIT_PER_MINUTE: '100000000',
+    TEMPORAL_DEV_SERVER_PORT: String(temporalPort),
+    JWT_SECRET: 'bench secret shared by the api and the workers',
+  };
   const api = await startServiceProcess(env, 'api');
   const workers: Array<{ process: ServiceProcess; metricsPort: number }> = [];
   const db = new pg.Client({ connectionString: embeddedDatabaseUrl(api.dataDir) });
@@ -56,7 +71,16 @@ async function measure(n: number) {
     let atSink = await sink.count();
     const atStart = atSink;
     const c = JSON.parse(
-      (await request(agent, api.port, 'POST', '/campaigns', { name: 'Pool', subject: 'News for {{name}}', body: '<p>Hello {{name}}</p>', from: 'news@bench.test', audienceType: 'ALL' }, auth)).body,
+      (
+        await request(
+          agent,
+          api.port,
+          'POST',
+          '/campaigns',
+          { name: 'Pool', subject: 'News for {{name}}', body: '<p>Hello {{name}}</p>', from: 'news@bench.test', audienceType: 'ALL' },
+          auth,
+        )
+      ).body,
     ).data;
     const t0 = Date.now();
     await request(agent, api.port, 'POST', `/campaigns/${c.id}/send`, {}, auth);

@@ -63,7 +63,12 @@ async function series(drop: string | undefined) {
       // I/O statistics reach the view when a backend flushes them: force ours, wait out the others'.
       await sql(em, `SELECT pg_stat_force_next_flush()`);
       await new Promise((r) => setTimeout(r, 1100));
-      const row = { rate: SENDS / seconds, postgres: (postgres / SENDS) * 1e3, client: (cpu.user + cpu.system) / SENDS / 1e3, flushes: ((await walFlushes()) - flushes0) / SENDS };
+      const row = {
+        rate: SENDS / seconds,
+        postgres: (postgres / SENDS) * 1e3,
+        client: (cpu.user + cpu.system) / SENDS / 1e3,
+        flushes: ((await walFlushes()) - flushes0) / SENDS,
+      };
       if (round > 0) rows.push(row);
       console.log(
         `${drop ? `without ${drop}` : 'as shipped'}, round ${round}${round === 0 ? ' (warm-up)' : ''}: ${row.rate.toFixed(0)} emails/s, ` +
@@ -79,7 +84,9 @@ async function series(drop: string | undefined) {
 async function main(): Promise<void> {
   const drop = process.env.BENCH_DROP;
   if (drop && !DROPS[drop]) throw new Error(`BENCH_DROP: one of ${Object.keys(DROPS).join(', ')}`);
-  console.log(`sendEmails alone, ${SENDS} emails per round in sends of ${RECIPIENTS} recipient${RECIPIENTS === 1 ? '' : 's'}, ${CONCURRENCY} concurrent, ${ROUNDS} rounds; machine: ${machine()}`);
+  console.log(
+    `sendEmails alone, ${SENDS} emails per round in sends of ${RECIPIENTS} recipient${RECIPIENTS === 1 ? '' : 's'}, ${CONCURRENCY} concurrent, ${ROUNDS} rounds; machine: ${machine()}`,
+  );
   for (const what of drop ? [undefined, drop] : [undefined]) {
     const rows = await series(what);
     const m = (f: (r: (typeof rows)[number]) => number, digits: number) => median(rows.map(f)).toFixed(digits);

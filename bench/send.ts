@@ -21,7 +21,18 @@
  * smtp-sink runs as its own process (bench/smtp-sink-process.ts); a DNS server publishing the sender
  * domain's records runs in this one.
  */
-import { cpuSecondsOf, machine, median, medianReferenceRatio, postgresCpuSeconds, request, SEND_BODY, SERVICE_SMTP_POOL, sendRequest, startSendingBench } from './service-process';
+import {
+  cpuSecondsOf,
+  machine,
+  median,
+  medianReferenceRatio,
+  postgresCpuSeconds,
+  request,
+  SEND_BODY,
+  SERVICE_SMTP_POOL,
+  sendRequest,
+  startSendingBench,
+} from './service-process';
 import { BASELINE_CONNECTIONS, rawNodemailerRate, referenceBaseline } from './smtp-sink-process';
 import { wrkAvailable, wrkRequests } from './wrk-client';
 
@@ -38,11 +49,14 @@ const REFERENCE = referenceBaseline();
 async function main(): Promise<void> {
   const { sink, service, agent, auth, stop } = await startSendingBench({ SMTP_POOL_SIZE: String(SERVICE_SMTP_POOL) }, CONNECTIONS);
   try {
-    console.log(`POST /v1/send, ${EMAILS} single-recipient requests per run, ${CONNECTIONS} concurrent from ${CLIENT === 'wrk' ? 'wrk' : 'Node\'s HTTP client'}, SMTP pool ${SERVICE_SMTP_POOL} (the baseline ${BASELINE_CONNECTIONS}), ${RUNS} runs, after ${WARMUP} untimed`);
+    console.log(
+      `POST /v1/send, ${EMAILS} single-recipient requests per run, ${CONNECTIONS} concurrent from ${CLIENT === 'wrk' ? 'wrk' : "Node's HTTP client"}, SMTP pool ${SERVICE_SMTP_POOL} (the baseline ${BASELINE_CONNECTIONS}), ${RUNS} runs, after ${WARMUP} untimed`,
+    );
     console.log(`machine: ${machine()}${REFERENCE.note}`);
     /** `n` requests, CONNECTIONS at a time, each to a new contact `<prefix>-<i>`; answers how many failed and the client's CPU. */
     const sendAll = async (n: number, prefix: string): Promise<{ failed: number; cpuSeconds: number }> => {
-      if (CLIENT === 'wrk') return wrkRequests({ port: service.port, path: '/v1/send', headers: auth, body: sendRequest, prefix, requests: n, connections: CONNECTIONS });
+      if (CLIENT === 'wrk')
+        return wrkRequests({ port: service.port, path: '/v1/send', headers: auth, body: sendRequest, prefix, requests: n, connections: CONNECTIONS });
       const cpu0 = process.cpuUsage();
       let next = 0;
       let errors = 0;

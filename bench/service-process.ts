@@ -22,14 +22,7 @@ export interface HttpResult {
   headers: http.IncomingHttpHeaders;
 }
 
-export function request(
-  agent: http.Agent,
-  port: number,
-  method: string,
-  p: string,
-  body?: unknown,
-  headers: Record<string, string> = {},
-): Promise<HttpResult> {
+export function request(agent: http.Agent, port: number, method: string, p: string, body?: unknown, headers: Record<string, string> = {}): Promise<HttpResult> {
   return new Promise((resolve, reject) => {
     const payload = body === undefined ? undefined : JSON.stringify(body);
     const req = http.request(
@@ -91,7 +84,10 @@ export async function startServiceProcess(env: Record<string, string>, role?: st
   const agent = new http.Agent();
   for (let i = 0; ; i++) {
     if (child.exitCode !== null) throw new Error('service exited during start-up');
-    const ok = await request(agent, port, 'GET', '/health').then((r) => r.status === 200, () => false);
+    const ok = await request(agent, port, 'GET', '/health').then(
+      (r) => r.status === 200,
+      () => false,
+    );
     if (ok) break;
     if (i > 900) throw new Error('service did not become healthy');
     await new Promise((r) => setTimeout(r, 200));
@@ -110,7 +106,12 @@ export async function createBenchProject(port: number): Promise<{ publicKey: str
 }
 
 /** Adds bench.test to the project, publishes its records on `dns` and verifies it: the benches' sender domain. */
-export async function verifiedBenchDomain(agent: http.Agent, port: number, auth: Record<string, string>, dns: { add(name: string, type: 'TXT', value: string): unknown }): Promise<void> {
+export async function verifiedBenchDomain(
+  agent: http.Agent,
+  port: number,
+  auth: Record<string, string>,
+  dns: { add(name: string, type: 'TXT', value: string): unknown },
+): Promise<void> {
   const domain = JSON.parse((await request(agent, port, 'POST', '/domains', { domain: 'bench.test' }, auth)).body);
   // The required records; a bench that wants per-message return paths publishes those itself (bench:inbound).
   for (const r of domain.records) if (r.type === 'TXT' && !r.purpose.startsWith('return-path')) dns.add(r.name, 'TXT', r.value);

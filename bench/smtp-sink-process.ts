@@ -136,7 +136,9 @@ export async function rawNodemailerRate(sink: SinkProcess, opts: BaselineRun & {
     return opts.count / ((Date.now() - t0) / 1000);
   }
   const { node, ...rest } = opts;
-  const child = spawn(node, [path.join(__dirname, 'reference-sender.js'), JSON.stringify({ port: sink.port, ...rest })], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const child = spawn(node, [path.join(__dirname, 'reference-sender.js'), JSON.stringify({ port: sink.port, ...rest })], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
   const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
   await new Promise<void>((resolve, reject) => {
     child.stdout!.once('data', () => resolve());
@@ -161,7 +163,12 @@ export function referenceNode(): { path: string; version: string } | undefined {
   const given = process.env.BENCH_REFERENCE_NODE;
   if (given === 'off') return undefined;
   const major = (v: string) => Number(/^v(\d+)/.exec(v)?.[1] ?? 0);
-  const candidates = given ? [given] : (process.env.PATH ?? '').split(path.delimiter).filter((d) => d && !d.includes('node_modules')).map((d) => path.join(d, 'node'));
+  const candidates = given
+    ? [given]
+    : (process.env.PATH ?? '')
+        .split(path.delimiter)
+        .filter((d) => d && !d.includes('node_modules'))
+        .map((d) => path.join(d, 'node'));
   for (const candidate of candidates) {
     if (!fs.existsSync(candidate)) continue;
     const version = execFileSync(candidate, ['--version']).toString().trim();
@@ -179,10 +186,10 @@ export function referenceBaseline() {
   return {
     /** For the bench's machine line. */
     note: node ? `; the baseline also runs on ${node.path} (${node.version}), the issue's reference` : '',
-    rate: (sink: SinkProcess, opts: BaselineRun) =>
-      node ? rawNodemailerRate(sink, { ...opts, node: node.path }) : Promise.resolve(undefined),
+    rate: (sink: SinkProcess, opts: BaselineRun) => (node ? rawNodemailerRate(sink, { ...opts, node: node.path }) : Promise.resolve(undefined)),
     /** A run's rate against the reference's rate in the same run. */
-    figure: (rate: number, reference: number | undefined) => (node && reference ? `on ${node.version} ${reference.toFixed(0)} emails/s (${(rate / reference).toFixed(2)}x), ` : ''),
+    figure: (rate: number, reference: number | undefined) =>
+      node && reference ? `on ${node.version} ${reference.toFixed(0)} emails/s (${(rate / reference).toFixed(2)}x), ` : '',
     /** The median of the runs' ratios to it, for the median line. */
     median: (ratio: number | undefined) => (node && ratio ? ` and ${ratio.toFixed(2)}x the baseline on ${node.version}` : ''),
   };

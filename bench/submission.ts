@@ -46,7 +46,8 @@ async function main(): Promise<void> {
       new MailComposer(message('one@example.org')).compile().build((err, m) => (err ? reject(err) : resolve(m))),
     );
     const parseStart = process.hrtime.bigint();
-    for (let i = 0; i < 500; i++) await simpleParser(raw, { keepCidLinks: true, skipHtmlToText: true, skipTextToHtml: true, skipImageLinks: true, skipTextLinks: true });
+    for (let i = 0; i < 500; i++)
+      await simpleParser(raw, { keepCidLinks: true, skipHtmlToText: true, skipTextToHtml: true, skipImageLinks: true, skipTextLinks: true });
     const parseUs = Number(process.hrtime.bigint() - parseStart) / 1000 / 500;
     console.log(`ceiling: mailparser parses the ${raw.length}-byte message in ${parseUs.toFixed(0)} µs (${(1e6 / parseUs).toFixed(0)}/s on one core)`);
 
@@ -62,7 +63,14 @@ async function main(): Promise<void> {
       start = await sink.count();
       const t1 = Date.now();
       const httpSeconds = await drive(EMAILS, async (i) => {
-        const res = await request(agent, service.port, 'POST', '/v1/send', { ...message(`http${run}-${i}@example.org`), body: HTML, html: undefined, text: undefined }, auth);
+        const res = await request(
+          agent,
+          service.port,
+          'POST',
+          '/v1/send',
+          { ...message(`http${run}-${i}@example.org`), body: HTML, html: undefined, text: undefined },
+          auth,
+        );
         if (res.status !== 200) throw new Error(`/v1/send answered ${res.status}: ${res.body}`);
       });
       await sink.waitFor(start + EMAILS, 600_000);

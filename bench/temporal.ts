@@ -119,8 +119,10 @@ const mb = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MB`;
 /** Runs `total` one-activity workflows, `concurrency` at a time; returns each start-to-complete latency. */
 type Execute = (taskQueue: string, workflowId: string, arg: string) => Promise<unknown>;
 
-const sdkExecute = (client: Client): Execute => (taskQueue, workflowId, arg) =>
-  client.workflow.execute('echoWorkflow', { taskQueue, workflowId, args: [arg] });
+const sdkExecute =
+  (client: Client): Execute =>
+  (taskQueue, workflowId, arg) =>
+    client.workflow.execute('echoWorkflow', { taskQueue, workflowId, args: [arg] });
 
 async function drive(execute: Execute, taskQueue: string, total: number, concurrency: number, onProgress?: (done: number) => Promise<void>) {
   const latencies: number[] = [];
@@ -236,9 +238,7 @@ class RawWorker {
   }
 
   private async completeActivity(act: temporal.api.workflowservice.v1.IPollActivityTaskQueueResponse): Promise<void> {
-    await this.rpc
-      .call('RespondActivityTaskCompleted', { namespace: 'default', taskToken: act.taskToken, result: act.input, identity: 'raw' })
-      .catch(() => {});
+    await this.rpc.call('RespondActivityTaskCompleted', { namespace: 'default', taskToken: act.taskToken, result: act.input, identity: 'raw' }).catch(() => {});
   }
 
   private async activityLoop(): Promise<void> {
@@ -315,7 +315,10 @@ async function measure(execute: Execute, taskQueue: string): Promise<RunResult> 
     throughput: WORKFLOWS / seconds,
     p50: percentile(alone, 50),
     p99: percentile(alone, 99),
-    loadedP50: percentile(loaded.sort((a, b) => a - b), 50),
+    loadedP50: percentile(
+      loaded.sort((a, b) => a - b),
+      50,
+    ),
   };
 }
 
@@ -364,13 +367,19 @@ async function memoryRun(): Promise<void> {
     console.log(
       `  ${'0'.padStart(7)} workflows: rss ${mb(start.rss)}, heap used ${mb(start.heapUsed)} of ${mb(start.heapTotal)}, external ${mb(start.external)}`,
     );
-    await drive((q, id, arg) => starter.execute(q, id, arg), taskQueue, MEMORY_WORKFLOWS, CONCURRENCY, async (done) => {
-      const m = await server.memory();
-      const rate = done / ((performance.now() - t0) / 1000);
-      console.log(
-        `  ${String(done).padStart(7)} workflows: rss ${mb(m.rss)}, heap used ${mb(m.heapUsed)} of ${mb(m.heapTotal)}, external ${mb(m.external)}  (${rate.toFixed(0)} wf/s so far)`,
-      );
-    });
+    await drive(
+      (q, id, arg) => starter.execute(q, id, arg),
+      taskQueue,
+      MEMORY_WORKFLOWS,
+      CONCURRENCY,
+      async (done) => {
+        const m = await server.memory();
+        const rate = done / ((performance.now() - t0) / 1000);
+        console.log(
+          `  ${String(done).padStart(7)} workflows: rss ${mb(m.rss)}, heap used ${mb(m.heapUsed)} of ${mb(m.heapTotal)}, external ${mb(m.external)}  (${rate.toFixed(0)} wf/s so far)`,
+        );
+      },
+    );
   } finally {
     raw.stop();
     starter.close();

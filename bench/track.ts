@@ -64,7 +64,9 @@ async function main(): Promise<void> {
     for (let i = 0; i < RUNS; i++) {
       const r = await drive(service.port, project.publicKey, SECONDS);
       results.push(r);
-      console.log(`run ${i + 1}: ${r.rps.toFixed(0)} req/s, p50 ${r.p50.toFixed(1)} ms, p99 ${r.p99.toFixed(1)} ms, ${r.requests} requests, ${r.errors} errors`);
+      console.log(
+        `run ${i + 1}: ${r.rps.toFixed(0)} req/s, p50 ${r.p50.toFixed(1)} ms, p99 ${r.p99.toFixed(1)} ms, ${r.requests} requests, ${r.errors} errors`,
+      );
     }
     console.log(
       `median: ${median(results.map((r) => r.rps)).toFixed(0)} req/s, p50 ${median(results.map((r) => r.p50)).toFixed(1)} ms, p99 ${median(

@@ -96,7 +96,8 @@ async function main(): Promise<void> {
     const results: Array<{ phase: string; ceiling: number; rate: number; p50: number; p99: number; max: number }> = [];
     for (let run = 1; run <= RUNS; run++) {
       for (const phase of ['alone', 'with a dead endpoint'] as const) {
-        const deadEndpoint = phase === 'alone' ? undefined : await post('/webhook-endpoints', { url: `http://127.0.0.1:${portOf(dead)}/dead`, events: ['bench.*'] });
+        const deadEndpoint =
+          phase === 'alone' ? undefined : await post('/webhook-endpoints', { url: `http://127.0.0.1:${portOf(dead)}/dead`, events: ['bench.*'] });
         const ceiling = await receiverCeiling(portOf(receiver), 5000);
         arrivals.length = 0;
         const name = `bench.run${run}.${phase === 'alone' ? 'alone' : 'dead'}`;

@@ -82,7 +82,9 @@ end
   const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'postbox-wrk-')), 'send.lua');
   fs.writeFileSync(file, script);
   // One thread: all requests count in one Lua state. The duration and timeout only bound a run that never finishes.
-  const child = spawn(WRK, ['-t1', `-c${run.connections}`, '-d3600s', '--timeout', '600s', '-s', file, `http://127.0.0.1:${run.port}`], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(WRK, ['-t1', `-c${run.connections}`, '-d3600s', '--timeout', '600s', '-s', file, `http://127.0.0.1:${run.port}`], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   // wrk reports a script error on stderr and then runs its default request: stop it at once.
   let complaint = '';
   child.stderr!.on('data', (chunk: Buffer) => {
@@ -103,7 +105,9 @@ end
       }
     }
     clearTimeout(stalled);
-    throw new Error(complaint ? `wrk: ${complaint.trim()}` : `wrk ended, or stalled for ${STALL_MS / 1000} s, before its ${run.requests} requests were answered`);
+    throw new Error(
+      complaint ? `wrk: ${complaint.trim()}` : `wrk ended, or stalled for ${STALL_MS / 1000} s, before its ${run.requests} requests were answered`,
+    );
   } finally {
     child.kill('SIGINT');
     fs.rmSync(path.dirname(file), { recursive: true, force: true });

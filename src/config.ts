@@ -3,22 +3,23 @@ import path from 'node:path';
 import { z } from 'zod';
 import type { ConnectionLimits } from './net/connection-limits';
 
-const bool = z
-  .enum(['true', 'false', '1', '0', 'yes', 'no', ''])
-  .transform((v) => v === 'true' || v === '1' || v === 'yes');
+const bool = z.enum(['true', 'false', '1', '0', 'yes', 'no', '']).transform((v) => v === 'true' || v === '1' || v === 'yes');
 
 const port = z.coerce.number().int().min(0).max(65535);
 
 const hostPort = z.string().regex(/^[^\s:,]+(:\d{1,5})?$/, 'expected host[:port]');
 
 const urlWithScheme = (schemes: string[]) =>
-  z.string().refine((v) => {
-    try {
-      return schemes.includes(new URL(v).protocol);
-    } catch {
-      return false;
-    }
-  }, `expected a URL with scheme ${schemes.join(' or ')}`);
+  z.string().refine(
+    (v) => {
+      try {
+        return schemes.includes(new URL(v).protocol);
+      } catch {
+        return false;
+      }
+    },
+    `expected a URL with scheme ${schemes.join(' or ')}`,
+  );
 
 /** Every setting of the service, read once from the environment. Names are a public contract. */
 const envSchema = z.object({
@@ -55,7 +56,10 @@ const envSchema = z.object({
   SMTP_URL: urlWithScheme(['smtp:', 'smtps:']).optional(),
   DEV_SMTP_PORT: port.default(0),
   /** Domain whose SPF record authorises our sending host (`include:<it>`); default `a:<SMTP or public host>`. */
-  SPF_INCLUDE: z.string().regex(/^[a-z0-9.-]+$/i, 'expected a domain name').optional(),
+  SPF_INCLUDE: z
+    .string()
+    .regex(/^[a-z0-9.-]+$/i, 'expected a domain name')
+    .optional(),
   /** Recipients per delivery activity of a campaign send (a chunk). */
   CAMPAIGN_BATCH_SIZE: z.coerce.number().int().min(1).max(5000).default(500),
   /** Campaign chunks each worker process delivers at once; a campaign has this many in flight per worker polling. */
@@ -112,9 +116,15 @@ const envSchema = z.object({
   /** An inbound connection must reach DATA this long after connecting, or is closed (421). */
   INBOUND_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(3600).default(60),
   /** The host sender domains point their return-path MX record at; default: PUBLIC_URL's host. */
-  INBOUND_MX_HOST: z.string().regex(/^[a-z0-9.-]+$/i, 'expected a host name').optional(),
+  INBOUND_MX_HOST: z
+    .string()
+    .regex(/^[a-z0-9.-]+$/i, 'expected a host name')
+    .optional(),
   /** Return paths are <token>@<prefix>.<sender domain>. */
-  RETURN_PATH_PREFIX: z.string().regex(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/i, 'expected one DNS label').default('bounces'),
+  RETURN_PATH_PREFIX: z
+    .string()
+    .regex(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/i, 'expected one DNS label')
+    .default('bounces'),
   /** Soft bounces in a row (separate emails, no delivery, open or click between) that unsubscribe a contact; 0 never does. */
   SOFT_BOUNCE_LIMIT: z.coerce.number().int().min(0).max(1000).default(5),
   /** Connections the HTTP API holds at once; more are closed as they arrive. */
@@ -127,7 +137,14 @@ const envSchema = z.object({
   ALLOWED_HOSTS: z
     .string()
     .optional()
-    .transform((v) => (v ? v.split(',').map((s) => s.trim().toLowerCase()).filter(Boolean) : []))
+    .transform((v) =>
+      v
+        ? v
+            .split(',')
+            .map((s) => s.trim().toLowerCase())
+            .filter(Boolean)
+        : [],
+    )
     .pipe(z.array(z.string().regex(/^(\[[0-9a-f:.]+\]|[a-z0-9.-]+)(:\d{1,5})?$/, 'expected host or host:port names, comma-separated'))),
   /**
    * Messages a worker process may have handed to SMTP whose outcome is not yet recorded: what a killed
@@ -145,21 +162,44 @@ const envSchema = z.object({
   SNS_CERT_HOSTS: z
     .string()
     .default('sns.*.amazonaws.com')
-    .transform((v) => v.split(',').map((s) => s.trim()).filter(Boolean)),
+    .transform((v) =>
+      v
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean),
+    ),
   /** Topics SES notifications may come from (comma-separated ARNs); unset, any topic whose message is signed by SNS. */
   SNS_TOPIC_ARNS: z
     .string()
     .optional()
-    .transform((v) => (v ? v.split(',').map((s) => s.trim()).filter(Boolean) : undefined)),
+    .transform((v) =>
+      v
+        ? v
+            .split(',')
+            .map((s) => s.trim())
+            .filter(Boolean)
+        : undefined,
+    ),
   DNS_SERVERS: z
     .string()
     .optional()
-    .transform((v) => (v ? v.split(',').map((s) => s.trim()).filter(Boolean) : []))
+    .transform((v) =>
+      v
+        ? v
+            .split(',')
+            .map((s) => s.trim())
+            .filter(Boolean)
+        : [],
+    )
     .pipe(z.array(hostPort)),
   JWT_SECRET: z.string().min(16, 'must be at least 16 characters').optional(),
   DISABLE_SIGNUP: bool.default(false),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
-  IDEMPOTENCY_TTL_HOURS: z.coerce.number().positive().max(24 * 365).default(24),
+  IDEMPOTENCY_TTL_HOURS: z.coerce
+    .number()
+    .positive()
+    .max(24 * 365)
+    .default(24),
   RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(1000),
   MAX_BODY_MB: z.coerce.number().positive().max(100).default(40),
   /** Sender of the service's own mail to users (verification, password reset); default postbox@<PUBLIC_URL host>. */
@@ -260,9 +300,7 @@ export const defaultMailThreads = (cores: number) => Math.max(1, Math.floor(core
 /** Parses the environment; the error names the first bad variable in one line. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   // Treat empty strings as unset so `FOO= npm start` behaves like no FOO at all.
-  const cleaned = Object.fromEntries(
-    Object.entries(env).filter(([k, v]) => k in envSchema.shape && v !== undefined && v !== ''),
-  );
+  const cleaned = Object.fromEntries(Object.entries(env).filter(([k, v]) => k in envSchema.shape && v !== undefined && v !== ''));
   const parsed = envSchema.safeParse(cleaned);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
@@ -284,7 +322,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`Invalid configuration: TEMPORAL_UI_PORT: TEMPORAL_DEV_SERVER_PORT + 1000 is over 65535; set TEMPORAL_UI_PORT`);
   }
   if (Boolean(cfg.SMTP_SUBMISSION_TLS_CERT) !== Boolean(cfg.SMTP_SUBMISSION_TLS_KEY)) {
-    throw new ConfigError(`Invalid configuration: ${cfg.SMTP_SUBMISSION_TLS_CERT ? 'SMTP_SUBMISSION_TLS_KEY' : 'SMTP_SUBMISSION_TLS_CERT'}: the certificate and its key are set together`);
+    throw new ConfigError(
+      `Invalid configuration: ${cfg.SMTP_SUBMISSION_TLS_CERT ? 'SMTP_SUBMISSION_TLS_KEY' : 'SMTP_SUBMISSION_TLS_CERT'}: the certificate and its key are set together`,
+    );
   }
   if (cfg.SMTP_SUBMISSION_TLS_PORT !== undefined && !cfg.SMTP_SUBMISSION_TLS_CERT) {
     throw new ConfigError('Invalid configuration: SMTP_SUBMISSION_TLS_PORT: needs SMTP_SUBMISSION_TLS_CERT and SMTP_SUBMISSION_TLS_KEY');
@@ -317,6 +357,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     connectionLimits,
     inbound,
     returnPath,
-    security: { windowDays: cfg.SECURITY_WINDOW_DAYS, minSent: cfg.SECURITY_MIN_SENT, bounceRate: cfg.SECURITY_BOUNCE_RATE, complaintRate: cfg.SECURITY_COMPLAINT_RATE },
+    security: {
+      windowDays: cfg.SECURITY_WINDOW_DAYS,
+      minSent: cfg.SECURITY_MIN_SENT,
+      bounceRate: cfg.SECURITY_BOUNCE_RATE,
+      complaintRate: cfg.SECURITY_COMPLAINT_RATE,
+    },
   };
 }

@@ -150,7 +150,11 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         await sender.close();
       });
       // Queued work wakes this process's running drains, or else the sleeping dispatcher executions.
-      const counts = { emailDispatchers: config.EMAIL_DISPATCHERS, automationDispatchers: config.AUTOMATION_DISPATCHERS, webhookDispatchers: config.WEBHOOK_DISPATCHERS };
+      const counts = {
+        emailDispatchers: config.EMAIL_DISPATCHERS,
+        automationDispatchers: config.AUTOMATION_DISPATCHERS,
+        webhookDispatchers: config.WEBHOOK_DISPATCHERS,
+      };
       // This process's own task queue: its email dispatchers' drains run here and nowhere else.
       const ownQueue = ownTaskQueue(config.TEMPORAL_TASK_QUEUE);
       const listen = async (channel: string, kind: 'email' | 'automation' | 'webhook') => {
@@ -251,7 +255,12 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         sendBatcher,
         judge,
       });
-      const server = await listen(app.callback(), { host: config.HOST, port: config.PORT, gate: gates.http, headersTimeoutMs: config.HTTP_HEADERS_TIMEOUT_SECONDS * 1000 });
+      const server = await listen(app.callback(), {
+        host: config.HOST,
+        port: config.PORT,
+        gate: gates.http,
+        headersTimeoutMs: config.HTTP_HEADERS_TIMEOUT_SECONDS * 1000,
+      });
       port = server.port;
       // On SIGTERM /health turns 503 at once, so the load balancer stops sending, while the listener
       // keeps serving for SHUTDOWN_DRAIN_SECONDS: connections already in its accept queue are answered,
@@ -277,7 +286,24 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         inboundPort = await startInbound(config, log, stops, gates.inbound, handler);
       }
       if (config.submission.port !== 0) {
-        submission = await startSubmission(config, log, stops, gates.submission, new SmtpSubmission({ orm, keys, limiter, links, limits: config.sendLimits, queue: emailQueue, batcher: sendBatcher, hub, idempotencyTtlHours: config.IDEMPOTENCY_TTL_HOURS, log }));
+        submission = await startSubmission(
+          config,
+          log,
+          stops,
+          gates.submission,
+          new SmtpSubmission({
+            orm,
+            keys,
+            limiter,
+            links,
+            limits: config.sendLimits,
+            queue: emailQueue,
+            batcher: sendBatcher,
+            hub,
+            idempotencyTtlHours: config.IDEMPOTENCY_TTL_HOURS,
+            log,
+          }),
+        );
       }
     }
 
@@ -321,12 +347,16 @@ function connectionGates(config: Config, log: Logger, metrics: Metrics): Record<
   const fileLimit = openFileLimit();
   const { limits, scaled } = fitToFileLimit(config.connectionLimits, fileLimit);
   if (scaled) {
-    log.warn({ fileLimit, limits }, `the open-file limit (${fileLimit}) is low for the listeners' connection limits; they are lowered to fit (raise ulimit -n)`);
+    log.warn(
+      { fileLimit, limits },
+      `the open-file limit (${fileLimit}) is low for the listeners' connection limits; they are lowered to fit (raise ulimit -n)`,
+    );
   }
   const refused = (listener: string, reason: string) => metrics.connectionsRefused.inc({ listener, reason });
-  return Object.fromEntries(
-    Object.entries<ConnectionLimits>(limits).map(([name, l]) => [name, new ConnectionGate(name, l, log, refused)]),
-  ) as Record<Listener, ConnectionGate>;
+  return Object.fromEntries(Object.entries<ConnectionLimits>(limits).map(([name, l]) => [name, new ConnectionGate(name, l, log, refused)])) as Record<
+    Listener,
+    ConnectionGate
+  >;
 }
 
 /**
@@ -362,7 +392,10 @@ async function startSubmission(config: Config, log: Logger, stops: Array<() => P
       return undefined;
     }
     if (config.submission.explicit || (err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
-    log.warn({ port: config.submission.port }, 'the SMTP submission port is taken (another postbox process?); this process does not listen for SMTP; set SMTP_SUBMISSION_PORT to choose one, 0 for none');
+    log.warn(
+      { port: config.submission.port },
+      'the SMTP submission port is taken (another postbox process?); this process does not listen for SMTP; set SMTP_SUBMISSION_PORT to choose one, 0 for none',
+    );
     return undefined;
   }
 }
@@ -374,18 +407,32 @@ async function startSubmission(config: Config, log: Logger, stops: Array<() => P
 async function startInbound(config: Config, log: Logger, stops: Array<() => Promise<void>>, gate: ConnectionGate, handler: InboundReports) {
   try {
     const listener = await startMxListener(
-      { host: config.HOST, port: config.inbound.port, maxBytes: config.inbound.maxBytes, timeoutSeconds: config.INBOUND_TIMEOUT_SECONDS, gate, reverseDns: config.SMTP_REVERSE_DNS, log },
+      {
+        host: config.HOST,
+        port: config.inbound.port,
+        maxBytes: config.inbound.maxBytes,
+        timeoutSeconds: config.INBOUND_TIMEOUT_SECONDS,
+        gate,
+        reverseDns: config.SMTP_REVERSE_DNS,
+        log,
+      },
       handler,
     );
     stops.push(listener.close);
     log.info({ port: listener.port }, 'inbound MX listening (bounces and feedback reports for return-path addresses)');
     if (net.isIP(config.returnPath.mxHost)) {
-      log.warn({ mxHost: config.returnPath.mxHost }, 'INBOUND_MX_HOST is an IP address (PUBLIC_URL\'s host?): an MX record must name a host; set INBOUND_MX_HOST');
+      log.warn(
+        { mxHost: config.returnPath.mxHost },
+        "INBOUND_MX_HOST is an IP address (PUBLIC_URL's host?): an MX record must name a host; set INBOUND_MX_HOST",
+      );
     }
     return listener.port;
   } catch (err) {
     if (config.inbound.explicit || (err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
-    log.warn({ port: config.inbound.port }, 'the inbound MX port is taken (another postbox process?); this process takes no bounces; set INBOUND_SMTP_PORT to choose one, 0 for none');
+    log.warn(
+      { port: config.inbound.port },
+      'the inbound MX port is taken (another postbox process?); this process takes no bounces; set INBOUND_SMTP_PORT to choose one, 0 for none',
+    );
     return undefined;
   }
 }
@@ -415,8 +462,7 @@ async function startTemporal(config: Config, databaseUrl: string, log: Logger, s
       const dev = await startDevServer({
         host: '127.0.0.1',
         port,
-        persistence:
-          config.TEMPORAL_DEV_SERVER_PERSISTENCE === 'postgres' ? { kind: 'postgres', url: databaseUrl } : { kind: 'memory' },
+        persistence: config.TEMPORAL_DEV_SERVER_PERSISTENCE === 'postgres' ? { kind: 'postgres', url: databaseUrl } : { kind: 'memory' },
         log,
         ui: config.temporalUiPort
           ? { port: config.temporalUiPort, allowedHosts: config.ALLOWED_HOSTS, guard: (server: net.Server) => gateServer(server, uiGate) }
@@ -452,7 +498,11 @@ function workersPolling(temporal: TemporalClient): () => Promise<number> {
   return () => {
     if (seen && Date.now() - seen.at < 10_000) return seen.count;
     const count = temporal.client.workflowService
-      .describeTaskQueue({ namespace: temporal.namespace, taskQueue: { name: campaignChunkQueue(temporal.taskQueue), kind: 1 /* NORMAL */ }, taskQueueType: 2 /* ACTIVITY */ })
+      .describeTaskQueue({
+        namespace: temporal.namespace,
+        taskQueue: { name: campaignChunkQueue(temporal.taskQueue), kind: 1 /* NORMAL */ },
+        taskQueueType: 2 /* ACTIVITY */,
+      })
       .then((res) => Math.max(1, new Set(res.pollers?.map((p) => p.identity)).size));
     seen = { at: Date.now(), count };
     return count;
@@ -515,10 +565,13 @@ async function main(): Promise<void> {
     stopping = true;
     log.info({ signal }, 'shutting down');
     // Each step is bounded by SHUTDOWN_TIMEOUT_SECONDS; this bounds them all, should one still hang.
-    setTimeout(() => {
-      log.error({ seconds: config.SHUTDOWN_TIMEOUT_SECONDS + 10 }, 'shutdown did not finish in time; exiting');
-      process.exit(1);
-    }, (config.SHUTDOWN_TIMEOUT_SECONDS + 10) * 1000).unref();
+    setTimeout(
+      () => {
+        log.error({ seconds: config.SHUTDOWN_TIMEOUT_SECONDS + 10 }, 'shutdown did not finish in time; exiting');
+        process.exit(1);
+      },
+      (config.SHUTDOWN_TIMEOUT_SECONDS + 10) * 1000,
+    ).unref();
     service.stop().then(
       () => {
         log.info('stopped');

@@ -33,7 +33,9 @@ const standing = <W extends Workflow>(workflow: W, id: string, args: Parameters<
 function dispatchers(kind: Dispatcher, counts: DispatcherCounts, ownQueue: string): StandingDispatcher[] {
   const shards = (n: number) => Array.from({ length: n }, (_, shard) => shard);
   if (kind === 'email') {
-    return shards(counts.emailDispatchers).map((shard) => standing(emailDispatchWorkflow, workflowIds.emailDispatch(ownQueue, shard), [{ shard, queue: ownQueue }]));
+    return shards(counts.emailDispatchers).map((shard) =>
+      standing(emailDispatchWorkflow, workflowIds.emailDispatch(ownQueue, shard), [{ shard, queue: ownQueue }]),
+    );
   }
   const d =
     kind === 'automation'
@@ -108,7 +110,12 @@ async function ensureSchedule(t: TemporalClient, w: PeriodicWork): Promise<void>
  * at start; what already exists is left as it is (schedules are brought in line with the settings),
  * and sleeping dispatchers are woken to look at what was queued while no worker ran.
  */
-export async function ensureStandingWorkflows(t: TemporalClient, counts: DispatcherCounts, settings: { activityFoldSeconds: number }, ownQueue: string): Promise<void> {
+export async function ensureStandingWorkflows(
+  t: TemporalClient,
+  counts: DispatcherCounts,
+  settings: { activityFoldSeconds: number },
+  ownQueue: string,
+): Promise<void> {
   for (const w of periodicWork(settings)) {
     await ensureSchedule(t, w);
   }

@@ -39,8 +39,7 @@ async function call(url: string, method: string, path: string, body?: unknown, c
 }
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- as above
-const describe = (r: { status: number; json: Record<string, any> }) =>
-  `${r.status} ${r.json?.error?.message ?? r.json?.error ?? JSON.stringify(r.json)}`;
+const describe = (r: { status: number; json: Record<string, any> }) => `${r.status} ${r.json?.error?.message ?? r.json?.error ?? JSON.stringify(r.json)}`;
 
 async function createProject(args: string[]): Promise<void> {
   const { values } = parseArgs({
@@ -56,9 +55,7 @@ async function createProject(args: string[]): Promise<void> {
   const project = await call(url, 'POST', '/users/@me/projects', { name: values.name }, session.cookie);
   if (project.status !== 201) throw new Error(`could not create the project: ${describe(project)}`);
   const p = project.json;
-  process.stdout.write(
-    [`Project:    ${p.name} (${p.id})`, `Public key: ${p.publicKey}`, `Secret key: ${p.secretKey}`].join('\n') + '\n',
-  );
+  process.stdout.write([`Project:    ${p.name} (${p.id})`, `Public key: ${p.publicKey}`, `Secret key: ${p.secretKey}`].join('\n') + '\n');
 }
 
 interface ZoneFileRecord {
@@ -70,7 +67,7 @@ interface ZoneFileRecord {
 function readZone(file: string): ZoneFileRecord[] {
   const parsed = JSON.parse(fs.readFileSync(file, 'utf8')) as unknown;
   const docs = Array.isArray(parsed) ? parsed : [parsed];
-  return docs.flatMap((d) => ((d as { records?: ZoneFileRecord[] }).records ?? [d as ZoneFileRecord])).filter((r) => r?.name && r?.type);
+  return docs.flatMap((d) => (d as { records?: ZoneFileRecord[] }).records ?? [d as ZoneFileRecord]).filter((r) => r?.name && r?.type);
 }
 
 async function dnsServer(args: string[]): Promise<void> {
@@ -106,7 +103,9 @@ async function reinstate(args: string[]): Promise<void> {
   const orm = await createOrm(config.DATABASE_URL ?? embeddedDatabaseUrl(config.dataDir), { entities, poolMax: 1, log });
   try {
     const { lifted } = await reinstateProject(orm.em.fork(), values.project, values.by ?? `cli:${os.userInfo().username}`);
-    process.stdout.write(lifted ? `Project ${values.project} enabled; ${lifted} suspension(s) lifted\n` : `Project ${values.project}: 0 suspension(s) lifted, nothing changed\n`);
+    process.stdout.write(
+      lifted ? `Project ${values.project} enabled; ${lifted} suspension(s) lifted\n` : `Project ${values.project}: 0 suspension(s) lifted, nothing changed\n`,
+    );
   } finally {
     await orm.close();
   }

@@ -116,8 +116,7 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
   const password = readOrCreatePassword(path.join(opts.dataDir, 'postgres-password'));
   // A Unix socket beside the data costs far less per query than loopback TCP; TCP stays open for tools.
   const urlFor = (port: number, socketDir?: string) =>
-    `postgresql://${USER}:${encodeURIComponent(password)}@127.0.0.1:${port}/${database}` +
-    (socketDir ? `?host=${encodeURIComponent(socketDir)}` : '');
+    `postgresql://${USER}:${encodeURIComponent(password)}@127.0.0.1:${port}/${database}` + (socketDir ? `?host=${encodeURIComponent(socketDir)}` : '');
 
   // Loaded only when needed: the package is ESM and deployments with DATABASE_URL never use it.
   const { default: EmbeddedPostgres } = await importEmbeddedPostgres();
@@ -176,11 +175,9 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
         continue;
       }
       const why = err instanceof Error ? err.message : 'exited early';
-      throw new Error(
-        `embedded PostgreSQL did not start on port ${port} (data in ${clusterDir}): ${why}` +
-          (recent.length ? `\n${recent.join('\n')}` : ''),
-        { cause: err },
-      );
+      throw new Error(`embedded PostgreSQL did not start on port ${port} (data in ${clusterDir}): ${why}` + (recent.length ? `\n${recent.join('\n')}` : ''), {
+        cause: err,
+      });
     }
   }
   const admin = pg.getPgClient('postgres', '127.0.0.1');

@@ -63,8 +63,7 @@ export async function claimIdempotencyKey(
 }
 
 /** Seconds until a claim still without an outcome can be taken over. */
-export const claimRetryAfter = (row: KeyRow) =>
-  Math.max(1, Math.ceil(ABANDONED_CLAIM_SECONDS - (Date.now() - new Date(row.created_at).getTime()) / 1000));
+export const claimRetryAfter = (row: KeyRow) => Math.max(1, Math.ceil(ABANDONED_CLAIM_SECONDS - (Date.now() - new Date(row.created_at).getTime()) / 1000));
 
 /**
  * Records a 200 for the request's key inside the handler's own transaction, so the key says "done"
@@ -87,7 +86,12 @@ export async function releaseKey(em: EntityManager, projectId: string, key: stri
 
 /** Records the status a request answered with, for a later request with the same key to be told. */
 export async function recordKeyOutcome(em: EntityManager, projectId: string, key: string, status: number): Promise<void> {
-  await sql(em, `UPDATE idempotency_keys SET status_code = ? WHERE project_id = ? AND key = ? AND status_code IS DISTINCT FROM ?`, [status, projectId, key, status]);
+  await sql(em, `UPDATE idempotency_keys SET status_code = ? WHERE project_id = ? AND key = ? AND status_code IS DISTINCT FROM ?`, [
+    status,
+    projectId,
+    key,
+    status,
+  ]);
 }
 
 /** How long a released key is retried while the database is unreachable: past it, the abandoned-claim wait applies. */

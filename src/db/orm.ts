@@ -9,7 +9,6 @@ import { migrationsList } from '../../migrations';
 export type Orm = MikroORM;
 export type { EntityManager };
 
-
 /** MikroORM reads host and port from the URL itself, so a Unix socket (`?host=/dir`) is passed apart. */
 function connectionOptions(url: string) {
   const u = new URL(url);
@@ -121,8 +120,9 @@ export const insideTransaction = (em: EntityManager): boolean => sqlTransactions
 /**
  * Runs `fn` in a transaction for code that reaches the database only through `sql()`: BEGIN and COMMIT
  * (ROLLBACK when `fn` throws) on one pooled connection, without MikroORM's and knex's transaction
- * machinery, which costs CPU per transaction on top of its statements (`npm run bench:pg-roundtrip`). `fn`'s entity manager must not be used for MikroORM's own queries (find, flush,
- * transactional): they would run outside the transaction. Inside a transaction already, `fn` joins it.
+ * machinery, which costs CPU per transaction on top of its statements (`npm run bench:pg-roundtrip`).
+ * `fn`'s entity manager must not be used for MikroORM's own queries (find, flush, transactional): they
+ * would run outside the transaction. Inside a transaction already, `fn` joins it.
  */
 export async function sqlTransaction<T>(em: EntityManager, fn: (tx: EntityManager) => Promise<T>): Promise<T> {
   if (insideTransaction(em)) return fn(em);

@@ -12,7 +12,10 @@ export function databaseUnreachable(err: unknown): boolean {
  * Runs `write` until it succeeds, for as long as its failures are the database being unreachable and
  * `forMs` have not passed (PostgreSQL restarting, a failover). `waiting` runs before each new try.
  */
-export async function whileUnreachable<T>(write: () => Promise<T>, opts: { forMs: number; waiting?: (err: unknown, attempt: number) => void; signal?: AbortSignal }): Promise<T> {
+export async function whileUnreachable<T>(
+  write: () => Promise<T>,
+  opts: { forMs: number; waiting?: (err: unknown, attempt: number) => void; signal?: AbortSignal },
+): Promise<T> {
   const deadline = Date.now() + opts.forMs;
   for (let attempt = 1; ; attempt++) {
     try {

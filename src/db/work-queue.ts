@@ -127,7 +127,13 @@ export class QueueSignal {
         if ((await round()) > 0) lastWork = Date.now();
         // Also polls once a second: work can come due (a retry) without a notification. A round that took
         // longer than what was left of idleMs leaves nothing to wait (a negative timeout is a warning).
-        else await this.wait(Math.max(0, Math.min(1000, opts.idleMs - (Date.now() - lastWork))), since, opts.signal, opts.bell && { bell: opts.bell, since: rung });
+        else
+          await this.wait(
+            Math.max(0, Math.min(1000, opts.idleMs - (Date.now() - lastWork))),
+            since,
+            opts.signal,
+            opts.bell && { bell: opts.bell, since: rung },
+          );
       }
     } finally {
       this.active--;

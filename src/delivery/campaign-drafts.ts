@@ -17,16 +17,20 @@ export async function campaignDrafts(em: EntityManager, batch: QueuedEmail[]): P
   if (todo.length === 0) return { draft: () => undefined, skipped };
   const campaigns = new Map(
     (
-      await sql<{ id: string; subject: string; body: string; type: EmailType; tracking: TrackingOverride | null }>(em, `SELECT id, subject, body, type, tracking FROM campaigns WHERE id = ANY(?::uuid[])`, [
-        [...new Set(todo.map((e) => e.campaign_id!))],
-      ])
+      await sql<{ id: string; subject: string; body: string; type: EmailType; tracking: TrackingOverride | null }>(
+        em,
+        `SELECT id, subject, body, type, tracking FROM campaigns WHERE id = ANY(?::uuid[])`,
+        [[...new Set(todo.map((e) => e.campaign_id!))]],
+      )
     ).map((c) => [c.id, c]),
   );
   const contacts = new Map(
     (
-      await sql<{ id: string; email: string; subscribed: boolean; data: Record<string, unknown> }>(em, `SELECT id, email, subscribed, data FROM contacts WHERE id = ANY(?::uuid[])`, [
-        todo.map((e) => e.contact_id),
-      ])
+      await sql<{ id: string; email: string; subscribed: boolean; data: Record<string, unknown> }>(
+        em,
+        `SELECT id, email, subscribed, data FROM contacts WHERE id = ANY(?::uuid[])`,
+        [todo.map((e) => e.contact_id)],
+      )
     ).map((c) => [c.id, c]),
   );
   const settings = new Map<string, ProjectSettings>();

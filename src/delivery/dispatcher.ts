@@ -114,8 +114,6 @@ export class EmailDispatcher {
     return { ...report, idle, nextDueInSeconds: await nextDueInSeconds(this.deps.orm.em.fork()) };
   }
 
-
-
   /** Splits what is due of a campaign into chunks of at most `size` recipients (`campaignChunks`). */
   campaignChunks(campaignId: string, after: string | null, size: number, count: number): Promise<CampaignChunk[]> {
     return campaignChunks(this.deps.orm.em.fork(), campaignId, after, size, count);
@@ -145,12 +143,6 @@ export class EmailDispatcher {
     return undefined;
   }
 
-
-
-
-
-
-
   /**
    * One chunk of a campaign, for its `campaign-send` workflow: reads the chunk's due recipients
    * (unclaimed: only the activity the chunk was given to sends it, and its retry reads it again),
@@ -172,10 +164,11 @@ export class EmailDispatcher {
     const em = this.deps.orm.em.fork();
     const { draft, skipped } = await campaignDrafts(em, all);
     if (skipped.size) {
-      await sql(em, `UPDATE emails SET status = 'CANCELLED', claimed_until = NULL, last_error = ?, updated_at = now() WHERE id = ANY(?::uuid[]) AND status = 'QUEUED'`, [
-        'the contact unsubscribed before this was sent',
-        [...skipped],
-      ]);
+      await sql(
+        em,
+        `UPDATE emails SET status = 'CANCELLED', claimed_until = NULL, last_error = ?, updated_at = now() WHERE id = ANY(?::uuid[]) AND status = 'QUEUED'`,
+        ['the contact unsubscribed before this was sent', [...skipped]],
+      );
     }
     const batch = all.filter((e) => !skipped.has(e.id));
     const attachments = await this.attachmentsOf(em, batch);
@@ -218,25 +211,22 @@ export class EmailDispatcher {
         }
       }
     };
-    const slots = await Promise.allSettled(Array.from({ length: Math.min(this.deps.concurrency ?? 8, batch.length) }, () =>
-      slot().catch((err) => {
-        // The first failure (the database went away) stops every slot; the rest finish what they hold.
-        failure ??= err;
-        throw err;
-      }),
-    ));
+    const slots = await Promise.allSettled(
+      Array.from({ length: Math.min(this.deps.concurrency ?? 8, batch.length) }, () =>
+        slot().catch((err) => {
+          // The first failure (the database went away) stops every slot; the rest finish what they hold.
+          failure ??= err;
+          throw err;
+        }),
+      ),
+    );
     if (slots.some((r) => r.status === 'rejected')) throw failure;
     if (unreachable) {
       const waiting = batch.filter((e) => !answered.has(e.id)).map((e) => e.id);
-      await sql(em, `UPDATE emails SET claimed_until = NULL, last_error = ? WHERE id = ANY(?::uuid[]) AND status = 'QUEUED'`, [
-        unreachable,
-        waiting,
-      ]);
+      await sql(em, `UPDATE emails SET claimed_until = NULL, last_error = ? WHERE id = ANY(?::uuid[]) AND status = 'QUEUED'`, [unreachable, waiting]);
       throw new SmtpUnavailableError(`SMTP server unavailable: ${unreachable}`);
     }
   }
-
-
 
   private async attachmentsOf(em: EntityManager, batch: QueuedEmail[]): Promise<Map<string, Attachment[]>> {
     const rows = await sql<Attachment>(
@@ -247,8 +237,6 @@ export class EmailDispatcher {
     );
     return Map.groupBy(rows, (r) => r.email_id);
   }
-
-
 
   private message(e: QueuedEmail, attachments: Attachment[], compose: Draft | undefined, returnPaths: Set<string>): OutgoingMessage | DraftMessage {
     // A domain whose return-path records are not found keeps the From address as envelope sender: an
@@ -273,10 +261,4 @@ export class EmailDispatcher {
     // html is null for a text-only submitted message.
     return { ...common, subject: e.subject, text: e.text || null, html: e.html, headers: e.headers };
   }
-
-
-
-
-
-
 }

@@ -162,7 +162,10 @@ async function recordOutcomes(deps: RecorderDeps, items: Outcome[]): Promise<voi
  * a Permanent bounce through the path every provider's report takes, so the email is BOUNCED, its
  * campaign counts it and the contact is unsubscribed, instead of a plain FAILED.
  */
-async function recordRejectedForGood(tx: EntityManager, bounced: Array<{ email: QueuedEmail; outcome: { error: string }; verdict: SmtpVerdict }>): Promise<EventRecord[]> {
+async function recordRejectedForGood(
+  tx: EntityManager,
+  bounced: Array<{ email: QueuedEmail; outcome: { error: string }; verdict: SmtpVerdict }>,
+): Promise<EventRecord[]> {
   const events: EventRecord[] = [];
   const still = await sql<{ id: string }>(
     tx,
@@ -172,8 +175,18 @@ async function recordRejectedForGood(tx: EntityManager, bounced: Array<{ email: 
   );
   const queued = new Set(still.map((r) => r.id));
   for (const b of bounced.filter((x) => queued.has(x.email.id))) {
-    const details = { bounceSubType: b.verdict.subType, reason: b.verdict.reason, status: b.verdict.status, diagnosticCode: b.outcome.error.slice(0, 1000), source: 'smtp' };
-    const recorded = await recordEmailActivity(tx, b.email.id, { kind: 'bounce', bounceType: 'Permanent', details: Object.fromEntries(Object.entries(details).filter(([, v]) => v !== null)) });
+    const details = {
+      bounceSubType: b.verdict.subType,
+      reason: b.verdict.reason,
+      status: b.verdict.status,
+      diagnosticCode: b.outcome.error.slice(0, 1000),
+      source: 'smtp',
+    };
+    const recorded = await recordEmailActivity(tx, b.email.id, {
+      kind: 'bounce',
+      bounceType: 'Permanent',
+      details: Object.fromEntries(Object.entries(details).filter(([, v]) => v !== null)),
+    });
     events.push(...(recorded?.events ?? []));
   }
   return events;

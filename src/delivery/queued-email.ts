@@ -32,7 +32,6 @@ export interface Attachment {
 export const QUEUED_COLUMNS = `e.id, e.project_id, e.contact_id, e.template_id, e.campaign_id, e.from_email, e.from_name, e.reply_to,
        e.to_email, e.to_name, e.subject, e.html, e.text, e.headers, e.message_id`;
 
-
 /** `<project id>:<sender domain>`: whose DKIM key signs this email. */
 export const senderOf = (e: QueuedEmail) => `${e.project_id}:${e.from_email.slice(e.from_email.lastIndexOf('@') + 1)}`;
 

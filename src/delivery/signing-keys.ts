@@ -36,4 +36,5 @@ export class SigningKeys {
       found.set(`${row.project_id}:${row.domain}`, { domainName: row.domain, keySelector: row.dkim_selector, privateKey });
     }
     return { keys: found, returnPaths };
-  }}
+  }
+}

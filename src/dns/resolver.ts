@@ -72,7 +72,9 @@ export class Resolver {
         lastError = err;
       }
     }
-    throw lastError instanceof DnsError ? lastError : new DnsError(`DNS lookup of ${name} ${type} failed: ${String((lastError as Error)?.message ?? lastError)}`);
+    throw lastError instanceof DnsError
+      ? lastError
+      : new DnsError(`DNS lookup of ${name} ${type} failed: ${String((lastError as Error)?.message ?? lastError)}`);
   }
 
   async lookup(name: string, type: 'MX'): Promise<Lookup<MxRecord>>;

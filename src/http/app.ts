@@ -123,9 +123,20 @@ export function createApp(deps: AppDeps): Koa {
     batcher: deps.sendBatcher,
   });
   const bucket = config.S3_BUCKET
-    ? new S3Bucket({ endpoint: config.S3_ENDPOINT!, bucket: config.S3_BUCKET, region: config.S3_REGION, accessKeyId: config.S3_ACCESS_KEY_ID!, secretAccessKey: config.S3_SECRET_ACCESS_KEY!, sessionToken: config.S3_SESSION_TOKEN })
+    ? new S3Bucket({
+        endpoint: config.S3_ENDPOINT!,
+        bucket: config.S3_BUCKET,
+        region: config.S3_REGION,
+        accessKeyId: config.S3_ACCESS_KEY_ID!,
+        secretAccessKey: config.S3_SECRET_ACCESS_KEY!,
+        sessionToken: config.S3_SESSION_TOKEN,
+      })
     : undefined;
-  uploadRoutes(router, guards, { store: { dataDir: config.dataDir, bucket }, publicUrl: config.S3_PUBLIC_URL ?? config.publicUrl, maxBytes: config.UPLOAD_MAX_MB * 2 ** 20 });
+  uploadRoutes(router, guards, {
+    store: { dataDir: config.dataDir, bucket },
+    publicUrl: config.S3_PUBLIC_URL ?? config.publicUrl,
+    maxBytes: config.UPLOAD_MAX_MB * 2 ** 20,
+  });
   domainRoutes(router, guards, { temporal: deps.temporal, resolver: deps.resolver, spfValue: config.spfValue, returnPath: config.returnPath });
   webhookEndpointRoutes(router, guards, { allowPrivate: config.WEBHOOK_ALLOW_PRIVATE });
   activityRoutes(router, guards);

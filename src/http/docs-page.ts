@@ -43,7 +43,8 @@ function schemaHtml(s: JsonSchema, depth = 0): string {
   const variants = (s.anyOf ?? s.oneOf) as JsonSchema[] | undefined;
   const nullable = variants?.length === 2 && variants.some((v) => v.type === 'null');
   if (variants && !(nullable && typeLine(s).endsWith('or null'))) {
-    const variant = (v: JsonSchema) => `<li>${v.title ? `<code>${e(v.title)}</code> ` : ''}<span class="t">${e(typeLine(v))}</span>${schemaHtml({ ...v, description: undefined }, depth + 1)}</li>`;
+    const variant = (v: JsonSchema) =>
+      `<li>${v.title ? `<code>${e(v.title)}</code> ` : ''}<span class="t">${e(typeLine(v))}</span>${schemaHtml({ ...v, description: undefined }, depth + 1)}</li>`;
     out += `<div class="t">one of:</div><ul>${variants.map(variant).join('')}</ul>`;
   }
   const props = s.properties as Record<string, JsonSchema> | undefined;
@@ -70,7 +71,10 @@ function schemaHtml(s: JsonSchema, depth = 0): string {
 
 function parametersHtml(params: Parameter[]): string {
   const rows = params
-    .map((p) => `<tr><td><code>${e(p.name)}</code></td><td>${e(p.in)}</td><td>${e(typeLine(p.schema))}</td><td>${p.required ? 'yes' : ''}</td><td>${e(p.description ?? '')}</td></tr>`)
+    .map(
+      (p) =>
+        `<tr><td><code>${e(p.name)}</code></td><td>${e(p.in)}</td><td>${e(typeLine(p.schema))}</td><td>${p.required ? 'yes' : ''}</td><td>${e(p.description ?? '')}</td></tr>`,
+    )
     .join('');
   return `<h4>Parameters</h4><table><tr><th>Name</th><th>In</th><th>Type</th><th>Required</th><th>Notes</th></tr>${rows}</table>`;
 }
@@ -78,7 +82,15 @@ function parametersHtml(params: Parameter[]): string {
 const anchor = (method: string, path: string) => `${method}-${path}`.replace(/[^A-Za-z0-9]+/g, '-');
 
 function operationHtml(method: string, path: string, op: Operation): string {
-  const auth = op.security.length ? op.security.map((s) => Object.keys(s).map((k) => SECURITY_LABEL[k] ?? k).join(' + ')).join(' or ') : 'none';
+  const auth = op.security.length
+    ? op.security
+        .map((s) =>
+          Object.keys(s)
+            .map((k) => SECURITY_LABEL[k] ?? k)
+            .join(' + '),
+        )
+        .join(' or ')
+    : 'none';
   let out = `<section class="op" id="${e(anchor(method, path))}"><h3><span class="m ${e(method)}">${e(method.toUpperCase())}</span> <code>${e(path)}</code></h3>`;
   out += `<p class="sum">${e(op.summary)}${op['x-internal'] ? ' <span class="internal">internal</span>' : ''}</p>`;
   if (op.description) out += `<p>${e(op.description)}</p>`;

@@ -33,10 +33,7 @@ export function endpoint<
   P extends ParamShape | undefined = undefined,
   Q extends z.ZodObject | undefined = undefined,
   B extends z.ZodType | undefined = undefined,
->(
-  spec: EndpointSpec<P, Q, B>,
-  handler: (ctx: RouterContext, input: EndpointInput<P, Q, B>) => unknown,
-): Middleware {
+>(spec: EndpointSpec<P, Q, B>, handler: (ctx: RouterContext, input: EndpointInput<P, Q, B>) => unknown): Middleware {
   // One object schema per parameter, so its issues carry the parameter's name as their path.
   const paramSchemas = new Map(Object.entries(spec.params ?? {}).map(([name, schema]) => [name, z.object({ [name]: schema as z.ZodType })]));
   const run = async (ctx: RouterContext) => {

@@ -29,16 +29,13 @@ export class AppError extends Error {
   }
 }
 
-export const badRequest = (message: string, code = 'BAD_REQUEST', opts?: AppErrorOptions) =>
-  new AppError(400, code, message, opts);
+export const badRequest = (message: string, code = 'BAD_REQUEST', opts?: AppErrorOptions) => new AppError(400, code, message, opts);
 /** 400 in the spec's simple `{ error }` form, used by contacts, templates and segments. */
 export const simpleBadRequest = (message: string) => new AppError(400, 'BAD_REQUEST', message, { simple: true });
 export const unauthorized = (message: string, code = 'UNAUTHORIZED') => new AppError(401, code, message);
-export const forbidden = (message: string, code = 'FORBIDDEN', opts?: AppErrorOptions) =>
-  new AppError(403, code, message, opts);
+export const forbidden = (message: string, code = 'FORBIDDEN', opts?: AppErrorOptions) => new AppError(403, code, message, opts);
 export const notFound = (what: string) => new AppError(404, 'NOT_FOUND', `${what} not found`);
-export const conflict = (message: string, code = 'CONFLICT', opts?: AppErrorOptions) =>
-  new AppError(409, code, message, opts);
+export const conflict = (message: string, code = 'CONFLICT', opts?: AppErrorOptions) => new AppError(409, code, message, opts);
 
 // zod 4 renamed some issue codes; the API keeps the vocabulary clients already know.
 const ISSUE_CODES: Record<string, string> = {
@@ -54,10 +51,7 @@ function typeName(v: unknown): string {
 
 export function issuesToFieldErrors(issues: readonly z.core.$ZodIssue[]): FieldError[] {
   return issues.map((issue) => {
-    const code =
-      issue.code === 'custom' && typeof issue.params?.code === 'string'
-        ? issue.params.code
-        : (ISSUE_CODES[issue.code] ?? issue.code);
+    const code = issue.code === 'custom' && typeof issue.params?.code === 'string' ? issue.params.code : (ISSUE_CODES[issue.code] ?? issue.code);
     const out: FieldError = { field: issue.path.map(String).join('.'), message: issue.message, code };
     if (issue.code === 'invalid_type' && 'input' in issue) out.received = typeName(issue.input);
     return out;

@@ -33,23 +33,26 @@ export function healthRoutes(router: Router, checks: HealthCheck[]): void {
     internal: true,
     responses: { 200: healthResponse.describe('All dependencies answer'), 503: healthResponse.describe('Some do not; `failing` names them') },
   };
-  router.get('/health', endpoint(spec, async (ctx) => {
-    const results = await Promise.all(
-      checks.map(async (c) => {
-        try {
-          await withTimeout(c.check());
-          return [c.name, { status: 'ok' }] as const;
-        } catch (err) {
-          return [c.name, { status: 'error', error: (err as Error).message }] as const;
-        }
-      }),
-    );
-    const failing = results.filter(([, r]) => r.status !== 'ok').map(([name]) => name);
-    ctx.status = failing.length ? 503 : 200;
-    ctx.body = {
-      status: failing.length ? 'error' : 'ok',
-      ...(failing.length ? { failing } : {}),
-      checks: Object.fromEntries(results),
-    };
-  }));
+  router.get(
+    '/health',
+    endpoint(spec, async (ctx) => {
+      const results = await Promise.all(
+        checks.map(async (c) => {
+          try {
+            await withTimeout(c.check());
+            return [c.name, { status: 'ok' }] as const;
+          } catch (err) {
+            return [c.name, { status: 'error', error: (err as Error).message }] as const;
+          }
+        }),
+      );
+      const failing = results.filter(([, r]) => r.status !== 'ok').map(([name]) => name);
+      ctx.status = failing.length ? 503 : 200;
+      ctx.body = {
+        status: failing.length ? 'error' : 'ok',
+        ...(failing.length ? { failing } : {}),
+        checks: Object.fromEntries(results),
+      };
+    }),
+  );
 }

@@ -61,29 +61,26 @@ export function metricsRoutes(router: Router, metrics: Metrics, token: string | 
 
 /** METRICS_PORT: GET /metrics on a listener of its own, for roles without the HTTP API (workers). */
 export function serveMetrics(metrics: Metrics, listenOn: ListenOptions, token?: string, health?: () => Promise<void>): Promise<HttpServer> {
-  return listen(
-    (req, res) => {
-      // GET /health: the container's healthcheck (a worker has no other listener); 503 says why.
-      if (req.method === 'GET' && req.url?.split('?')[0] === '/health' && health) {
-        health().then(
-          () => res.writeHead(200, { 'content-type': 'text/plain' }).end('ok'),
-          (err: Error) => res.writeHead(503, { 'content-type': 'text/plain' }).end(err.message),
-        );
-        return;
-      }
-      if (req.method !== 'GET' || req.url?.split('?')[0] !== '/metrics') {
-        res.writeHead(404).end();
-        return;
-      }
-      if (token && !hasToken(req.headers.authorization, token)) {
-        res.writeHead(401, { 'content-type': 'text/plain', 'www-authenticate': 'Bearer' }).end('GET /metrics needs the METRICS_TOKEN as a bearer token');
-        return;
-      }
-      metrics.text().then(
-        (text) => res.writeHead(200, { 'content-type': metrics.contentType }).end(text),
-        (err: Error) => res.writeHead(500, { 'content-type': 'text/plain' }).end(err.message),
+  return listen((req, res) => {
+    // GET /health: the container's healthcheck (a worker has no other listener); 503 says why.
+    if (req.method === 'GET' && req.url?.split('?')[0] === '/health' && health) {
+      health().then(
+        () => res.writeHead(200, { 'content-type': 'text/plain' }).end('ok'),
+        (err: Error) => res.writeHead(503, { 'content-type': 'text/plain' }).end(err.message),
       );
-    },
-    listenOn,
-  );
+      return;
+    }
+    if (req.method !== 'GET' || req.url?.split('?')[0] !== '/metrics') {
+      res.writeHead(404).end();
+      return;
+    }
+    if (token && !hasToken(req.headers.authorization, token)) {
+      res.writeHead(401, { 'content-type': 'text/plain', 'www-authenticate': 'Bearer' }).end('GET /metrics needs the METRICS_TOKEN as a bearer token');
+      return;
+    }
+    metrics.text().then(
+      (text) => res.writeHead(200, { 'content-type': metrics.contentType }).end(text),
+      (err: Error) => res.writeHead(500, { 'content-type': 'text/plain' }).end(err.message),
+    );
+  }, listenOn);
 }

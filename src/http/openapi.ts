@@ -102,7 +102,12 @@ function applyQueryDocs({ zodSchema, jsonSchema }: { zodSchema: unknown; jsonSch
  * and defaults). Responses too: their objects stay open, so a field added later breaks no client.
  */
 export function jsonSchemaOf(schema: z.ZodType): JsonSchema {
-  const { $schema: _, ...rest } = z.toJSONSchema(schema, { target: 'draft-2020-12', io: 'input', unrepresentable: 'any', override: applyQueryDocs }) as JsonSchema;
+  const { $schema: _, ...rest } = z.toJSONSchema(schema, {
+    target: 'draft-2020-12',
+    io: 'input',
+    unrepresentable: 'any',
+    override: applyQueryDocs,
+  }) as JsonSchema;
   return rest;
 }
 
@@ -157,11 +162,14 @@ function impliedErrors(spec: EndpointSpec, mw: MiddlewareDoc): Record<number, st
   const errors: Record<number, string> = {};
   if (spec.body) errors[400] = 'The body is not valid JSON (INVALID_JSON)';
   if (mw.idempotencyKey) errors[400] = 'The body is not valid JSON (INVALID_JSON), or the Idempotency-Key is invalid (INVALID_IDEMPOTENCY_KEY)';
-  if (mw.security) errors[401] = mw.security === 'session' ? 'Not logged in, or the session expired' : 'Missing or invalid API key, or a key of the wrong kind (INVALID_API_KEY)';
+  if (mw.security)
+    errors[401] =
+      mw.security === 'session' ? 'Not logged in, or the session expired' : 'Missing or invalid API key, or a key of the wrong kind (INVALID_API_KEY)';
   if (mw.security === 'secretKey' || mw.security === 'publicKey') errors[403] = 'The project is disabled (PROJECT_DISABLED)';
   if (mw.idempotencyKey) errors[409] = 'This Idempotency-Key was already used (IDEMPOTENCY_KEY_REUSED)';
   const uuidParams = Object.values(spec.params ?? {}).some((s) => jsonSchemaOf(s).format === 'uuid');
-  if (spec.body || uuidParams) errors[422] = `Validation failed (VALIDATION_ERROR): ${[spec.body && 'the body', uuidParams && 'a path id that is not a UUID'].filter(Boolean).join(', or ')}`;
+  if (spec.body || uuidParams)
+    errors[422] = `Validation failed (VALIDATION_ERROR): ${[spec.body && 'the body', uuidParams && 'a path id that is not a UUID'].filter(Boolean).join(', or ')}`;
   if (mw.rateLimited) errors[429] = 'Rate limit exceeded';
   return errors;
 }
@@ -195,7 +203,14 @@ function operationOf(r: RouteEntry): Operation {
   const id = operationId(r.method, r.path);
   if (!spec) {
     // Listed all the same, so the docs page names every route; the test fails on these.
-    return { tags: ['Undocumented'], summary: '(no endpoint() schema)', operationId: id, security: [], responses: { default: { description: 'Not described' } }, 'x-undocumented': true };
+    return {
+      tags: ['Undocumented'],
+      summary: '(no endpoint() schema)',
+      operationId: id,
+      security: [],
+      responses: { default: { description: 'Not described' } },
+      'x-undocumented': true,
+    };
   }
   const op: Operation = {
     tags: [spec.tag],
@@ -277,11 +292,14 @@ export function openApiRoutes(router: Router, settings: { serverUrl: string }): 
 
   router.get(
     '/docs',
-    endpoint({ tag: 'Documentation', summary: 'This API as a readable page', responses: { 200: content('text/html', 'Every endpoint, grouped by tag') } }, (ctx) => {
-      ctx.type = 'text/html';
-      // Self-contained: no scripts at all, inline styles only.
-      ctx.set('Content-Security-Policy', "default-src 'none'; style-src 'unsafe-inline'");
-      ctx.body = page ??= renderDocsPage(documentOf());
-    }),
+    endpoint(
+      { tag: 'Documentation', summary: 'This API as a readable page', responses: { 200: content('text/html', 'Every endpoint, grouped by tag') } },
+      (ctx) => {
+        ctx.type = 'text/html';
+        // Self-contained: no scripts at all, inline styles only.
+        ctx.set('Content-Security-Policy', "default-src 'none'; style-src 'unsafe-inline'");
+        ctx.body = page ??= renderDocsPage(documentOf());
+      },
+    ),
   );
 }

@@ -16,4 +16,3 @@ export function sortQuery<const C extends Record<string, string>>(columns: C, fa
     dir: queryChoice(['asc', 'desc'], 'desc', { caseInsensitive: true, description: 'Sort direction.' }).transform((d) => d.toUpperCase() as 'ASC' | 'DESC'),
   };
 }
-

@@ -29,7 +29,13 @@ export function firstValues(query: Record<string, string | string[] | undefined>
 /** `a,b,c` or a repeated parameter (`?t=a&t=b`), as a list of at most `max` items; more fail the parameter. */
 export function queryList<T extends z.ZodType>(item: T, max: number) {
   const schema = z.preprocess(
-    (v) => (v === undefined ? undefined : (Array.isArray(v) ? v : [v]).flatMap((s) => String(s).split(',')).map((s) => s.trim()).filter(Boolean)),
+    (v) =>
+      v === undefined
+        ? undefined
+        : (Array.isArray(v) ? v : [v])
+            .flatMap((s) => String(s).split(','))
+            .map((s) => s.trim())
+            .filter(Boolean),
     z.array(item).max(max),
   );
   listSchemas.add(schema);

@@ -27,4 +27,9 @@ export const offsetList = <T extends z.ZodType>(item: T) =>
 
 /** Cursor pagination: pass `cursor` back until `hasMore` is false; `total` is filled on the first page only. */
 export const cursorList = <T extends z.ZodType>(item: T) =>
-  z.object({ data: z.array(item), cursor: z.string().meta({ description: 'The id of the page’s last item; empty on an empty page' }), hasMore: z.boolean(), total: z.number().int() });
+  z.object({
+    data: z.array(item),
+    cursor: z.string().meta({ description: 'The id of the page’s last item; empty on an empty page' }),
+    hasMore: z.boolean(),
+    total: z.number().int(),
+  });

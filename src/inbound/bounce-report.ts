@@ -128,7 +128,10 @@ function parseContentType(value: string | null): { type: string; params: Record<
   for (const piece of rest.slice(0, 20)) {
     const eq = piece.indexOf('=');
     if (eq < 0) continue;
-    params[piece.slice(0, eq).trim().toLowerCase()] = piece.slice(eq + 1).trim().replace(/^"(.*)"$/, '$1');
+    params[piece.slice(0, eq).trim().toLowerCase()] = piece
+      .slice(eq + 1)
+      .trim()
+      .replace(/^"(.*)"$/, '$1');
   }
   return { type: first.trim().toLowerCase() || 'text/plain', params };
 }
@@ -182,8 +185,7 @@ function bodyText(entity: Entity): string {
 /** RFC 2047 encoded words in a header value (Subject of an auto-reply is often one). */
 function decodeWords(value: string): string {
   return value.slice(0, 4096).replace(/=\?([^?\s]{1,40})\?([BbQq])\?([^?\s]{0,2000})\?=\s*/g, (_m, charset: string, kind: string, data: string) => {
-    const binary =
-      kind.toUpperCase() === 'B' ? Buffer.from(data, 'base64').toString('latin1') : decodeQuotedPrintable(data.replace(/_/g, ' '));
+    const binary = kind.toUpperCase() === 'B' ? Buffer.from(data, 'base64').toString('latin1') : decodeQuotedPrintable(data.replace(/_/g, ' '));
     return decodeCharset(binary, charset);
   });
 }
@@ -271,7 +273,10 @@ interface Finding {
 const ACTIONS = new Set(['failed', 'delayed', 'delivered', 'relayed', 'expanded']);
 
 function normaliseAction(value: string | null | undefined): RecipientOutcome['action'] {
-  const word = (value ?? '').trim().toLowerCase().split(/[\s(;]/)[0];
+  const word = (value ?? '')
+    .trim()
+    .toLowerCase()
+    .split(/[\s(;]/)[0];
   if (ACTIONS.has(word)) return word as RecipientOutcome['action'];
   if (word === 'failure' || word === 'expired') return 'failed';
   return null;
@@ -331,10 +336,17 @@ function orderedFields(block: string): [string, string][] {
 /** Phrases that make a whole plain-text report a delay warning rather than a bounce. */
 const DELAY_WARNING = new RegExp(
   [
-    'this is (?:a|only a) warning', 'warning: message .{0,80}? delayed', 'has not (?:yet )?been delivered', 'not been delivered yet',
-    'will (?:continue|keep) (?:trying|to try|attempting)', 'delivery status notification \\(delay\\)',
-    'delivery (?:to the following recipients? )?(?:has been|is) delayed', 'still trying to deliver', 'you do not need to resend',
-    'no action is required on your part', 'message will be retried',
+    'this is (?:a|only a) warning',
+    'warning: message .{0,80}? delayed',
+    'has not (?:yet )?been delivered',
+    'not been delivered yet',
+    'will (?:continue|keep) (?:trying|to try|attempting)',
+    'delivery status notification \\(delay\\)',
+    'delivery (?:to the following recipients? )?(?:has been|is) delayed',
+    'still trying to deliver',
+    'you do not need to resend',
+    'no action is required on your part',
+    'message will be retried',
   ].join('|'),
   'i',
 );
@@ -448,11 +460,7 @@ function outcome(f: Finding, reportText: string): RecipientOutcome {
 // Complaints and auto-replies
 
 function complaintFrom(fields: Headers, original: OriginalMessage, recipientsHint: string[]): InboundReport {
-  const recipients = [
-    ...(fields.get('original-rcpt-to') ?? []),
-    ...(fields.get('removal-recipient') ?? []),
-    ...recipientsHint,
-  ]
+  const recipients = [...(fields.get('original-rcpt-to') ?? []), ...(fields.get('removal-recipient') ?? []), ...recipientsHint]
     .map((v) => firstAddress(v)?.toLowerCase())
     .filter((v): v is string => !!v);
   // Most feedback loops redact or omit Original-Rcpt-To; the To of the reported message is who complained.
@@ -494,9 +502,24 @@ function autoReplyReason(top: Headers, subject: string, body: string): string | 
 /** Is a report with no RFC 3464 part still a bounce? The sender or the subject say so. */
 const BOUNCE_SUBJECT = new RegExp(
   [
-    'undeliver', 'delivery (?:status notification|failure|failed|has failed|problem|notification)', 'failure notice', 'returned mail',
-    'returning message', 'mail delivery', 'could not be delivered', 'not delivered', 'nondeliverable', 'non-delivery', 'delivery report',
-    'rejected', 'mail system error', 'delivery problem', 'permanent error', 'warning: could not send', 'bounce', 'nicht zustellbar',
+    'undeliver',
+    'delivery (?:status notification|failure|failed|has failed|problem|notification)',
+    'failure notice',
+    'returned mail',
+    'returning message',
+    'mail delivery',
+    'could not be delivered',
+    'not delivered',
+    'nondeliverable',
+    'non-delivery',
+    'delivery report',
+    'rejected',
+    'mail system error',
+    'delivery problem',
+    'permanent error',
+    'warning: could not send',
+    'bounce',
+    'nicht zustellbar',
     'message status',
   ].join('|'),
   'i',
@@ -517,7 +540,12 @@ export async function parseInboundReport(raw: Buffer): Promise<InboundReport> {
 function readReport(raw: Buffer): InboundReport {
   if (!Buffer.isBuffer(raw) || raw.length === 0) return { kind: 'unknown', why: 'empty message' };
   // An mbox "From " separator line is not part of the message.
-  const binary = raw.subarray(0, MAX_MESSAGE_BYTES).toString('latin1').replace(/\r\n?/g, '\n').replace(/\0/g, '').replace(/^From [^\n]*\n/, '');
+  const binary = raw
+    .subarray(0, MAX_MESSAGE_BYTES)
+    .toString('latin1')
+    .replace(/\r\n?/g, '\n')
+    .replace(/\0/g, '')
+    .replace(/^From [^\n]*\n/, '');
   if (!startsWithHeader(binary)) return { kind: 'unknown', why: 'no header block' };
   const top = parseEntity(binary, 0, { parts: 0 });
   const parts = leaves(top);
@@ -574,9 +602,11 @@ function readReport(raw: Buffer): InboundReport {
     const findings = groups.recipients.slice(0, MAX_RECIPIENTS).map((fields): Finding => {
       const finalRecipient = firstAddress(typed(header(fields, 'final-recipient')).value);
       const recipient =
-        (finalRecipient ??
+        (
+          finalRecipient ??
           firstAddress(typed(header(fields, 'original-recipient')).value) ??
-          firstAddress(typed(header(fields, 'x-actual-recipient')).value))?.toLowerCase() ?? null;
+          firstAddress(typed(header(fields, 'x-actual-recipient')).value)
+        )?.toLowerCase() ?? null;
       const diag = typed(header(fields, 'diagnostic-code'));
       const fromText = recipient && !diag.value.trim() ? textForRecipient(notice, recipient) : null;
       const statusField = /([245])\.(\d{1,3})\.(\d{1,3})/.exec(header(fields, 'status') ?? '');
@@ -586,7 +616,7 @@ function readReport(raw: Buffer): InboundReport {
         status: statusField ? `${statusField[1]}.${statusField[2]}.${statusField[3]}` : null,
         replyCode: null,
         diagnostic: diag.value || fromText || '',
-        diagnosticType: diag.value ? diag.type ?? 'smtp' : null,
+        diagnosticType: diag.value ? (diag.type ?? 'smtp') : null,
         remoteMta: typed(header(fields, 'remote-mta')).value.trim() || null,
         command: findCommand(fromText ?? notice),
         verdict: null,
@@ -596,7 +626,9 @@ function readReport(raw: Buffer): InboundReport {
     const unnamed = findings.filter((f) => !f.recipient);
     if (unnamed.length > 0) {
       const named = new Set(findings.map((f) => f.recipient));
-      const fromText = textFindings(notice, new Set(), []).map((f) => f.recipient).filter((r) => r && !named.has(r));
+      const fromText = textFindings(notice, new Set(), [])
+        .map((f) => f.recipient)
+        .filter((r) => r && !named.has(r));
       for (const f of unnamed) f.recipient = fromText.shift() ?? original.to;
     }
     if (findings.length > 0) return reportOf(findings, reportingMta(groups.message), original, notice);
@@ -610,16 +642,28 @@ function readReport(raw: Buffer): InboundReport {
         .map((v) => firstAddress(v)?.toLowerCase())
         .filter((v): v is string => !!v),
     );
-    const failedHint = (top.headers.get('x-failed-recipients') ?? []).flatMap((v) => v.split(',')).map((v) => v.trim()).filter(Boolean);
+    const failedHint = (top.headers.get('x-failed-recipients') ?? [])
+      .flatMap((v) => v.split(','))
+      .map((v) => v.trim())
+      .filter(Boolean);
     let findings = textFindings(notice, exclude, failedHint);
     if (findings.length === 0 && failedHint.length > 0) findings = textFindings(notice, exclude, []);
     // A message sent to oneself bounces to the failed address: look again without leaving out the report's own To.
     if (findings.length === 0) findings = textFindings(notice, new Set(), failedHint);
     if (findings.length === 0 && original.to) {
-      findings = [{
-        recipient: original.to, action: null, status: null, replyCode: null, diagnostic: notice.slice(0, 4000), diagnosticType: null,
-        remoteMta: null, command: findCommand(notice), verdict: null,
-      }];
+      findings = [
+        {
+          recipient: original.to,
+          action: null,
+          status: null,
+          replyCode: null,
+          diagnostic: notice.slice(0, 4000),
+          diagnosticType: null,
+          remoteMta: null,
+          command: findCommand(notice),
+          verdict: null,
+        },
+      ];
     }
     if (findings.length > 0) {
       const delayed = DELAY_WARNING.test(notice.slice(0, 16 * 1024)) || /\(delay\)|delayed|warning/i.test(subject);
@@ -662,21 +706,31 @@ function nonArfComplaint(top: Headers, subject: string, original: Headers | null
       userAgent: null,
       recipient,
       recipients: recipient ? [recipient] : [],
-      sourceIp: original ? header(original, 'x-reporter-ip') ?? header(original, 'x-sid-pra') : null,
+      sourceIp: original ? (header(original, 'x-reporter-ip') ?? header(original, 'x-sid-pra')) : null,
       arrivalDate: null,
     };
   }
   if ((header(top, 'x-apple-unsubscribe') ?? '').toLowerCase() === 'true') {
     const recipient = firstAddress(header(top, 'from'))?.toLowerCase() ?? null;
     return {
-      kind: 'complaint', feedbackType: 'opt-out', userAgent: 'Apple Mail', recipient, recipients: recipient ? [recipient] : [], sourceIp: null,
+      kind: 'complaint',
+      feedbackType: 'opt-out',
+      userAgent: 'Apple Mail',
+      recipient,
+      recipients: recipient ? [recipient] : [],
+      sourceIp: null,
       arrivalDate: header(top, 'date'),
     };
   }
   return null;
 }
 
-interface SesRecipient { emailAddress?: string; action?: string; status?: string; diagnosticCode?: string }
+interface SesRecipient {
+  emailAddress?: string;
+  action?: string;
+  status?: string;
+  diagnosticCode?: string;
+}
 
 /** Amazon SES Bounce/Complaint/Delivery notifications, as SNS delivers them by email. */
 function sesNotification(text: string, fallback: OriginalMessage): InboundReport | null {
@@ -688,7 +742,10 @@ function sesNotification(text: string, fallback: OriginalMessage): InboundReport
     bounce?: { bouncedRecipients?: SesRecipient[]; bounceType?: string; reportingMTA?: string; remoteMtaIp?: string };
     complaint?: { complainedRecipients?: SesRecipient[]; complaintFeedbackType?: string; userAgent?: string; arrivalDate?: string; timestamp?: string };
     mail?: {
-      messageId?: string; source?: string; sourceIp?: string; destination?: string[];
+      messageId?: string;
+      source?: string;
+      sourceIp?: string;
+      destination?: string[];
       commonHeaders?: { from?: string[]; to?: string[]; messageId?: string };
     };
   };
@@ -732,7 +789,7 @@ function sesNotification(text: string, fallback: OriginalMessage): InboundReport
         status: r.status ?? null,
         replyCode: null,
         diagnostic: diag.value,
-        diagnosticType: diag.value ? diag.type ?? 'smtp' : null,
+        diagnosticType: diag.value ? (diag.type ?? 'smtp') : null,
         remoteMta: doc.bounce?.remoteMtaIp ?? null,
         command: null,
         verdict: null,

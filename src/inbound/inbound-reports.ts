@@ -182,7 +182,10 @@ export class InboundReports implements MxHandler {
 
   private activityOf(email: EmailRef, report: InboundReport): EmailActivity | undefined {
     if (report.kind === 'complaint') {
-      return { kind: 'complaint', details: compact({ complaintFeedbackType: report.feedbackType, userAgent: report.userAgent, arrivalDate: report.arrivalDate, source: 'inbound' }) };
+      return {
+        kind: 'complaint',
+        details: compact({ complaintFeedbackType: report.feedbackType, userAgent: report.userAgent, arrivalDate: report.arrivalDate, source: 'inbound' }),
+      };
     }
     if (report.kind !== 'bounce') return undefined;
     const outcome = outcomeFor(report.recipients, email);

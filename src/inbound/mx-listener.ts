@@ -61,7 +61,9 @@ export async function startMxListener(opts: MxOptions, handler: MxHandler): Prom
         return callback(asError(new SmtpReply(452, `4.5.3 Too many recipients: at most ${MAX_RECIPIENTS} per message`)));
       }
       if (!handler.accepts(to.address)) {
-        return callback(asError(new SmtpReply(550, `5.1.1 <${to.address}>: no such mailbox; this server takes only bounces and feedback reports for mail postbox sent`)));
+        return callback(
+          asError(new SmtpReply(550, `5.1.1 <${to.address}>: no such mailbox; this server takes only bounces and feedback reports for mail postbox sent`)),
+        );
       }
       callback();
     },

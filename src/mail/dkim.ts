@@ -12,7 +12,20 @@ export interface DkimKey {
 }
 
 /** The headers signed when present, lower case: what a receiver shows or acts on. */
-const SIGNED = ['from', 'sender', 'reply-to', 'subject', 'date', 'message-id', 'to', 'cc', 'mime-version', 'content-type', 'list-unsubscribe', 'list-unsubscribe-post'];
+const SIGNED = [
+  'from',
+  'sender',
+  'reply-to',
+  'subject',
+  'date',
+  'message-id',
+  'to',
+  'cc',
+  'mime-version',
+  'content-type',
+  'list-unsubscribe',
+  'list-unsubscribe-post',
+];
 
 /** RFC 6376 §3.4.4 relaxed body canonicalization of a CRLF body. */
 export function relaxedBody(body: string): string {
@@ -24,7 +37,10 @@ export function relaxedBody(body: string): string {
 
 /** RFC 6376 §3.4.2 relaxed header canonicalization of one `Name: value` header (folded or not). */
 export function relaxedHeader(name: string, value: string): string {
-  return `${name.trim().toLowerCase()}:${value.replace(/\r\n/g, '').replace(/[ \t]+/g, ' ').trim()}\r\n`;
+  return `${name.trim().toLowerCase()}:${value
+    .replace(/\r\n/g, '')
+    .replace(/[ \t]+/g, ' ')
+    .trim()}\r\n`;
 }
 
 /**

@@ -7,19 +7,26 @@ const encodeAttr = (s: string) => s.replace(/&/g, '&amp;').replace(/"/g, '&quot;
 
 /** Only web links are tracked; mailto:, tel:, anchors and the service's own links stay as they are. */
 function trackable(url: string, links: Links): boolean {
-  return /^https?:\/\//i.test(url) && !url.startsWith(links.publicUrl + '/unsubscribe/') && !url.startsWith(links.publicUrl + '/manage/') && !url.startsWith(links.publicUrl + '/subscribe/');
+  return (
+    /^https?:\/\//i.test(url) &&
+    !url.startsWith(links.publicUrl + '/unsubscribe/') &&
+    !url.startsWith(links.publicUrl + '/manage/') &&
+    !url.startsWith(links.publicUrl + '/subscribe/')
+  );
 }
 
 /** Rewrites web links to signed click-tracking links (`clicks`) and adds the open pixel before `</body>` (`opens`). */
 export function addTracking(html: string, emailId: string, links: Links, what: { opens: boolean; clicks: boolean }): string {
   if (!what.opens && !what.clicks) return html;
-  const rewritten = !what.clicks ? html : html.replace(ANCHOR_HREF, (whole, prefix: string, quote: string, raw: string) => {
-    // Decoded as a browser decodes an attribute (numeric and named references, the legacy rules),
-    // so the click lands where a click on the original link would.
-    const url = decodeHTMLAttribute(raw).trim();
-    if (!trackable(url, links)) return whole;
-    return `${prefix}"${encodeAttr(links.click(emailId, url))}"`;
-  });
+  const rewritten = !what.clicks
+    ? html
+    : html.replace(ANCHOR_HREF, (whole, prefix: string, quote: string, raw: string) => {
+        // Decoded as a browser decodes an attribute (numeric and named references, the legacy rules),
+        // so the click lands where a click on the original link would.
+        const url = decodeHTMLAttribute(raw).trim();
+        if (!trackable(url, links)) return whole;
+        return `${prefix}"${encodeAttr(links.click(emailId, url))}"`;
+      });
   if (!what.opens) return rewritten;
   const pixel = `<img src="${encodeAttr(links.openPixel(emailId))}" width="1" height="1" alt="" style="display:none;border:0" />`;
   return insertBeforeBodyEnd(rewritten, pixel);

@@ -51,7 +51,6 @@ export interface ActivityDeps {
 /** A standing drain runs at most this long before handing back to its workflow (which starts the next). */
 const DRAIN_MAX_MS = 120_000;
 
-
 function drainWindow(deps: ActivityDeps) {
   const ctx = Context.current();
   return { idleMs: deps.dispatchIdleSeconds * 1000, maxMs: DRAIN_MAX_MS, heartbeat: () => ctx.heartbeat(), signal: ctx.cancellationSignal };

@@ -73,7 +73,9 @@ export async function automationWorkflow(input: AutomationInput): Promise<void> 
     if (!loaded || (loaded.status !== 'RUNNING' && loaded.status !== 'WAITING')) return;
     const def = loaded.definition;
     const follow = (from: string, match: { branch?: 'yes' | 'no'; outcome?: 'event' | 'timeout' }) =>
-      def.transitions.find((t) => t.fromStepId === from && (match.branch ? t.branch === match.branch : true) && (match.outcome ? t.outcome === match.outcome : true))?.toStepId;
+      def.transitions.find(
+        (t) => t.fromStepId === from && (match.branch ? t.branch === match.branch : true) && (match.outcome ? t.outcome === match.outcome : true),
+      )?.toStepId;
     const trigger = def.steps.find((s) => s.type === 'TRIGGER');
     let stepId: string | undefined = input.resume ? input.resume.stepId : trigger && follow(trigger.id, {});
     let seq = input.resume?.seq ?? 1;
@@ -99,7 +101,12 @@ export async function automationWorkflow(input: AutomationInput): Promise<void> 
         await local.automationBeginWait({ executionId, stepId: step.id, seq, eventName: name, closed });
         const arrivedNow = () => inbox.some((e) => e.name === name);
         const arrived = config.timeout ? await condition(arrivedNow, Number(config.timeout) * 1000) : (await condition(arrivedNow), true);
-        const event = arrived ? inbox.splice(inbox.findIndex((e) => e.name === name), 1)[0] : undefined;
+        const event = arrived
+          ? inbox.splice(
+              inbox.findIndex((e) => e.name === name),
+              1,
+            )[0]
+          : undefined;
         closed = { seq, outcome: event ? 'event' : 'timeout', event };
         next = follow(step.id, { outcome: event ? 'event' : 'timeout' });
       } else if (step.type === 'WEBHOOK') {

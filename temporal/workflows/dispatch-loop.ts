@@ -27,4 +27,3 @@ export async function dispatchLoop(drain: () => Promise<{ idle: boolean; nextDue
     else await condition(() => woken, sleepMs);
   }
 }
-

@@ -14,8 +14,7 @@ export interface EmailDispatchInput {
  */
 const LOOK_AGAIN_MS = 6 * 3_600_000;
 
-const workerGone = (err: unknown) =>
-  err instanceof ActivityFailure && err.cause instanceof TimeoutFailure && err.cause.timeoutType === 'SCHEDULE_TO_START';
+const workerGone = (err: unknown) => err instanceof ActivityFailure && err.cause instanceof TimeoutFailure && err.cause.timeoutType === 'SCHEDULE_TO_START';
 
 /**
  * `email-dispatch:<worker>:<n>`: delivers queued transactional email for as long as its worker process

@@ -25,7 +25,7 @@ test('X-Forwarded-Proto is believed only with TRUST_PROXY: a client cannot make 
   }
 });
 
-test('a password hashed with older scrypt parameters still logs in, and is rehashed with today\'s on that login', async () => {
+test("a password hashed with older scrypt parameters still logs in, and is rehashed with today's on that login", async () => {
   await svc.api.post('/auth/signup', { email: 'old-hash@example.com', password: 'placeholder pw' });
   const salt = crypto.randomBytes(16);
   const old = crypto.scryptSync('the old password', salt, 64, { N: 16384, r: 8, p: 1 });
@@ -69,7 +69,12 @@ describe('signup, login, logout', () => {
     expect(bad.status).toBe(422);
     expect(bad.body.error.code).toBe('VALIDATION_ERROR');
     const fields = bad.body.error.errors.map((e: any) => [e.field, e.code]);
-    expect(fields).toEqual(expect.arrayContaining([['email', 'invalid_string'], ['password', 'too_small']]));
+    expect(fields).toEqual(
+      expect.arrayContaining([
+        ['email', 'invalid_string'],
+        ['password', 'too_small'],
+      ]),
+    );
     const after = await dbQuery(svc.databaseUrl, 'SELECT count(*)::int AS n FROM users');
     expect(after[0].n).toBe(before[0].n);
   });

@@ -126,7 +126,14 @@ describe('activity counts', () => {
   });
 
   test('bad parameters are 400 INVALID_PARAMETER naming the parameter', async () => {
-    for (const q of ['/activity?since=yesterday', '/activity/stats?interval=fortnight', '/activity/stats?from=2026-01-02&to=2026-01-01', '/activity/stats?from=2000-01-01&interval=hour', '/analytics/top-campaigns?metric=revenue', '/activity?cursor=nope']) {
+    for (const q of [
+      '/activity?since=yesterday',
+      '/activity/stats?interval=fortnight',
+      '/activity/stats?from=2026-01-02&to=2026-01-01',
+      '/activity/stats?from=2000-01-01&interval=hour',
+      '/analytics/top-campaigns?metric=revenue',
+      '/activity?cursor=nope',
+    ]) {
       const res = await svc.api.get(q, key);
       expect([q, res.status, res.body.error.code]).toEqual([q, 400, 'INVALID_PARAMETER']);
     }
@@ -143,7 +150,11 @@ describe('the feed', () => {
   beforeAll(async () => {
     feedAcct = await createAccount(svc.api, 'Feed');
     for (let i = 0; i < 7; i++) {
-      const res = await svc.api.post('/v1/track', { email: `f${i % 3}@feed.test`, event: i % 2 ? 'odd' : 'even', data: { i } }, { key: feedAcct.project.publicKey });
+      const res = await svc.api.post(
+        '/v1/track',
+        { email: `f${i % 3}@feed.test`, event: i % 2 ? 'odd' : 'even', data: { i } },
+        { key: feedAcct.project.publicKey },
+      );
       expect(res.status).toBe(200);
     }
   });
@@ -265,7 +276,12 @@ describe('mail analytics and what is coming up', () => {
       [ids[0], later],
     ]);
     expect(up.executions).toEqual([
-      expect.objectContaining({ workflowId: w.id, workflowName: 'Nurture', contact: { id: expect.any(String), email: 'nurtured@m.test' }, waitingFor: 'delay' }),
+      expect.objectContaining({
+        workflowId: w.id,
+        workflowName: 'Nurture',
+        contact: { id: expect.any(String), email: 'nurtured@m.test' },
+        waitingFor: 'delay',
+      }),
     ]);
     const resumeIn = Date.parse(up.executions[0].resumeAt) - Date.now();
     expect(resumeIn).toBeGreaterThan(2 * DAY - 60_000);

@@ -88,11 +88,7 @@ describe('error envelope', () => {
   });
 
   test('validation failures list dot-path fields in the spec vocabulary', async () => {
-    const res = await svc.api.post(
-      '/v1/track',
-      { email: 'bad', event: 42, data: { locale: 5 }, subscribed: 'yes' },
-      { key: acct.project.publicKey },
-    );
+    const res = await svc.api.post('/v1/track', { email: 'bad', event: 42, data: { locale: 5 }, subscribed: 'yes' }, { key: acct.project.publicKey });
     expectEnvelope(res, 422, 'VALIDATION_ERROR');
     expect(res.body.error.message).toMatch(/validation failed/i);
     const errors = res.body.error.errors;
@@ -145,7 +141,12 @@ describe('hostile bodies are 4xx, never 500', () => {
       ['/contacts', { email: 'lone2@example.com', data: { [`k${lone}`]: 1 } }, `data.k${lone}`, sk],
       ['/v1/track', { email: 'lone3@example.com', event: 'x', data: { v: [lone] } }, 'data.v.0', acct.project.publicKey],
       ['/v1/send', { to: 'lone4@example.com', from: 'a@b.test', subject: 's', body: 'b', data: { n: lone } }, 'data.n', sk],
-      ['/segments', { name: 's', condition: { logic: 'AND', groups: [{ filters: [{ field: 'data.plan', operator: 'equals', value: lone }] }] } }, 'condition.groups.0.filters.0.value', sk],
+      [
+        '/segments',
+        { name: 's', condition: { logic: 'AND', groups: [{ filters: [{ field: 'data.plan', operator: 'equals', value: lone }] }] } },
+        'condition.groups.0.filters.0.value',
+        sk,
+      ],
       ['/workflows', { name: 'w', triggerConfig: { eventName: lone } }, 'triggerConfig.eventName', sk],
     ];
     for (const [path, body, field, key] of cases) {

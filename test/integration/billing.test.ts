@@ -41,7 +41,20 @@ class StripeFake {
             JSON.stringify({
               has_more: false,
               data: [
-                { id: 'in_1', number: 'A-0001', status: 'paid', currency: 'eur', total: 1900, amount_due: 1900, amount_paid: 1900, created: 1_790_000_000, period_start: 1_787_000_000, period_end: 1_790_000_000, hosted_invoice_url: 'https://invoice.stripe.test/i/1', invoice_pdf: 'https://invoice.stripe.test/i/1.pdf' },
+                {
+                  id: 'in_1',
+                  number: 'A-0001',
+                  status: 'paid',
+                  currency: 'eur',
+                  total: 1900,
+                  amount_due: 1900,
+                  amount_paid: 1900,
+                  created: 1_790_000_000,
+                  period_start: 1_787_000_000,
+                  period_end: 1_790_000_000,
+                  hosted_invoice_url: 'https://invoice.stripe.test/i/1',
+                  invoice_pdf: 'https://invoice.stripe.test/i/1.pdf',
+                },
               ],
             }),
           );
@@ -125,10 +138,11 @@ describe('caps, without a payment provider', () => {
     expect(put.body).toMatchObject({ emails: 3, contacts: null });
 
     const member = await createAccount(plain.api, 'Member of Capped');
-    await dbQuery(plain.databaseUrl, `INSERT INTO project_members (project_id, user_id, role) SELECT $1, user_id, 'MEMBER' FROM project_members WHERE project_id = $2`, [
-      acct.project.id,
-      member.project.id,
-    ]);
+    await dbQuery(
+      plain.databaseUrl,
+      `INSERT INTO project_members (project_id, user_id, role) SELECT $1, user_id, 'MEMBER' FROM project_members WHERE project_id = $2`,
+      [acct.project.id, member.project.id],
+    );
     expect((await plain.api.get(billing(acct, 'billing-limits'), { cookie: member.cookie })).body.emails).toBe(3);
     const refused = await plain.api.put(billing(acct, 'billing-limits'), { emails: 100 }, { cookie: member.cookie });
     expect([refused.status, refused.body.error.code]).toEqual([403, 'INSUFFICIENT_ROLE']);
@@ -153,7 +167,9 @@ describe('caps, without a payment provider', () => {
 
     // A campaign to more than what is left is refused when sent, and test sends count too.
     for (const email of ['s1@x.test', 's2@x.test', 's3@x.test']) await plain.api.post('/contacts', { email, subscribed: true }, key);
-    const campaign = (await plain.api.post('/campaigns', { name: 'C', subject: 's', body: '<p>b</p>', from: 'hi@capped.test', audienceType: 'ALL', type: 'TRANSACTIONAL' }, key)).body.data;
+    const campaign = (
+      await plain.api.post('/campaigns', { name: 'C', subject: 's', body: '<p>b</p>', from: 'hi@capped.test', audienceType: 'ALL', type: 'TRANSACTIONAL' }, key)
+    ).body.data;
     await plain.api.put(billing(acct, 'billing-limits'), { emails: 5 }, { cookie: acct.cookie });
     const sendCampaign = await plain.api.post(`/campaigns/${campaign.id}/send`, {}, key);
     expect(sendCampaign.body.error).toMatchObject({ code: 'BILLING_LIMIT_REACHED', details: { requested: 3, used: 3, limit: 5 } });
@@ -175,7 +191,8 @@ describe('caps, without a payment provider', () => {
   });
 
   test('a scheduled campaign that would pass the cap when its time comes is cancelled, and sends nothing', async () => {
-    const campaign = (await plain.api.post('/campaigns', { name: 'Later', subject: 's', body: '<p>b</p>', from: 'hi@capped.test', audienceType: 'ALL' }, key)).body.data;
+    const campaign = (await plain.api.post('/campaigns', { name: 'Later', subject: 's', body: '<p>b</p>', from: 'hi@capped.test', audienceType: 'ALL' }, key))
+      .body.data;
     const at = new Date(Date.now() + 1500).toISOString();
     expect((await plain.api.post(`/campaigns/${campaign.id}/send`, { scheduledFor: at }, key)).status).toBe(200);
     const used = (await plain.api.get(billing(acct, 'billing-consumption'), { cookie: acct.cookie })).body.emails.used;
@@ -225,7 +242,12 @@ describe('payments through Stripe', () => {
   test('the webhook: only a valid, fresh signature over the exact body is accepted; each event applies once', async () => {
     const now = Math.floor(Date.now() / 1000);
     // Stripe does not deliver in order: the subscription's creation may come before the checkout.
-    const early = { id: 'evt_0', type: 'customer.subscription.created', created: now - 5, data: { object: { id: 'sub_1', customer: 'cus_1', status: 'trialing' } } };
+    const early = {
+      id: 'evt_0',
+      type: 'customer.subscription.created',
+      created: now - 5,
+      data: { object: { id: 'sub_1', customer: 'cus_1', status: 'trialing' } },
+    };
     expect((await webhook(early)).body.error.code).toBe('UNKNOWN_CUSTOMER');
     const completed = {
       id: 'evt_1',
@@ -243,9 +265,18 @@ describe('payments through Stripe', () => {
     expect((await webhook(completed)).body).toEqual({ received: true, result: 'duplicate' });
     // Stripe's retry of the early event now applies; it is newer than the checkout.
     expect((await webhook(early)).body).toEqual({ received: true, result: 'applied' });
-    await webhook({ id: 'evt_0b', type: 'customer.subscription.updated', created: now - 2, data: { object: { id: 'sub_1', customer: 'cus_1', status: 'active' } } });
+    await webhook({
+      id: 'evt_0b',
+      type: 'customer.subscription.updated',
+      created: now - 2,
+      data: { object: { id: 'sub_1', customer: 'cus_1', status: 'active' } },
+    });
     expect((await webhook({ id: 'evt_2', type: 'invoice.created', data: { object: {} } })).body.result).toBe('ignored');
-    const [row] = await dbQuery(paying.databaseUrl, `SELECT stripe_customer_id, stripe_subscription_id, subscription_status FROM project_billing WHERE project_id = $1`, [acct.project.id]);
+    const [row] = await dbQuery(
+      paying.databaseUrl,
+      `SELECT stripe_customer_id, stripe_subscription_id, subscription_status FROM project_billing WHERE project_id = $1`,
+      [acct.project.id],
+    );
     expect(row).toEqual({ stripe_customer_id: 'cus_1', stripe_subscription_id: 'sub_1', subscription_status: 'active' });
   });
 
@@ -278,10 +309,20 @@ describe('payments through Stripe', () => {
     expect(fake.calls.at(-1)!.form.get('customer')).toBe('cus_1');
 
     const now = Math.floor(Date.now() / 1000);
-    await webhook({ id: 'evt_3', type: 'customer.subscription.deleted', created: now, data: { object: { id: 'sub_1', customer: 'cus_1', status: 'canceled' } } });
+    await webhook({
+      id: 'evt_3',
+      type: 'customer.subscription.deleted',
+      created: now,
+      data: { object: { id: 'sub_1', customer: 'cus_1', status: 'canceled' } },
+    });
     expect((await paying.api.get(billing(acct, 'billing-invoices'), { cookie: acct.cookie })).body.subscriptionStatus).toBe('canceled');
     // An older update arriving late changes nothing.
-    const late = await webhook({ id: 'evt_4', type: 'customer.subscription.updated', created: now - 60, data: { object: { id: 'sub_1', customer: 'cus_1', status: 'active' } } });
+    const late = await webhook({
+      id: 'evt_4',
+      type: 'customer.subscription.updated',
+      created: now - 60,
+      data: { object: { id: 'sub_1', customer: 'cus_1', status: 'active' } },
+    });
     expect(late.body).toEqual({ received: true, result: 'stale' });
     expect((await paying.api.get(billing(acct, 'billing-invoices'), { cookie: acct.cookie })).body.subscriptionStatus).toBe('canceled');
   });

@@ -82,7 +82,19 @@ async function reportFrom(file: string, opts: { recipient?: string; originalMess
 
 /** Delivers a message file to the service's MX with swaks, as an MTA delivers a report: null sender, to `rcpt`. */
 async function deliverReport(file: string, rcpt: string): Promise<string> {
-  const { stdout } = await run('swaks', ['--server', `127.0.0.1:${mxPort}`, '--from', '<>', '--to', rcpt, '--data', `@${file}`, '--helo', 'mta.test', '--suppress-data']);
+  const { stdout } = await run('swaks', [
+    '--server',
+    `127.0.0.1:${mxPort}`,
+    '--from',
+    '<>',
+    '--to',
+    rcpt,
+    '--data',
+    `@${file}`,
+    '--helo',
+    'mta.test',
+    '--suppress-data',
+  ]);
   return stdout;
 }
 
@@ -91,7 +103,7 @@ const emailRow = async (id: string) => (await dbQuery(svc.databaseUrl, `SELECT s
 const eventsOf = async (emailId: string, name: string) =>
   dbQuery(svc.databaseUrl, `SELECT data FROM events WHERE name = $1 AND data->>'emailId' = $2 ORDER BY created_at`, [name, emailId]);
 
-test('a domain\'s return path is listed with its records; mail keeps the From address as envelope sender until both are published', async () => {
+test("a domain's return path is listed with its records; mail keeps the From address as envelope sender until both are published", async () => {
   const domain = (await svc.api.get(`/domains/${domainId}`, key)).body;
   expect(domain.returnPath).toEqual({ host: 'bounces.acme.test', verified: false });
   expect(domain.records.filter((r: { purpose: string }) => r.purpose.startsWith('return-path'))).toEqual([
@@ -106,7 +118,7 @@ test('a domain\'s return path is listed with its records; mail keeps the From ad
   // b<the email's id><64 bits of an HMAC>@bounces.<domain>
   expect(after.received.envelope.from).toMatch(new RegExp(`^b${after.emailId.replace(/-/g, '')}[0-9a-f]{16}@bounces\\.acme\\.test$`));
   // Everything else stays: the From: header, and the DKIM signature of the sender's domain.
-  expect((after.received.parsed.from as any).value[0].address).toBe('hi@acme.test'); // eslint-disable-line @typescript-eslint/no-explicit-any
+  expect((after.received.parsed.from as any).value[0].address).toBe('hi@acme.test');
   expect((await dkimStatus(after.received.raw, dns, after.received.envelope.from!)).result).toBe('pass');
 });
 
@@ -130,11 +142,15 @@ test('a hard bounce from a real MTA to the return path unsubscribes the contact 
   expect(inbound.n).toBe(2);
 });
 
-test('a campaign email bounced over SMTP counts in the campaign\'s bouncedCount', async () => {
+test("a campaign email bounced over SMTP counts in the campaign's bouncedCount", async () => {
   const email = `campaign-bounce-${Date.now()}@example.org`;
   const c = (await svc.api.post('/contacts', { email, subscribed: true }, key)).body;
   const audienceCondition = { logic: 'AND', groups: [{ filters: [{ field: 'email', operator: 'equals', value: email }] }] };
-  const created = await svc.api.post('/campaigns', { name: 'B', subject: 'News', body: '<p>News</p>', from: 'hi@acme.test', audienceType: 'FILTERED', audienceCondition }, key);
+  const created = await svc.api.post(
+    '/campaigns',
+    { name: 'B', subject: 'News', body: '<p>News</p>', from: 'hi@acme.test', audienceType: 'FILTERED', audienceCondition },
+    key,
+  );
   expect(created.status).toBe(201);
   const campaign = created.body.data;
   expect((await svc.api.post(`/campaigns/${campaign.id}/send`, {}, key)).status).toBeLessThan(300);
@@ -236,7 +252,12 @@ test('a 5.1.1 refusal while sending is a hard bounce: BOUNCED and unsubscribed, 
 test('with embedded defaults (the dev mailbox, the MX on): a /v1/send message bounced to its envelope sender unsubscribes the contact within seconds', async () => {
   const port = await freePort();
   // A project judged from its first email: one bounce in one email sent is over any threshold.
-  const dev = await startTestService({ DNS_SERVERS: dns.address, PUBLIC_URL: 'https://dev.postbox.test', INBOUND_SMTP_PORT: String(port), SECURITY_MIN_SENT: '1' });
+  const dev = await startTestService({
+    DNS_SERVERS: dns.address,
+    PUBLIC_URL: 'https://dev.postbox.test',
+    INBOUND_SMTP_PORT: String(port),
+    SECURITY_MIN_SENT: '1',
+  });
   try {
     const owner = await createAccount(dev.api, 'Dev');
     const k = { key: owner.project.secretKey };
@@ -250,7 +271,11 @@ test('with embedded defaults (the dev mailbox, the MX on): a /v1/send message bo
     await run('swaks', ['--server', `127.0.0.1:${port}`, '--from', '<>', '--to', envelopeFrom, '--data', `@${dsn}`, '--helo', 'mta.test']);
     const contactId = sent.body.data.emails[0].contact.id;
     // (Read from the database: the suspension below makes the project's keys answer 403.)
-    await until(async () => ((await dbQuery(dev.databaseUrl, `SELECT subscribed FROM contacts WHERE id = $1`, [contactId]))[0].subscribed === false ? true : undefined), 10_000, 'unsubscribed');
+    await until(
+      async () => ((await dbQuery(dev.databaseUrl, `SELECT subscribed FROM contacts WHERE id = $1`, [contactId]))[0].subscribed === false ? true : undefined),
+      10_000,
+      'unsubscribed',
+    );
     // Sending security sees the bounce as it sees SES's: the project is suspended for its rate.
     const security = (await dev.api.get(`/projects/${owner.project.id}/security`, { cookie: owner.cookie })).body;
     expect(security).toMatchObject({ status: 'suspended', bounced: 1, sent: 1 });

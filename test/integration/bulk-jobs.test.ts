@@ -25,11 +25,15 @@ async function contacts(prefix: string, n: number, subscribed = true, account = 
 
 /** Polls the job the way a client would, until it completes. */
 async function finished(jobId: string) {
-  return until(async () => {
-    const res = await svc.api.get(`/contacts/bulk/${jobId}`, key());
-    expect(res.status).toBe(200);
-    return res.body.status === 'COMPLETED' ? res.body : undefined;
-  }, 30_000, `bulk job ${jobId}`);
+  return until(
+    async () => {
+      const res = await svc.api.get(`/contacts/bulk/${jobId}`, key());
+      expect(res.status).toBe(200);
+      return res.body.status === 'COMPLETED' ? res.body : undefined;
+    },
+    30_000,
+    `bulk job ${jobId}`,
+  );
 }
 
 const eventNames = async (ids: string[]) =>
@@ -45,9 +49,11 @@ test('bulk-unsubscribe: 202 with a job, run by its bulk-job workflow; events onl
   const job = await finished(res.body.jobId);
   expect(job).toMatchObject({ processed: 125, changed: 120, unchanged: 3, notFound: foreign, completedAt: expect.any(String) });
 
-  const states = await dbQuery(svc.databaseUrl, `SELECT subscribed, count(*)::int AS n FROM contacts WHERE id = ANY($1) GROUP BY subscribed ORDER BY subscribed`, [
-    [...subscribed, ...already, ...foreign],
-  ]);
+  const states = await dbQuery(
+    svc.databaseUrl,
+    `SELECT subscribed, count(*)::int AS n FROM contacts WHERE id = ANY($1) GROUP BY subscribed ORDER BY subscribed`,
+    [[...subscribed, ...already, ...foreign]],
+  );
   expect(states).toEqual([
     { subscribed: false, n: 123 },
     { subscribed: true, n: 2 },

@@ -60,7 +60,9 @@ test(`killing the worker in the middle of a ${RECIPIENTS}-recipient campaign los
   const first = startWorker(workerEnv);
   workers.push(first);
 
-  const c = (await api.api.post('/campaigns', { name: 'Big', subject: 'Hello {{n}}', body: '<p>Number {{n}}</p>', from: 'news@crash.test', audienceType: 'ALL' }, key)).body.data;
+  const c = (
+    await api.api.post('/campaigns', { name: 'Big', subject: 'Hello {{n}}', body: '<p>Number {{n}}</p>', from: 'news@crash.test', audienceType: 'ALL' }, key)
+  ).body.data;
   await api.api.post(`/campaigns/${c.id}/send`, {}, key);
   await smtp.waitFor(1500, 120_000);
   first.kill('SIGKILL');
@@ -82,6 +84,6 @@ test(`killing the worker in the middle of a ${RECIPIENTS}-recipient campaign los
   expect(duplicates).toBeLessThanOrEqual(DUPLICATE_BOUND);
   const stats = (await api.api.get(`/campaigns/${c.id}/stats`, key)).body;
   expect(stats).toMatchObject({ status: 'SENT', totalRecipients: RECIPIENTS, sent: RECIPIENTS, queued: 0, failed: 0 });
-  // eslint-disable-next-line no-console
+
   console.log(`campaign crash test: ${atKill} delivered before the kill, ${duplicates} duplicates after it (bound ${DUPLICATE_BOUND})`);
 }, 400_000);

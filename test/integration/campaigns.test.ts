@@ -51,7 +51,17 @@ describe('create, list, change', () => {
     const { acct, key, from } = await setup('Create');
     const res = await svc.api.post('/campaigns', { ...base(from), description: 'd' }, key);
     expect(res.status).toBe(201);
-    expect(res.body).toEqual({ success: true, data: expect.objectContaining({ status: 'DRAFT', type: 'MARKETING', audienceType: 'ALL', totalRecipients: 0, projectId: acct.project.id, scheduledFor: null }) });
+    expect(res.body).toEqual({
+      success: true,
+      data: expect.objectContaining({
+        status: 'DRAFT',
+        type: 'MARKETING',
+        audienceType: 'ALL',
+        totalRecipients: 0,
+        projectId: acct.project.id,
+        scheduledFor: null,
+      }),
+    });
     expect(res.body.data.segmentId).toBeUndefined();
 
     expect((await svc.api.post('/campaigns', { ...base(from), audienceType: 'SEGMENT' }, key)).status).toBe(400);
@@ -66,13 +76,20 @@ describe('create, list, change', () => {
     expect(sender.status).toBe(403);
     expect(sender.body.error.code).toBe('INTERNAL_SERVER_ERROR');
     const other = await setup('Other');
-    const theirSegment = (await svc.api.post('/segments', { name: 's', condition: { logic: 'AND', groups: [{ filters: [{ field: 'email', operator: 'contains', value: 'x' }] }] } }, other.key)).body;
+    const theirSegment = (
+      await svc.api.post(
+        '/segments',
+        { name: 's', condition: { logic: 'AND', groups: [{ filters: [{ field: 'email', operator: 'contains', value: 'x' }] }] } },
+        other.key,
+      )
+    ).body;
     expect((await svc.api.post('/campaigns', { ...base(from), audienceType: 'SEGMENT', segmentId: theirSegment.id }, key)).status).toBe(400);
   });
 
   test('list: offset pages, status filter (unknown is 400), search, sort', async () => {
     const { key, from } = await setup('Lister');
-    for (let i = 0; i < 23; i++) await svc.api.post('/campaigns', { ...base(from), name: `C${String(i).padStart(2, '0')}`, subject: i === 5 ? 'Needle' : 's' }, key);
+    for (let i = 0; i < 23; i++)
+      await svc.api.post('/campaigns', { ...base(from), name: `C${String(i).padStart(2, '0')}`, subject: i === 5 ? 'Needle' : 's' }, key);
     const first = await svc.api.get('/campaigns', key);
     expect(first.body).toMatchObject({ page: 1, pageSize: 20, total: 23, totalPages: 2 });
     expect(first.body.data[0].name).toBe('C22');
@@ -185,7 +202,11 @@ describe('sending', () => {
 
   test('SEGMENT and FILTERED audiences', async () => {
     const { key, from } = await setup('Audiences');
-    for (const [email, plan] of [['p1@a.test', 'pro'], ['p2@a.test', 'pro'], ['f1@a.test', 'free']]) {
+    for (const [email, plan] of [
+      ['p1@a.test', 'pro'],
+      ['p2@a.test', 'pro'],
+      ['f1@a.test', 'free'],
+    ]) {
       await svc.api.post('/contacts', { email, data: { plan } }, key);
     }
     const pro = { logic: 'AND', groups: [{ filters: [{ field: 'data.plan', operator: 'equals', value: 'pro' }] }] };
@@ -208,7 +229,17 @@ describe('sending', () => {
     await whenStatus(key, filtered.id, 'SENT');
     expect((await smtp.waitFor(1)).map((m) => m.envelope.to[0])).toEqual(['f1@a.test']);
 
-    const nobody = (await svc.api.post('/campaigns', { ...base(from), audienceType: 'FILTERED', audienceCondition: { logic: 'AND', groups: [{ filters: [{ field: 'data.plan', operator: 'equals', value: 'none' }] }] } }, key)).body.data;
+    const nobody = (
+      await svc.api.post(
+        '/campaigns',
+        {
+          ...base(from),
+          audienceType: 'FILTERED',
+          audienceCondition: { logic: 'AND', groups: [{ filters: [{ field: 'data.plan', operator: 'equals', value: 'none' }] }] },
+        },
+        key,
+      )
+    ).body.data;
     const empty = await svc.api.post(`/campaigns/${nobody.id}/send`, {}, key);
     expect(empty.status).toBe(400);
     expect(empty.body.error.code).toBe('NO_RECIPIENTS');

@@ -35,24 +35,37 @@ beforeAll(async () => {
     { plan: ['pro'], age: true, signup: '0000-01-01', score: 10 },
     { plan: 'free', signup: '2026-06-15T12:00:00.0005Z', created: '2026-06-15T11:00:00+0100' },
   ];
-  const emails = ['alpha@example.com', 'beta@example.org', 'gamma@test.io', 'delta@example.com', 'epsilon@x.dev', 'zeta@example.com', 'eta@shop.example', 'theta@example.net', 'iota@example.com', 'kappa_x%@example.com'];
+  const emails = [
+    'alpha@example.com',
+    'beta@example.org',
+    'gamma@test.io',
+    'delta@example.com',
+    'epsilon@x.dev',
+    'zeta@example.com',
+    'eta@shop.example',
+    'theta@example.net',
+    'iota@example.com',
+    'kappa_x%@example.com',
+  ];
   for (let i = 0; i < emails.length; i++) {
     const id = newId();
     contactIds.push(id);
     // Microseconds in the database, milliseconds in memory: the compilers must still agree.
     const created = new Date(NOW - i * 3 * DAY - 500).toISOString().replace('Z', '123Z');
-    await sql(em, `INSERT INTO contacts (id, project_id, email, subscribed, data, created_at, updated_at) VALUES (?, ?, ?, ?, ?::jsonb, ?::timestamptz, ?::timestamptz)`, [
-      id,
-      projectId,
-      emails[i],
-      i % 3 !== 0,
-      JSON.stringify(datas[i]),
-      created,
-      iso(NOW - i * DAY),
-    ]);
+    await sql(
+      em,
+      `INSERT INTO contacts (id, project_id, email, subscribed, data, created_at, updated_at) VALUES (?, ?, ?, ?, ?::jsonb, ?::timestamptz, ?::timestamptz)`,
+      [id, projectId, emails[i], i % 3 !== 0, JSON.stringify(datas[i]), created, iso(NOW - i * DAY)],
+    );
   }
   const event = (contact: number, name: string, at: number) =>
-    sql(em, `INSERT INTO events (id, project_id, contact_id, name, data, created_at) VALUES (?, ?, ?, ?, '{}', ?::timestamptz)`, [newId(), projectId, contactIds[contact], name, iso(at)]);
+    sql(em, `INSERT INTO events (id, project_id, contact_id, name, data, created_at) VALUES (?, ?, ?, ?, '{}', ?::timestamptz)`, [
+      newId(),
+      projectId,
+      contactIds[contact],
+      name,
+      iso(at),
+    ]);
   await event(0, 'signup', NOW - 40 * DAY);
   await event(0, 'purchase', NOW - 2 * 3600_000);
   await event(1, 'signup', NOW - 1 * DAY);
@@ -63,22 +76,34 @@ beforeAll(async () => {
   await event(5, 'signup', NOW - 7 * DAY);
   await event(6, "it's -- odd", NOW - DAY);
   await event(7, 'email.sent', NOW - 30 * DAY);
-  await sql(em, `INSERT INTO segments (id, project_id, name, type, condition) VALUES (?, ?, 'Pros', 'DYNAMIC', ?::jsonb), (?, ?, 'Hand picked', 'STATIC', NULL)`, [
-    dynamicSegment,
-    projectId,
-    JSON.stringify({ logic: 'AND', groups: [{ filters: [{ field: 'data.plan', operator: 'equals', value: 'pro' }] }] }),
-    staticSegment,
-    projectId,
-  ]);
+  await sql(
+    em,
+    `INSERT INTO segments (id, project_id, name, type, condition) VALUES (?, ?, 'Pros', 'DYNAMIC', ?::jsonb), (?, ?, 'Hand picked', 'STATIC', NULL)`,
+    [
+      dynamicSegment,
+      projectId,
+      JSON.stringify({ logic: 'AND', groups: [{ filters: [{ field: 'data.plan', operator: 'equals', value: 'pro' }] }] }),
+      staticSegment,
+      projectId,
+    ],
+  );
   for (const i of [1, 3, 5]) {
-    await sql(em, `INSERT INTO segment_memberships (segment_id, contact_id, project_id, exited_at) VALUES (?, ?, ?, ?)`, [staticSegment, contactIds[i], projectId, i === 5 ? iso(NOW) : null]);
+    await sql(em, `INSERT INTO segment_memberships (segment_id, contact_id, project_id, exited_at) VALUES (?, ?, ?, ?)`, [
+      staticSegment,
+      contactIds[i],
+      projectId,
+      i === 5 ? iso(NOW) : null,
+    ]);
   }
 });
 afterAll(() => orm.close());
 
 const segments = (): Map<string, SegmentRef> =>
   new Map([
-    [dynamicSegment, { id: dynamicSegment, type: 'DYNAMIC', condition: { logic: 'AND', groups: [{ filters: [{ field: 'data.plan', operator: 'equals', value: 'pro' }] }] } }],
+    [
+      dynamicSegment,
+      { id: dynamicSegment, type: 'DYNAMIC', condition: { logic: 'AND', groups: [{ filters: [{ field: 'data.plan', operator: 'equals', value: 'pro' }] }] } },
+    ],
     [staticSegment, { id: staticSegment, type: 'STATIC', condition: null }],
   ]);
 
@@ -94,7 +119,10 @@ async function viaSql(tree: ConditionTree): Promise<string[]> {
 async function viaMemory(tree: ConditionTree): Promise<string[]> {
   const names = new Set([...eventNamesOf(tree, NOW), ...eventNamesOf(segments().get(dynamicSegment)!.condition!, NOW)]);
   const facts = await loadContactFacts(orm.em.fork(), projectId, contactIds, names);
-  return [...facts.entries()].filter(([, f]) => evaluateCondition(tree, f, { now: NOW, segments: segments() })).map(([id]) => id).sort();
+  return [...facts.entries()]
+    .filter(([, f]) => evaluateCondition(tree, f, { now: NOW, segments: segments() }))
+    .map(([id]) => id)
+    .sort();
 }
 
 const filters: Filter[] = [
@@ -144,7 +172,7 @@ const filters: Filter[] = [
   { field: 'data.signup', operator: 'lessThan', value: '2026-06-15T10:00:00Z' },
   { field: 'data.created', operator: 'greaterThanOrEqual', value: '2026-06-15T10:00:00Z' },
   { field: "data.k'ey", operator: 'equals', value: 'quoted' },
-  { field: 'data.weird', operator: 'contains', value: "\\ a --" },
+  { field: 'data.weird', operator: 'contains', value: '\\ a --' },
   { field: 'data.missing', operator: 'notEquals', value: 'x' },
   { field: 'event.signup', operator: 'triggered' },
   { field: 'event.signup', operator: 'notTriggered' },
@@ -187,7 +215,10 @@ test('nested groups with AND and OR agree too', async () => {
         { filters: [filters[48]], conditions: { logic: 'AND', groups: [{ filters: [filters[29]] }, { filters: [filters[7]] }] } },
       ],
     },
-    { logic: 'AND', groups: [{ filters: [], conditions: { logic: 'OR', groups: [{ filters: [filters[2]] }, { filters: [filters[59]] }] } }, { filters: [filters[24]] }] },
+    {
+      logic: 'AND',
+      groups: [{ filters: [], conditions: { logic: 'OR', groups: [{ filters: [filters[2]] }, { filters: [filters[59]] }] } }, { filters: [filters[24]] }],
+    },
   ];
   for (const t of trees) expect(await viaMemory(t)).toEqual(await viaSql(t));
 });

@@ -50,10 +50,14 @@ beforeAll(async () => {
   service.stdout!.on('data', (d) => (output += d));
   service.stderr!.on('data', (d) => (output += d));
   const api = new Api(`http://127.0.0.1:${ports.api}`);
-  await until(async () => {
-    if (service.exitCode !== null) throw new Error(`the service exited:\n${output}`);
-    return (await api.get('/health').catch(() => undefined))?.status === 200 ? true : undefined;
-  }, 90_000, 'the service to be healthy');
+  await until(
+    async () => {
+      if (service.exitCode !== null) throw new Error(`the service exited:\n${output}`);
+      return (await api.get('/health').catch(() => undefined))?.status === 200 ? true : undefined;
+    },
+    90_000,
+    'the service to be healthy',
+  );
 }, 120_000);
 
 afterAll(async () => {
@@ -80,13 +84,16 @@ async function flood(targets: Array<{ port: number; count: number }>): Promise<{
 }
 
 /** One request over `agent`: its status and JSON body (status 0 when the connection failed). */
-function call(agent: http.Agent, method: string, p: string, body?: unknown): Promise<{ status: number; body: any }> { // eslint-disable-line @typescript-eslint/no-explicit-any
+function call(agent: http.Agent, method: string, p: string, body?: unknown): Promise<{ status: number; body: any }> {
   return new Promise((resolve) => {
-    const req = http.request({ host: '127.0.0.1', port: ports.api, method, path: p, agent, timeout: 5000, headers: { 'content-type': 'application/json' } }, (res) => {
-      let text = '';
-      res.on('data', (c) => (text += c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text ? JSON.parse(text) : undefined }));
-    });
+    const req = http.request(
+      { host: '127.0.0.1', port: ports.api, method, path: p, agent, timeout: 5000, headers: { 'content-type': 'application/json' } },
+      (res) => {
+        let text = '';
+        res.on('data', (c) => (text += c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text ? JSON.parse(text) : undefined }));
+      },
+    );
     req.on('error', () => resolve({ status: 0, body: undefined }));
     req.on('timeout', () => req.destroy());
     req.end(body === undefined ? undefined : JSON.stringify(body));
@@ -135,11 +142,15 @@ test('20,000 idle connections to SMTP submission: the API keeps serving new clie
   } finally {
     attack.stop();
   }
-  await until(async () => {
-    const { dialog, greeting } = await SmtpDialog.open(ports.submission);
-    dialog.close();
-    return greeting.startsWith('220 ') ? true : undefined;
-  }, 30_000, 'SMTP submission to greet again');
+  await until(
+    async () => {
+      const { dialog, greeting } = await SmtpDialog.open(ports.submission);
+      dialog.close();
+      return greeting.startsWith('220 ') ? true : undefined;
+    },
+    30_000,
+    'SMTP submission to greet again',
+  );
 });
 
 test('10× the connection limit on every listener at once: /health answers throughout, a workflow runs, the process is whole afterwards', async () => {
@@ -185,10 +196,14 @@ test('10× the connection limit on every listener at once: /health answers throu
     30_000,
     'the verification mail (a workflow) after the flood',
   );
-  const metrics = await until(async () => {
-    const res = await fetch(`http://127.0.0.1:${ports.metrics}/metrics`).catch(() => undefined);
-    return res?.ok ? res.text() : undefined;
-  }, 30_000, 'metrics after the flood');
+  const metrics = await until(
+    async () => {
+      const res = await fetch(`http://127.0.0.1:${ports.metrics}/metrics`).catch(() => undefined);
+      return res?.ok ? res.text() : undefined;
+    },
+    30_000,
+    'metrics after the flood',
+  );
   for (const listener of ['http', 'submission', 'inbound', 'temporalUi', 'metrics']) {
     expect(metrics).toMatch(new RegExp(`postbox_connections_refused_total\\{listener="${listener}",reason="(total|per_client)"\\} [1-9]`));
   }

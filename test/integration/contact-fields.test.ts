@@ -47,7 +47,13 @@ test('GET /contacts/fields: standard fields, then custom fields with their type 
 
 test('GET /contacts/fields/:field/values: distinct values, most common first; unknown field 404, standard field 400', async () => {
   const res = await svc.api.get('/contacts/fields/plan/values', key);
-  expect(res.body).toEqual({ field: 'plan', data: [{ value: 'pro', count: 2 }, { value: 'free', count: 1 }] });
+  expect(res.body).toEqual({
+    field: 'plan',
+    data: [
+      { value: 'pro', count: 2 },
+      { value: 'free', count: 1 },
+    ],
+  });
   expect((await svc.api.get('/contacts/fields/nothing/values', key)).status).toBe(404);
   expect((await svc.api.get('/contacts/fields/email/values', key)).status).toBe(400);
 });
@@ -60,7 +66,11 @@ test('GET /contacts/fields/:field/usage: segments, campaigns and workflows that 
   await svc.api.post('/segments', { name: 'Notes', condition: where('data.note', 'equals', 'data.plan') }, key);
   await verifiedDomain(svc.api, dns, acct.project.secretKey, 'fields.test');
   const campaign = (
-    await svc.api.post('/campaigns', { name: 'Upgrade', subject: 'Your {{ data.plan ?? free }} plan', body: '<p>Hi</p>', from: 'news@fields.test', audienceType: 'ALL' }, key)
+    await svc.api.post(
+      '/campaigns',
+      { name: 'Upgrade', subject: 'Your {{ data.plan ?? free }} plan', body: '<p>Hi</p>', from: 'news@fields.test', audienceType: 'ALL' },
+      key,
+    )
   ).body.data;
   await svc.api.post('/campaigns', { name: 'Other', subject: 'Hello {{planet}}', body: '<p>Hi</p>', from: 'news@fields.test', audienceType: 'ALL' }, key);
   const workflow = (await svc.api.post('/workflows', { name: 'Flag', eventName: 'upgraded' }, key)).body;

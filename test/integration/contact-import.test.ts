@@ -13,16 +13,24 @@ afterAll(() => svc.stop());
 async function upload(csv: string | Buffer, field = 'file', account = acct) {
   const form = new FormData();
   form.append(field, new Blob([csv], { type: 'text/csv' }), 'contacts.csv');
-  const res = await fetch(`${svc.api.baseUrl}/contacts/import`, { method: 'POST', body: form, headers: { authorization: `Bearer ${account.project.secretKey}` } });
+  const res = await fetch(`${svc.api.baseUrl}/contacts/import`, {
+    method: 'POST',
+    body: form,
+    headers: { authorization: `Bearer ${account.project.secretKey}` },
+  });
   return { status: res.status, body: (await res.json()) as any };
 }
 
 async function finished(jobId: string) {
-  return until(async () => {
-    const res = await svc.api.get(`/contacts/import/${jobId}`, { key: acct.project.secretKey });
-    expect(res.status).toBe(200);
-    return res.body.status === 'COMPLETED' || res.body.status === 'FAILED' ? res.body : undefined;
-  }, 60_000, `import ${jobId}`);
+  return until(
+    async () => {
+      const res = await svc.api.get(`/contacts/import/${jobId}`, { key: acct.project.secretKey });
+      expect(res.status).toBe(200);
+      return res.body.status === 'COMPLETED' || res.body.status === 'FAILED' ? res.body : undefined;
+    },
+    60_000,
+    `import ${jobId}`,
+  );
 }
 
 test('a CSV with an email header: valid rows imported with typed data, invalid rows reported by line, existing contacts merged', async () => {
@@ -44,9 +52,11 @@ test('a CSV with an email header: valid rows imported with typed data, invalid r
     { line: 3, error: expect.stringContaining('invalid email') },
     { line: 6, error: 'expected 5 fields, found 2' },
   ]);
-  const rows = await dbQuery(svc.databaseUrl, `SELECT email, subscribed, data FROM contacts WHERE project_id = $1 AND email LIKE '%@import.test' ORDER BY email`, [
-    acct.project.id,
-  ]);
+  const rows = await dbQuery(
+    svc.databaseUrl,
+    `SELECT email, subscribed, data FROM contacts WHERE project_id = $1 AND email LIKE '%@import.test' ORDER BY email`,
+    [acct.project.id],
+  );
   expect(rows).toEqual([
     { email: 'ann@import.test', subscribed: true, data: { name: 'Ann', plan: 'pro', seats: 3, vip: true } },
     { email: 'jo@import.test', subscribed: true, data: { name: 'Smith, Jo', plan: 'free "trial"', seats: 2, vip: false } },
@@ -64,7 +74,9 @@ test('without a header the first column is the address; a file larger than one s
   const lines = Array.from({ length: 12_000 }, (_, i) => `bulk${i}@headerless.test,${'x'.repeat(20)}`);
   const job = await finished((await upload(lines.join('\r\n') + '\r\n')).body.jobId);
   expect(job).toMatchObject({ status: 'COMPLETED', rows: 12_000, created: 12_000, invalid: 0 });
-  const [{ n }] = await dbQuery(svc.databaseUrl, `SELECT count(*)::int AS n FROM contacts WHERE project_id = $1 AND email LIKE '%@headerless.test'`, [acct.project.id]);
+  const [{ n }] = await dbQuery(svc.databaseUrl, `SELECT count(*)::int AS n FROM contacts WHERE project_id = $1 AND email LIKE '%@headerless.test'`, [
+    acct.project.id,
+  ]);
   expect(n).toBe(12_000);
 });
 

@@ -159,7 +159,9 @@ describe('GET /contacts', () => {
     expect((await svc.api.get('/contacts', p.key)).body.total).toBe(6);
     // Folded or pending, the deltas add up to the same total.
     await foldActivityCounts(svc.orm.em.fork());
-    const [{ pending }] = await dbQuery(svc.databaseUrl, 'SELECT count(*)::int AS pending FROM contact_count_deltas WHERE project_id = $1', [p.acct.project.id]);
+    const [{ pending }] = await dbQuery(svc.databaseUrl, 'SELECT count(*)::int AS pending FROM contact_count_deltas WHERE project_id = $1', [
+      p.acct.project.id,
+    ]);
     expect(pending).toBe(0);
     expect((await svc.api.get('/contacts', p.key)).body.total).toBe(6);
     await svc.api.delete(`/contacts/${ids[0]}`, p.key);

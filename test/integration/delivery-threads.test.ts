@@ -50,8 +50,11 @@ describe.each([
   test('delivers signed messages with their attachments, and reports each outcome', async () => {
     const sender = make();
     try {
-      smtp.reply = (rcpt) => (rcpt[0].startsWith('busy') ? { code: 451, message: 'try later' } : rcpt[0].startsWith('gone') ? { code: 550, message: 'no such user' } : 'accept');
-      const outcomes = await Promise.all(['a@example.org', 'b@example.org', 'c@example.org', 'busy@example.org', 'gone@example.org'].map((to) => sender.send(message(to), key)));
+      smtp.reply = (rcpt) =>
+        rcpt[0].startsWith('busy') ? { code: 451, message: 'try later' } : rcpt[0].startsWith('gone') ? { code: 550, message: 'no such user' } : 'accept';
+      const outcomes = await Promise.all(
+        ['a@example.org', 'b@example.org', 'c@example.org', 'busy@example.org', 'gone@example.org'].map((to) => sender.send(message(to), key)),
+      );
       expect(outcomes.map((o) => o.outcome.kind)).toEqual(['sent', 'sent', 'sent', 'retry', 'failed']);
       expect(smtp.received).toHaveLength(3);
       for (const r of smtp.received) {
@@ -159,7 +162,8 @@ describe('SmtpSessions', () => {
   test('a refused message leaves its session usable for the next one', async () => {
     const sessions = new SmtpSessions(smtp.url, 1);
     try {
-      smtp.reply = (rcpt) => (rcpt[0].startsWith('busy') ? { code: 451, message: 'try later' } : rcpt[0].startsWith('gone') ? { code: 550, message: 'no such user' } : 'accept');
+      smtp.reply = (rcpt) =>
+        rcpt[0].startsWith('busy') ? { code: 451, message: 'try later' } : rcpt[0].startsWith('gone') ? { code: 550, message: 'no such user' } : 'accept';
       expect((await send(sessions, 'busy@example.org')).kind).toBe('retry');
       expect((await send(sessions, 'gone@example.org')).kind).toBe('failed');
       expect(await send(sessions, 'ok@example.org')).toMatchObject({ kind: 'sent', response: expect.stringMatching(/^250 /) });

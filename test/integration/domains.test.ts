@@ -33,8 +33,20 @@ test('POST /domains answers a pending domain with the records to publish, in the
   const selector = res.body.dkimSelector;
   expect(selector).toMatch(/^postbox-[0-9a-f]{6}$/);
   expect(res.body.records).toEqual([
-    { type: 'TXT', name: '_postbox-verification.mail.example.test', value: expect.stringMatching(/^postbox-verification=[0-9a-f]{40}$/), required: true, purpose: 'ownership' },
-    { type: 'TXT', name: `${selector}._domainkey.mail.example.test`, value: expect.stringMatching(/^v=DKIM1; k=rsa; p=[A-Za-z0-9+/=]+$/), required: true, purpose: 'dkim' },
+    {
+      type: 'TXT',
+      name: '_postbox-verification.mail.example.test',
+      value: expect.stringMatching(/^postbox-verification=[0-9a-f]{40}$/),
+      required: true,
+      purpose: 'ownership',
+    },
+    {
+      type: 'TXT',
+      name: `${selector}._domainkey.mail.example.test`,
+      value: expect.stringMatching(/^v=DKIM1; k=rsa; p=[A-Za-z0-9+/=]+$/),
+      required: true,
+      purpose: 'dkim',
+    },
     { type: 'TXT', name: 'mail.example.test', value: 'v=spf1 include:spf.postbox.test ~all', required: true, purpose: 'spf' },
     { type: 'TXT', name: '_dmarc.mail.example.test', value: 'v=DMARC1; p=none;', required: false, purpose: 'dmarc' },
     // Where bounces and complaints come back (never required: until found, mail keeps the From address as envelope sender).

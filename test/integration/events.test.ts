@@ -7,16 +7,14 @@ beforeAll(async () => {
 });
 afterAll(() => svc.stop());
 
-const eventsOf = (contactId: string) =>
-  dbQuery(svc.databaseUrl, 'SELECT name, data FROM events WHERE contact_id = $1 ORDER BY created_at, name', [contactId]);
+const eventsOf = (contactId: string) => dbQuery(svc.databaseUrl, 'SELECT name, data FROM events WHERE contact_id = $1 ORDER BY created_at, name', [contactId]);
 
 describe('POST /v1/track', () => {
   let acct: Account;
   beforeAll(async () => {
     acct = await createAccount(svc.api);
   });
-  const track = (body: unknown, headers?: Record<string, string>) =>
-    svc.api.post('/v1/track', body, { key: acct.project.publicKey, headers });
+  const track = (body: unknown, headers?: Record<string, string>) => svc.api.post('/v1/track', body, { key: acct.project.publicKey, headers });
 
   test('upserts a subscribed contact and records the event; answers contact, event and timestamp', async () => {
     const res = await track({ email: 'New@Example.com', event: 'signed_up', data: { plan: 'pro', seats: 3 } });
@@ -77,7 +75,12 @@ describe('POST /v1/track', () => {
       const burst = (await eventsOf(contactId)).filter((e) => e.name === 'burst');
       expect(burst).toHaveLength(10);
       const contact = (await svc.api.get(`/contacts/${contactId}`, { key: acct.project.secretKey })).body;
-      const expected = Object.fromEntries(bodies.map((b, i) => [i, b]).filter(([i]) => (i as number) % 6 === c).map(([i]) => [`k${i}`, i]));
+      const expected = Object.fromEntries(
+        bodies
+          .map((b, i) => [i, b])
+          .filter(([i]) => (i as number) % 6 === c)
+          .map(([i]) => [`k${i}`, i]),
+      );
       expect(contact.data).toEqual(c === 0 ? { keep: 1, ...expected } : expected);
     }
   });
@@ -190,13 +193,26 @@ describe('reading events', () => {
     const buyers = (await svc.api.post('/segments', { name: 'Buyers', condition: triggered('purchase') }, key)).body;
     await svc.api.post('/segments', { name: 'Refunders', condition: triggered('purchase_refund') }, key);
     // A filter value that only reads like the event is no reference; a filter in a nested tree is one.
-    await svc.api.post('/segments', { name: 'From the shop page', condition: { logic: 'AND', groups: [{ filters: [{ field: 'data.source', operator: 'equals', value: 'event.purchase' }] }] } }, key);
-    const nested = (await svc.api.post('/segments', { name: 'Nested buyers', condition: { logic: 'OR', groups: [{ filters: [], conditions: triggered('purchase') }] } }, key)).body;
+    await svc.api.post(
+      '/segments',
+      {
+        name: 'From the shop page',
+        condition: { logic: 'AND', groups: [{ filters: [{ field: 'data.source', operator: 'equals', value: 'event.purchase' }] }] },
+      },
+      key,
+    );
+    const nested = (
+      await svc.api.post('/segments', { name: 'Nested buyers', condition: { logic: 'OR', groups: [{ filters: [], conditions: triggered('purchase') }] } }, key)
+    ).body;
     const onPurchase = (await svc.api.post('/workflows', { name: 'Thank buyers', eventName: 'purchase' }, key)).body;
     const waiting = (await svc.api.post('/workflows', { name: 'Checkout nudge', eventName: 'cart' }, key)).body;
     await svc.api.post(`/workflows/${waiting.id}/steps`, { type: 'WAIT_FOR_EVENT', name: 'wait', config: { eventName: 'purchase', timeout: 3600 } }, key);
     const branching = (await svc.api.post('/workflows', { name: 'Branch on buying', eventName: 'visit' }, key)).body;
-    const cond = await svc.api.post(`/workflows/${branching.id}/steps`, { type: 'CONDITION', name: 'bought?', config: { field: 'event.purchase', operator: 'triggered' } }, key);
+    const cond = await svc.api.post(
+      `/workflows/${branching.id}/steps`,
+      { type: 'CONDITION', name: 'bought?', config: { field: 'event.purchase', operator: 'triggered' } },
+      key,
+    );
     expect(cond.status).toBe(201);
     const stranger = await createAccount(svc.api, 'Stranger');
     await svc.api.post('/workflows', { name: 'Theirs', eventName: 'purchase' }, { key: stranger.project.secretKey });

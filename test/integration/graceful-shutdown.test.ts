@@ -21,7 +21,14 @@ function freshRequest(port: number, key: string, n: number): Promise<number | st
   return new Promise((resolve) => {
     const body = JSON.stringify({ email: `burst${n}@example.com`, event: 'load', data: { n: 100_000 + n } });
     const req = http.request(
-      { host: '127.0.0.1', port, method: 'POST', path: '/v1/track', agent: false, headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } },
+      {
+        host: '127.0.0.1',
+        port,
+        method: 'POST',
+        path: '/v1/track',
+        agent: false,
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+      },
       (res) => {
         res.resume();
         res.on('end', () => resolve(res.statusCode ?? 0));
@@ -144,9 +151,7 @@ test('SIGTERM under load: every accepted track is stored, later requests are ref
     const answered = outcomes.filter((o) => o.status !== undefined);
     expect(answered.filter((o) => o.status !== 200)).toEqual([]);
     // Nothing accepted was lost.
-    const stored = new Set(
-      (await dbQuery<{ n: number }>(databaseUrl, `SELECT (data->>'n')::int AS n FROM events WHERE name = 'load'`)).map((r) => r.n),
-    );
+    const stored = new Set((await dbQuery<{ n: number }>(databaseUrl, `SELECT (data->>'n')::int AS n FROM events WHERE name = 'load'`)).map((r) => r.n));
     expect(answered.filter((o) => !stored.has(o.n)).map((o) => o.n)).toEqual([]);
     // What was not answered failed at the connection, never with a response.
     const failed = outcomes.filter((o) => o.error !== undefined);

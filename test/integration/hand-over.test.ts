@@ -37,7 +37,13 @@ beforeAll(async () => {
   await queue.start();
   sender = new InProcessSender(sink.url, 2, links);
   dispatcher = new EmailDispatcher({ orm, sender, queue, log });
-  local = { get draining() { return queue.draining; }, queuedHere: () => queue.queuedHere(), claimant: () => dispatcher.claimant() };
+  local = {
+    get draining() {
+      return queue.draining;
+    },
+    queuedHere: () => queue.queuedHere(),
+    claimant: () => dispatcher.claimant(),
+  };
 });
 afterAll(async () => {
   await sender.close();
@@ -50,13 +56,16 @@ beforeEach(() => {
 });
 
 const deps = () => ({ links, limits: { attachmentsMaxBytes: 1e6, messageMaxBytes: 2e6 }, queue: local });
-const send = async (to: string) => (await sendEmails(orm.em.fork(), projectId, { to, from: 'hello@hand.test', subject: 'Hi', body: '<p>hi</p>' }, deps())).emails[0].email;
+const send = async (to: string) =>
+  (await sendEmails(orm.em.fork(), projectId, { to, from: 'hello@hand.test', subject: 'Hi', body: '<p>hi</p>' }, deps())).emails[0].email;
 const row = async (id: string) =>
-  (await dbQuery<{ status: string; attempts: number; claimed_by: string | null; claimed: boolean }>(
-    url,
-    `SELECT status, attempts, claimed_by, claimed_until > now() AS claimed FROM emails WHERE id = $1`,
-    [id],
-  ))[0];
+  (
+    await dbQuery<{ status: string; attempts: number; claimed_by: string | null; claimed: boolean }>(
+      url,
+      `SELECT status, attempts, claimed_by, claimed_until > now() AS claimed FROM emails WHERE id = $1`,
+      [id],
+    )
+  )[0];
 const receivedBy = (to: string) => sink.received.filter((m) => m.envelope.to.includes(to)).length;
 const drain = (owner: string, signal?: AbortSignal) => dispatcher.drain({ idleMs: 800, maxMs: 30_000, heartbeat: () => {}, owner, signal });
 

@@ -76,10 +76,15 @@ test('a key whose request died with its process (claimed, no outcome) is 409 wit
   const day = await startTestService();
   try {
     const { project } = await createAccount(day.api);
-    const send = (key: string) => day.api.post('/v1/track', { email: 'cut@example.com', event: 'paid' }, { key: project.publicKey, headers: { 'Idempotency-Key': key } });
+    const send = (key: string) =>
+      day.api.post('/v1/track', { email: 'cut@example.com', event: 'paid' }, { key: project.publicKey, headers: { 'Idempotency-Key': key } });
     // What a kill -9 in the middle of a request leaves: the claim, and nothing else.
     const claim = (key: string, age: string) =>
-      dbQuery(day.databaseUrl, `INSERT INTO idempotency_keys (project_id, key, request, created_at) VALUES ($1, $2, 'POST /v1/track', now() - $3::interval)`, [project.id, key, age]);
+      dbQuery(day.databaseUrl, `INSERT INTO idempotency_keys (project_id, key, request, created_at) VALUES ($1, $2, 'POST /v1/track', now() - $3::interval)`, [
+        project.id,
+        key,
+        age,
+      ]);
     await claim('cut-fresh', '5 seconds');
     const inFlight = await send('cut-fresh');
     expect(inFlight.status).toBe(409);

@@ -45,10 +45,14 @@ function value(text: string, series: string): number | undefined {
 
 const metricsText = async () => (await scrape(`${svc.url}/metrics`)).text;
 const eventually = (probe: (text: string) => boolean, what: string) =>
-  until(async () => {
-    const text = await metricsText();
-    return probe(text) ? text : undefined;
-  }, 30_000, what);
+  until(
+    async () => {
+      const text = await metricsText();
+      return probe(text) ? text : undefined;
+    },
+    30_000,
+    what,
+  );
 
 test('/metrics on the API port answers only the METRICS_TOKEN bearer, and not at all without METRICS_TOKEN; METRICS_PORT asks for it too', async () => {
   expect((await fetch(`${svc.url}/metrics`)).status).toBe(401);
@@ -132,10 +136,14 @@ test('METRICS_PORT serves the same registry on a listener of its own; a worker p
     expect(value(text, 'postbox_db_pool_max_connections')).toBe(5);
     expect(text).toMatch(/^# TYPE postbox_activity_duration_seconds histogram$/m);
     // The container healthcheck: 200 only once Temporal lists this worker's polls on the task queue.
-    const health = await until(async () => {
-      const res = await fetch(`http://127.0.0.1:${worker.metricsPort}/health`);
-      return res.status === 200 ? res.text() : undefined;
-    }, 30_000, 'the worker to poll');
+    const health = await until(
+      async () => {
+        const res = await fetch(`http://127.0.0.1:${worker.metricsPort}/health`);
+        return res.status === 200 ? res.text() : undefined;
+      },
+      30_000,
+      'the worker to poll',
+    );
     expect(health).toBe('ok');
   } finally {
     await worker.stop();

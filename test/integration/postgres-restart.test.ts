@@ -71,23 +71,24 @@ async function throughOutage(health: () => Promise<number>): Promise<Set<number>
 test(`kill -9 of the embedded PostgreSQL mid-campaign: the service stays up, /health goes 503 then 200 by itself, no recipient is lost, at most ${POOL_SIZE} duplicates, and mail sent afterwards goes out`, async () => {
   const port = await freePort();
   const devServerPort = String(await freePort());
-  const start = () => spawn(process.execPath, [MAIN], {
-    env: {
-      PATH: process.env.PATH,
-      HOME: process.env.HOME,
-      DATA_DIR: dataDir,
-      PORT: String(port),
-      HOST: '127.0.0.1',
-      SMTP_URL: smtp.url,
-      SMTP_POOL_SIZE: String(POOL_SIZE),
-      DELIVERY_IN_FLIGHT: String(POOL_SIZE),
-      DNS_SERVERS: dns.address,
-      TEMPORAL_DEV_SERVER_PORT: devServerPort,
-      TEMPORAL_UI: 'off',
-      LOG_LEVEL: 'warn',
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const start = () =>
+    spawn(process.execPath, [MAIN], {
+      env: {
+        PATH: process.env.PATH,
+        HOME: process.env.HOME,
+        DATA_DIR: dataDir,
+        PORT: String(port),
+        HOST: '127.0.0.1',
+        SMTP_URL: smtp.url,
+        SMTP_POOL_SIZE: String(POOL_SIZE),
+        DELIVERY_IN_FLIGHT: String(POOL_SIZE),
+        DNS_SERVERS: dns.address,
+        TEMPORAL_DEV_SERVER_PORT: devServerPort,
+        TEMPORAL_UI: 'off',
+        LOG_LEVEL: 'warn',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
   service = start();
   service.stdout!.on('data', (d) => (output += d));
   service.stderr!.on('data', (d) => (output += d));
@@ -107,7 +108,9 @@ test(`kill -9 of the embedded PostgreSQL mid-campaign: the service stays up, /he
      SELECT gen_random_uuid(), $1, 'r' || i || '@restart.test', true, jsonb_build_object('n', i) FROM generate_series(1, $2) AS i`,
     [acct.project.id, RECIPIENTS],
   );
-  const c = (await api.post('/campaigns', { name: 'Big', subject: 'Hello {{n}}', body: '<p>Number {{n}}</p>', from: 'news@restart.test', audienceType: 'ALL' }, key)).body.data;
+  const c = (
+    await api.post('/campaigns', { name: 'Big', subject: 'Hello {{n}}', body: '<p>Number {{n}}</p>', from: 'news@restart.test', audienceType: 'ALL' }, key)
+  ).body.data;
   expect((await api.post(`/campaigns/${c.id}/send`, {}, key)).status).toBe(200);
   await smtp.waitFor(500, 120_000);
 
@@ -152,6 +155,5 @@ test(`kill -9 of the embedded PostgreSQL mid-campaign: the service stays up, /he
   expect((await api.get(`/campaigns/${c.id}`, key)).body.status).toBe('SENT');
   await sendArrives(api, key, 'after-second@elsewhere.test');
 
-  // eslint-disable-next-line no-console
   console.log(`postgres restart test: /health answered ${[...statuses].join(', ')}; ${duplicates} duplicates`);
 }, 400_000);

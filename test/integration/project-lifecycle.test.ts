@@ -30,7 +30,13 @@ async function populate(acct: Account): Promise<{ segmentId: string; executionId
   const key = { key: acct.project.secretKey };
   await svc.api.post('/v1/track', { email: 'a@life.test', event: 'signup', data: { plan: 'pro' } }, { key: acct.project.publicKey });
   const contact = (await svc.api.post('/contacts', { email: 'b@life.test' }, key)).body;
-  const segment = (await svc.api.post('/segments', { name: 'Pros', condition: { logic: 'AND', groups: [{ filters: [{ field: 'data.plan', operator: 'equals', value: 'pro' }] }] } }, key)).body;
+  const segment = (
+    await svc.api.post(
+      '/segments',
+      { name: 'Pros', condition: { logic: 'AND', groups: [{ filters: [{ field: 'data.plan', operator: 'equals', value: 'pro' }] }] } },
+      key,
+    )
+  ).body;
   const wf = (await svc.api.post('/workflows', { name: 'Wait', eventName: 'never-tracked' }, key)).body;
   const wait = (await svc.api.post(`/workflows/${wf.id}/steps`, { type: 'WAIT_FOR_EVENT', name: 'w', config: { eventName: 'paid' } }, key)).body;
   const done = (await svc.api.post(`/workflows/${wf.id}/steps`, { type: 'EXIT', name: 'done', config: {} }, key)).body;
@@ -50,7 +56,9 @@ test('reset wipes the data and cancels the running workflows; the project, its k
   const acct = await createAccount(svc.api, 'Resettable');
   const { segmentId, executionId } = await populate(acct);
   await eventually(async () => (await statusOf(`automation:${executionId}`)) === 'RUNNING');
-  expect(Object.keys(await projectRows(acct.project.id))).toEqual(expect.arrayContaining(['contacts', 'events', 'segments', 'workflows', 'workflow_executions']));
+  expect(Object.keys(await projectRows(acct.project.id))).toEqual(
+    expect.arrayContaining(['contacts', 'events', 'segments', 'workflows', 'workflow_executions']),
+  );
 
   await foldActivityCounts(svc.orm.em.fork()); // counts already folded into the hourly and daily tables must go too
   const res = await svc.api.post(`/users/@me/projects/${acct.project.id}/reset`, {}, { cookie: acct.cookie });

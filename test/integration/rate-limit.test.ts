@@ -46,9 +46,7 @@ test('two API processes on one database together admit only the limit', async ()
     const acct = await createAccount(first.api);
     await awayFromMinuteBoundary();
     const key = { key: acct.project.secretKey };
-    const results = await Promise.all(
-      Array.from({ length: 80 }, (_, i) => (i % 2 ? first : second).api.get('/contacts?limit=1', key)),
-    );
+    const results = await Promise.all(Array.from({ length: 80 }, (_, i) => (i % 2 ? first : second).api.get('/contacts?limit=1', key)));
     const statuses = results.map((r) => r.status);
     expect(statuses.filter((s) => s === 200)).toHaveLength(30);
     expect(statuses.filter((s) => s === 429)).toHaveLength(50);

@@ -123,10 +123,12 @@ test('a bounce rate above the threshold suspends the project: its keys get 403 a
   await s.notify('Bounce', (fresh as any).ses, { bounce: { bounceType: 'Permanent' } });
   expect(await s.security()).toMatchObject({ status: 'ok', sent: 1, bounced: 1, disabled: false }); // one email is below the minimum
   // Reinstating a project with no open suspension changes nothing.
-  expect(execFileSync(process.execPath, [path.resolve('dist/src/cli/index.js'), 'reinstate-project', '--project', s.acct.project.id], {
-    env: { ...process.env, DATABASE_URL: svc.databaseUrl },
-    encoding: 'utf8',
-  })).toContain('0 suspension(s) lifted');
+  expect(
+    execFileSync(process.execPath, [path.resolve('dist/src/cli/index.js'), 'reinstate-project', '--project', s.acct.project.id], {
+      env: { ...process.env, DATABASE_URL: svc.databaseUrl },
+      encoding: 'utf8',
+    }),
+  ).toContain('0 suspension(s) lifted');
 });
 
 test('complaints: above 10% of mail sent suspends, and the complaining contact is unsubscribed', async () => {

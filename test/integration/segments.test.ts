@@ -25,9 +25,9 @@ async function contact(email: string, data: Record<string, unknown> = {}, subscr
 }
 
 const segmentEvents = async (contactId: string) =>
-  (
-    await dbQuery(svc.databaseUrl, `SELECT name, data FROM events WHERE contact_id = $1 AND name LIKE 'segment.%' ORDER BY created_at, name`, [contactId])
-  ).map((e) => `${e.name}`);
+  (await dbQuery(svc.databaseUrl, `SELECT name, data FROM events WHERE contact_id = $1 AND name LIKE 'segment.%' ORDER BY created_at, name`, [contactId])).map(
+    (e) => `${e.name}`,
+  );
 
 const eventually = <T>(probe: () => Promise<T | undefined>) => until(probe, 20_000);
 
@@ -65,7 +65,14 @@ describe('dynamic segments', () => {
     for (let i = 0; i < 25; i++) await contact(`pro${i}@seg.test`, { plan: i < 15 ? 'pro' : 'free' });
     const res = await svc.api.post('/segments', { name: 'Pros', description: 'paying', condition: where('data.plan', 'equals', 'pro') }, key);
     expect(res.status).toBe(201);
-    expect(res.body).toMatchObject({ name: 'Pros', description: 'paying', type: 'DYNAMIC', trackMembership: false, memberCount: 15, projectId: acct.project.id });
+    expect(res.body).toMatchObject({
+      name: 'Pros',
+      description: 'paying',
+      type: 'DYNAMIC',
+      trackMembership: false,
+      memberCount: 15,
+      projectId: acct.project.id,
+    });
     const id = res.body.id;
     expect((await svc.api.get('/segments', key)).body).toEqual(expect.arrayContaining([expect.objectContaining({ id, memberCount: 15 })]));
     const page2 = await svc.api.get(`/segments/${id}/contacts?page=2&pageSize=10`, key);
@@ -117,14 +124,21 @@ describe('static segments', () => {
     const s = (await svc.api.post('/segments', { name: 'Hand picked', type: 'STATIC', trackMembership: true }, key)).body;
     const added = await svc.api.post(`/segments/${s.id}/members`, { emails: ['KNOWN1@static.test', 'known2@static.test', 'new@static.test'] }, key);
     expect(added.body).toEqual({ added: 2, alreadyMembers: 0, created: 0, notFound: ['new@static.test'] });
-    const created = await svc.api.post(`/segments/${s.id}/members`, { emails: ['known1@static.test', 'new@static.test'], createMissing: true, subscribed: false }, key);
+    const created = await svc.api.post(
+      `/segments/${s.id}/members`,
+      { emails: ['known1@static.test', 'new@static.test'], createMissing: true, subscribed: false },
+      key,
+    );
     expect(created.body).toEqual({ added: 1, alreadyMembers: 1, created: 1, notFound: [] });
     const fresh = (await svc.api.post('/contacts/lookup', { emails: ['new@static.test'] }, key)).body.found[0];
     expect((await svc.api.get(`/contacts/${fresh.id}`, key)).body.subscribed).toBe(false);
     expect((await svc.api.get(`/segments/${s.id}`, key)).body.memberCount).toBe(3);
     expect((await svc.api.get(`/segments/${s.id}/contacts`, key)).body.total).toBe(3);
 
-    const removed = await svc.api.request('DELETE', `/segments/${s.id}/members`, { key: key.key, body: { emails: ['known2@static.test', 'stranger@static.test'] } });
+    const removed = await svc.api.request('DELETE', `/segments/${s.id}/members`, {
+      key: key.key,
+      body: { emails: ['known2@static.test', 'stranger@static.test'] },
+    });
     expect(removed.body).toEqual({ removed: 1, notMembers: ['stranger@static.test'] });
     expect((await svc.api.get(`/segments/${s.id}`, key)).body.memberCount).toBe(2);
     const known2 = (await svc.api.post('/contacts/lookup', { emails: ['known2@static.test'] }, key)).body.found[0];
@@ -147,7 +161,11 @@ describe('static segments', () => {
     await writer.connect();
     try {
       await writer.query('BEGIN');
-      await writer.query(`INSERT INTO segment_memberships (segment_id, contact_id, project_id, entered_at) VALUES ($1, $2, $3, now())`, [s.id, b.id, acct.project.id]);
+      await writer.query(`INSERT INTO segment_memberships (segment_id, contact_id, project_id, entered_at) VALUES ($1, $2, $3, now())`, [
+        s.id,
+        b.id,
+        acct.project.id,
+      ]);
       await writer.query(
         `UPDATE segments SET member_count = (SELECT count(*) FROM segment_memberships WHERE segment_id = $1 AND exited_at IS NULL) WHERE id = $1`,
         [s.id],
@@ -196,7 +214,9 @@ describe('tracked membership', () => {
 
   test('time-based conditions are kept true by the background recompute', async () => {
     const c = await contact('recent@track.test');
-    const s = (await svc.api.post('/segments', { name: 'Recent visitors', trackMembership: true, condition: where('event.visit', 'triggeredWithin', 2, 'minutes') }, key)).body;
+    const s = (
+      await svc.api.post('/segments', { name: 'Recent visitors', trackMembership: true, condition: where('event.visit', 'triggeredWithin', 2, 'minutes') }, key)
+    ).body;
     await svc.api.post('/v1/track', { email: 'recent@track.test', event: 'visit' }, { key: acct.project.publicKey });
     await eventually(async () => ((await segmentEvents(c.id)).includes('segment.recent-visitors.entry') ? true : undefined));
     // Age the visit past the window: only the recompute (every second here) can notice.

@@ -38,7 +38,13 @@ const email = (contactId: string, to: string): QueuedEmailInput => ({
   message: { subject: 'Hi', html: '<p>hi</p>', text: 'hi', headers: { 'X-Test': '1' } },
 });
 const contact = async (to: string) =>
-  (await dbQuery<{ id: string; subscribed: boolean; data: Record<string, unknown> }>(url, `SELECT id, subscribed, data FROM contacts WHERE project_id = $1 AND email = $2`, [projectId, to]))[0];
+  (
+    await dbQuery<{ id: string; subscribed: boolean; data: Record<string, unknown> }>(
+      url,
+      `SELECT id, subscribed, data FROM contacts WHERE project_id = $1 AND email = $2`,
+      [projectId, to],
+    )
+  )[0];
 const insertContact = async (to: string, data: Record<string, unknown>) => {
   const id = newId();
   await dbQuery(url, `INSERT INTO contacts (id, project_id, email, subscribed, data, created_at, updated_at) VALUES ($1, $2, $3, true, $4, now(), now())`, [
@@ -63,12 +69,19 @@ const send = (emails: QueuedEmailInput[], known: string[] = [], more: Partial<Qu
   ...more,
 });
 /** Resolves to the foreign-key violation a refused statement throws. */
-const refused = (p: Promise<unknown>) => p.then(() => 'written', (err) => (isForeignKeyViolation(err) ? 'refused' : err));
+const refused = (p: Promise<unknown>) =>
+  p.then(
+    () => 'written',
+    (err) => (isForeignKeyViolation(err) ? 'refused' : err),
+  );
 /** The transaction that inserted each email (rows one statement wrote share it). */
 const writtenBy = async (ids: string[]) =>
-  (await dbQuery<{ id: string; xmin: string }>(url, `SELECT id, xmin::text FROM emails WHERE id = ANY($1)`, [ids])).reduce<Record<string, string>>((m, r) => ({ ...m, [r.id]: r.xmin }), {});
+  (await dbQuery<{ id: string; xmin: string }>(url, `SELECT id, xmin::text FROM emails WHERE id = ANY($1)`, [ids])).reduce<Record<string, string>>(
+    (m, r) => ({ ...m, [r.id]: r.xmin }),
+    {},
+  );
 
-test('a new recipient is created with the send\'s data and a known one gets it merged; both emails are queued', async () => {
+test("a new recipient is created with the send's data and a known one gets it merged; both emails are queued", async () => {
   const knownId = await insertContact('known@example.org', { old: 1, keep: 2 });
   const fresh = newId();
   const sent = [email(fresh, 'new@example.org'), email(knownId, 'known@example.org')];
@@ -121,8 +134,17 @@ test('sends queued while a statement runs are written by the next one, together,
     [ids],
   );
   const claims = Object.fromEntries(rows.map((r) => [r.id, [r.claimed_by, r.attempts, r.claimed]]));
-  expect(ids.map((id) => claims[id])).toEqual([[null, 0, null], ['drain-a', 1, true], ['drain-a', 1, true], [null, 0, null], ['drain-b', 1, true]]);
-  const marked = await dbQuery(url, `SELECT key, status_code, response FROM idempotency_keys WHERE project_id = $1 AND key = ANY($2) ORDER BY key`, [projectId, keys]);
+  expect(ids.map((id) => claims[id])).toEqual([
+    [null, 0, null],
+    ['drain-a', 1, true],
+    ['drain-a', 1, true],
+    [null, 0, null],
+    ['drain-b', 1, true],
+  ]);
+  const marked = await dbQuery(url, `SELECT key, status_code, response FROM idempotency_keys WHERE project_id = $1 AND key = ANY($2) ORDER BY key`, [
+    projectId,
+    keys,
+  ]);
   expect(marked).toEqual(keys.map((key, i) => ({ key, status_code: 200, response: { n: i + 1 } })));
 });
 
@@ -144,7 +166,10 @@ test('a send of a batch whose recipient changed since the read is refused alone;
 test('two sends to one contact never share a statement: each merges its data, in the order they came', async () => {
   const known = await insertContact('twice-batched@example.org', { n: 0 });
   const batcher = new SendBatcher(orm, 100, 1);
-  const to = (n: number) => send([email(known, 'twice-batched@example.org')], [known], { created: { known: new Set([known]), subscribed: false, data: { set: { n, [`seen${n}`]: true }, unset: [] } } });
+  const to = (n: number) =>
+    send([email(known, 'twice-batched@example.org')], [known], {
+      created: { known: new Set([known]), subscribed: false, data: { set: { n, [`seen${n}`]: true }, unset: [] } },
+    });
   const sends = [send([email(newId(), 'lead-3@example.org')]), to(1), to(2), send([email(newId(), 'other-3@example.org')])];
   await Promise.all(sends.map((s) => batcher.write(s)));
   const by = await writtenBy(sends.map((s) => s.emails[0].id));
@@ -155,10 +180,19 @@ test('two sends to one contact never share a statement: each merges its data, in
 });
 
 test('concurrent sends to one new address make one contact and every email, whichever way each was written', async () => {
-  const deps = { links: new Links('https://mail.one.test', 'one test secret'), limits: { attachmentsMaxBytes: 1e6, messageMaxBytes: 2e6 }, batcher: new SendBatcher(orm) };
+  const deps = {
+    links: new Links('https://mail.one.test', 'one test secret'),
+    limits: { attachmentsMaxBytes: 1e6, messageMaxBytes: 2e6 },
+    batcher: new SendBatcher(orm),
+  };
   const results = await Promise.all(
     Array.from({ length: 12 }, (_, i) =>
-      sendEmails(orm.em.fork(), projectId, { to: 'crowd@example.org', from: 'hello@one.test', subject: 'Hi {{n}}', body: '<p>{{n}}</p>', data: { n: String(i) } }, deps),
+      sendEmails(
+        orm.em.fork(),
+        projectId,
+        { to: 'crowd@example.org', from: 'hello@one.test', subject: 'Hi {{n}}', body: '<p>{{n}}</p>', data: { n: String(i) } },
+        deps,
+      ),
     ),
   );
   const [only] = await dbQuery<{ id: string }>(url, `SELECT id FROM contacts WHERE project_id = $1 AND email = 'crowd@example.org'`, [projectId]);

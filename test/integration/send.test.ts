@@ -79,7 +79,13 @@ describe('a sent email', () => {
     });
     const { contact, email } = res.body.data.emails[0];
     const row = await emailRow(email);
-    expect(row).toMatchObject({ project_id: acct.project.id, contact_id: contact.id, subject: 'Hello Ada', type: 'TRANSACTIONAL', to_email: 'reader@example.org' });
+    expect(row).toMatchObject({
+      project_id: acct.project.id,
+      contact_id: contact.id,
+      subject: 'Hello Ada',
+      type: 'TRANSACTIONAL',
+      to_email: 'reader@example.org',
+    });
     expect(row.message_id).toBe(`<${email}@acme.test>`);
 
     const [msg] = await smtp.waitFor(1);
@@ -104,7 +110,15 @@ describe('a sent email', () => {
     const tpl = (
       await svc.api.post(
         '/templates',
-        { name: 'Receipt', subject: 'Receipt {{order}}', body: '<p>Thanks {{name ?? friend}} for {{order}}</p>', from: 'billing@acme.test', fromName: 'Billing', replyTo: 'support@acme.test', type: 'TRANSACTIONAL' },
+        {
+          name: 'Receipt',
+          subject: 'Receipt {{order}}',
+          body: '<p>Thanks {{name ?? friend}} for {{order}}</p>',
+          from: 'billing@acme.test',
+          fromName: 'Billing',
+          replyTo: 'support@acme.test',
+          type: 'TRANSACTIONAL',
+        },
         key,
       )
     ).body;
@@ -170,7 +184,11 @@ describe('a sent email', () => {
 
   test('custom headers travel; a MARKETING email carries the footer and the List-Unsubscribe pair', async () => {
     const tpl = (
-      await svc.api.post('/templates', { name: 'News', subject: 'News', body: '<html><body><p>Big news</p></body></html>', from: 'news@acme.test', type: 'MARKETING' }, key)
+      await svc.api.post(
+        '/templates',
+        { name: 'News', subject: 'News', body: '<html><body><p>Big news</p></body></html>', from: 'news@acme.test', type: 'MARKETING' },
+        key,
+      )
     ).body;
     await send({ to: 'fan@example.org', template: tpl.id, subscribed: true, headers: { 'X-Campaign': 'spring' } });
     const [msg] = await smtp.waitFor(1);
@@ -206,14 +224,106 @@ describe('refusals write nothing', () => {
     ['header value with CRLF', { to: 'a@example.org', from: 'hello@acme.test', subject: 's', body: 'b', headers: { 'X-A': 'v\r\nBcc: x@y.z' } }, 'headers.X-A'],
     ['header value over 998', { to: 'a@example.org', from: 'hello@acme.test', subject: 's', body: 'b', headers: { 'X-A': 'v'.repeat(999) } }, 'headers.X-A'],
     ['a structural header', { to: 'a@example.org', from: 'hello@acme.test', subject: 's', body: 'b', headers: { From: 'x@y.z' } }, 'headers.From'],
-    ['11 attachments', { to: 'a@example.org', from: 'hello@acme.test', subject: 's', body: 'b', attachments: Array.from({ length: 11 }, (_, i) => ({ filename: `f${i}.txt`, content: 'eA==', contentType: 'text/plain' })) }, 'attachments'],
-    ['attachment not base64', { to: 'a@example.org', from: 'hello@acme.test', subject: 's', body: 'b', attachments: [{ filename: 'f.txt', content: 'not base64!', contentType: 'text/plain' }] }, 'attachments.0.content'],
-    ['attachment filename with a quote', { to: 'a@example.org', from: 'hello@acme.test', subject: 's', body: 'b', attachments: [{ filename: 'f".txt', content: 'eA==', contentType: 'text/plain' }] }, 'attachments.0.filename'],
-    ['attachment filename with a single quote', { to: 'a@example.org', from: 'hello@acme.test', subject: 's', body: 'b', attachments: [{ filename: 'ok.txt', content: 'eA==', contentType: 'text/plain' }, { filename: "it's.txt", content: 'eA==', contentType: 'text/plain' }] }, 'attachments.1.filename'],
-    ['attachment filename with a CR', { to: 'a@example.org', from: 'hello@acme.test', subject: 's', body: 'b', attachments: [{ filename: 'ok.txt', content: 'eA==', contentType: 'text/plain' }, { filename: 'f\r.txt', content: 'eA==', contentType: 'text/plain' }] }, 'attachments.1.filename'],
-    ['attachment filename with an LF', { to: 'a@example.org', from: 'hello@acme.test', subject: 's', body: 'b', attachments: [{ filename: 'ok.txt', content: 'eA==', contentType: 'text/plain' }, { filename: 'f\n.txt', content: 'eA==', contentType: 'text/plain' }] }, 'attachments.1.filename'],
-    ['attachment filename with a CRLF', { to: 'a@example.org', from: 'hello@acme.test', subject: 's', body: 'b', attachments: [{ filename: 'ok.txt', content: 'eA==', contentType: 'text/plain' }, { filename: 'f\r\nBcc: x@y.z.txt', content: 'eA==', contentType: 'text/plain' }] }, 'attachments.1.filename'],
-    ['inline without contentId', { to: 'a@example.org', from: 'hello@acme.test', subject: 's', body: 'b', attachments: [{ filename: 'f.png', content: 'eA==', contentType: 'image/png', disposition: 'inline' }] }, 'attachments.0.contentId'],
+    [
+      '11 attachments',
+      {
+        to: 'a@example.org',
+        from: 'hello@acme.test',
+        subject: 's',
+        body: 'b',
+        attachments: Array.from({ length: 11 }, (_, i) => ({ filename: `f${i}.txt`, content: 'eA==', contentType: 'text/plain' })),
+      },
+      'attachments',
+    ],
+    [
+      'attachment not base64',
+      {
+        to: 'a@example.org',
+        from: 'hello@acme.test',
+        subject: 's',
+        body: 'b',
+        attachments: [{ filename: 'f.txt', content: 'not base64!', contentType: 'text/plain' }],
+      },
+      'attachments.0.content',
+    ],
+    [
+      'attachment filename with a quote',
+      {
+        to: 'a@example.org',
+        from: 'hello@acme.test',
+        subject: 's',
+        body: 'b',
+        attachments: [{ filename: 'f".txt', content: 'eA==', contentType: 'text/plain' }],
+      },
+      'attachments.0.filename',
+    ],
+    [
+      'attachment filename with a single quote',
+      {
+        to: 'a@example.org',
+        from: 'hello@acme.test',
+        subject: 's',
+        body: 'b',
+        attachments: [
+          { filename: 'ok.txt', content: 'eA==', contentType: 'text/plain' },
+          { filename: "it's.txt", content: 'eA==', contentType: 'text/plain' },
+        ],
+      },
+      'attachments.1.filename',
+    ],
+    [
+      'attachment filename with a CR',
+      {
+        to: 'a@example.org',
+        from: 'hello@acme.test',
+        subject: 's',
+        body: 'b',
+        attachments: [
+          { filename: 'ok.txt', content: 'eA==', contentType: 'text/plain' },
+          { filename: 'f\r.txt', content: 'eA==', contentType: 'text/plain' },
+        ],
+      },
+      'attachments.1.filename',
+    ],
+    [
+      'attachment filename with an LF',
+      {
+        to: 'a@example.org',
+        from: 'hello@acme.test',
+        subject: 's',
+        body: 'b',
+        attachments: [
+          { filename: 'ok.txt', content: 'eA==', contentType: 'text/plain' },
+          { filename: 'f\n.txt', content: 'eA==', contentType: 'text/plain' },
+        ],
+      },
+      'attachments.1.filename',
+    ],
+    [
+      'attachment filename with a CRLF',
+      {
+        to: 'a@example.org',
+        from: 'hello@acme.test',
+        subject: 's',
+        body: 'b',
+        attachments: [
+          { filename: 'ok.txt', content: 'eA==', contentType: 'text/plain' },
+          { filename: 'f\r\nBcc: x@y.z.txt', content: 'eA==', contentType: 'text/plain' },
+        ],
+      },
+      'attachments.1.filename',
+    ],
+    [
+      'inline without contentId',
+      {
+        to: 'a@example.org',
+        from: 'hello@acme.test',
+        subject: 's',
+        body: 'b',
+        attachments: [{ filename: 'f.png', content: 'eA==', contentType: 'image/png', disposition: 'inline' }],
+      },
+      'attachments.0.contentId',
+    ],
     ['template not a uuid', { to: 'a@example.org', template: 'welcome' }, 'template'],
   ])('%s: 422 naming %s', async (_name, body, field) => {
     const before = await counts();
@@ -262,7 +372,11 @@ describe('refusals write nothing', () => {
     expect(notFound.status).toBe(404);
     const unverified = await send({ to: 'a@example.org', from: 'a@other.test', subject: 's', body: 'b' });
     expect(unverified.status).toBe(403);
-    expect(unverified.body.error).toMatchObject({ code: 'INTERNAL_SERVER_ERROR', statusCode: 403, details: { reason: 'DOMAIN_NOT_REGISTERED', domain: 'other.test' } });
+    expect(unverified.body.error).toMatchObject({
+      code: 'INTERNAL_SERVER_ERROR',
+      statusCode: 403,
+      details: { reason: 'DOMAIN_NOT_REGISTERED', domain: 'other.test' },
+    });
     expect((await svc.api.post('/domains', { domain: 'pending.test' }, key)).status).toBe(201);
     const pending = await send({ to: 'a@example.org', from: 'a@Pending.test', subject: 's', body: 'b' });
     expect(pending.status).toBe(403);
@@ -293,11 +407,14 @@ describe('refusals write nothing', () => {
 
   test('a request that failed with nothing written lets its Idempotency-Key go: the retry runs at once', async () => {
     // What a database going away mid-request looks like to the handler: its transaction fails.
-    await dbQuery(svc.databaseUrl, `
+    await dbQuery(
+      svc.databaseUrl,
+      `
       CREATE OR REPLACE FUNCTION refuse_email() RETURNS trigger LANGUAGE plpgsql AS $$
       BEGIN RAISE EXCEPTION 'the database went away'; END $$;
       CREATE TRIGGER refuse_email BEFORE INSERT ON emails
-        FOR EACH ROW WHEN (NEW.to_email = 'retry-now@example.org') EXECUTE FUNCTION refuse_email();`);
+        FOR EACH ROW WHEN (NEW.to_email = 'retry-now@example.org') EXECUTE FUNCTION refuse_email();`,
+    );
     const body = { to: 'retry-now@example.org', from: 'hello@acme.test', subject: 'Retried', body: 'b' };
     try {
       expect((await send(body, { 'Idempotency-Key': 'send-failed' })).status).toBe(500);
@@ -316,11 +433,14 @@ describe('refusals write nothing', () => {
 
   test('the key says "done" exactly when the emails are committed, so a process dying between the two cannot make a retry send twice', async () => {
     // Widens the moment a kill -9 could hit: every write of this key's outcome waits a second and a half.
-    await dbQuery(svc.databaseUrl, `
+    await dbQuery(
+      svc.databaseUrl,
+      `
       CREATE OR REPLACE FUNCTION slow_key_outcome() RETURNS trigger LANGUAGE plpgsql AS $$
       BEGIN PERFORM pg_sleep(1.5); RETURN NEW; END $$;
       CREATE TRIGGER slow_key_outcome BEFORE UPDATE ON idempotency_keys
-        FOR EACH ROW WHEN (NEW.key = 'send-window') EXECUTE FUNCTION slow_key_outcome();`);
+        FOR EACH ROW WHEN (NEW.key = 'send-window') EXECUTE FUNCTION slow_key_outcome();`,
+    );
     try {
       const pending = send({ to: 'window@example.org', from: 'hello@acme.test', subject: 'Window', body: 'b' }, { 'Idempotency-Key': 'send-window' });
       // What a crash at any instant would leave: emails committed must never sit beside a key with no outcome.

@@ -98,7 +98,7 @@ async function parallelAuths(port: number, host: string | undefined, n: number, 
   }
 });
 
-test('on loopback, other clients\' failed AUTHs never lock out the right key; each failure is answered late', async () => {
+test("on loopback, other clients' failed AUTHs never lock out the right key; each failure is answered late", async () => {
   const listener = await startSubmissionSmtp({ ...base, authFailuresAllowed: 3, authFailureDelayMs: 400 }, handler);
   try {
     const started = Date.now();
@@ -152,11 +152,15 @@ test('connections past the limit per client address, or in total, are refused wi
     expect(sixth.greeting).toMatch(/^421 4\.7\.0 Too many connections/);
     // A closed connection frees its place.
     held[0].dialog.close();
-    await until(async () => {
-      const again = await SmtpDialog.open(listener.port);
-      again.dialog.close();
-      return again.greeting.startsWith('220 ') ? true : undefined;
-    }, 5_000, 'a place after one closed');
+    await until(
+      async () => {
+        const again = await SmtpDialog.open(listener.port);
+        again.dialog.close();
+        return again.greeting.startsWith('220 ') ? true : undefined;
+      },
+      5_000,
+      'a place after one closed',
+    );
     for (const h of [...held, ...other]) h.dialog.close();
   } finally {
     await listener.close();

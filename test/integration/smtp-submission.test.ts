@@ -82,10 +82,13 @@ const header = (r: Received, name: string) => {
 
 const byRecipient = (to: string) => relay.received.find((r) => r.envelope.to.includes(to))!;
 
-const png = Buffer.from('89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d4944415478da63f8cfc0f01f0005000201a5c2f5a90000000049454e44ae426082', 'hex');
+const png = Buffer.from(
+  '89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d4944415478da63f8cfc0f01f0005000201a5c2f5a90000000049454e44ae426082',
+  'hex',
+);
 
 describe('an application sending over SMTP', () => {
-  test('nodemailer on loopback: each envelope recipient gets its own DKIM-signed email, with the client\'s parts, Cc shown and Bcc gone', async () => {
+  test("nodemailer on loopback: each envelope recipient gets its own DKIM-signed email, with the client's parts, Cc shown and Bcc gone", async () => {
     const info = await transport().sendMail({
       from: '"Acme Support" <support@acme.test>',
       to: 'Ada Lovelace <ada@example.org>',
@@ -93,7 +96,7 @@ describe('an application sending over SMTP', () => {
       bcc: 'audit@example.org',
       replyTo: 'help@acme.test',
       subject: 'Your invoice — März 📄',
-      text: 'The client\'s own text part.',
+      text: "The client's own text part.",
       html: '<p>Your invoice is attached.</p><img src="cid:logo@acme"><a href="https://acme.test/billing">Billing</a>',
       headers: { 'X-Ticket': 'T-42', 'In-Reply-To': '<thread-1@acme.test>' },
       attachments: [
@@ -134,11 +137,15 @@ describe('an application sending over SMTP', () => {
     // The ids are email records: in /activity and in each contact's events, as /v1/send's are.
     const rows = await dbQuery(svc.databaseUrl, 'SELECT id, to_email, status FROM emails WHERE id = ANY($1::uuid[]) ORDER BY to_email', [ids]);
     expect(rows.map((r) => r.to_email)).toEqual(['ada@example.org', 'audit@example.org', 'grace@example.org']);
-    const activity = await until(async () => {
-      const feed = (await svc.api.get('/activity?limit=50', key())).body.data as Array<{ type: string; emailId: string | null }>;
-      const sent = feed.filter((e) => e.type === 'email.sent' && ids.includes(e.emailId ?? ''));
-      return sent.length === 3 ? feed : undefined;
-    }, 20_000, 'email.sent in /activity');
+    const activity = await until(
+      async () => {
+        const feed = (await svc.api.get('/activity?limit=50', key())).body.data as Array<{ type: string; emailId: string | null }>;
+        const sent = feed.filter((e) => e.type === 'email.sent' && ids.includes(e.emailId ?? ''));
+        return sent.length === 3 ? feed : undefined;
+      },
+      20_000,
+      'email.sent in /activity',
+    );
     expect(activity.filter((e) => ids.includes(e.emailId ?? '')).length).toBeGreaterThanOrEqual(3);
     const contact = (await svc.api.get('/contacts?search=ada@example.org', key())).body.data[0];
     expect(contact).toMatchObject({ email: 'ada@example.org', subscribed: false });
@@ -169,14 +176,29 @@ describe('an application sending over SMTP', () => {
   });
 
   test('X-Postbox-Template renders a template with X-Postbox-Data; X-Postbox-Subscribed and X-Postbox-Tracking apply; none of them is delivered', async () => {
-    const tpl = await svc.api.post('/templates', { name: 'Welcome', subject: 'Hi {{name}}', body: '<p>Hello {{name}}, see <a href="https://acme.test/x">this</a>.</p>', type: 'TRANSACTIONAL', from: 'hi@acme.test' }, key());
+    const tpl = await svc.api.post(
+      '/templates',
+      {
+        name: 'Welcome',
+        subject: 'Hi {{name}}',
+        body: '<p>Hello {{name}}, see <a href="https://acme.test/x">this</a>.</p>',
+        type: 'TRANSACTIONAL',
+        from: 'hi@acme.test',
+      },
+      key(),
+    );
     expect(tpl.status).toBe(201);
     const info = await transport().sendMail({
       from: 'hi@acme.test',
       to: 'tpl@example.org',
       subject: '',
       text: 'ignored: the template is the body',
-      headers: { 'X-Postbox-Template': tpl.body.id, 'X-Postbox-Data': JSON.stringify({ name: 'Lin' }), 'X-Postbox-Subscribed': 'true', 'X-Postbox-Tracking': 'none' },
+      headers: {
+        'X-Postbox-Template': tpl.body.id,
+        'X-Postbox-Data': JSON.stringify({ name: 'Lin' }),
+        'X-Postbox-Subscribed': 'true',
+        'X-Postbox-Tracking': 'none',
+      },
     });
     idsOf(info.response);
     const [got] = await relay.waitFor(1);
@@ -190,15 +212,38 @@ describe('an application sending over SMTP', () => {
 
   test('swaks over STARTTLS with AUTH LOGIN; nodemailer over implicit TLS', async () => {
     const { stdout } = await run('swaks', [
-      '--server', `127.0.0.1:${port}`, '--tls', '--auth', 'LOGIN', '--auth-user', 'app', '--auth-password', acct.project.secretKey,
-      '--from', 'ops@acme.test', '--to', 'swaks@example.org', '--header', 'Subject: from swaks', '--body', 'sent by swaks',
+      '--server',
+      `127.0.0.1:${port}`,
+      '--tls',
+      '--auth',
+      'LOGIN',
+      '--auth-user',
+      'app',
+      '--auth-password',
+      acct.project.secretKey,
+      '--from',
+      'ops@acme.test',
+      '--to',
+      'swaks@example.org',
+      '--header',
+      'Subject: from swaks',
+      '--body',
+      'sent by swaks',
     ]);
     // `<~` marks what came over TLS.
     expect(stdout).toMatch(/-> STARTTLS\n<- {2}220 [\s\S]*~> AUTH LOGIN[\s\S]*<~ {2}235 [\s\S]*<~ {2}250 2\.0\.0 OK [0-9a-f-]{36}\n/);
-    const tls = await transport({ secure: true, port: tlsPort }).sendMail({ from: 'hi@acme.test', to: 'implicit@example.org', subject: 'tls', text: 'over implicit TLS' });
+    const tls = await transport({ secure: true, port: tlsPort }).sendMail({
+      from: 'hi@acme.test',
+      to: 'implicit@example.org',
+      subject: 'tls',
+      text: 'over implicit TLS',
+    });
     idsOf(tls.response);
     await relay.waitFor(2);
-    for (const [to, from] of [['swaks@example.org', 'ops@acme.test'], ['implicit@example.org', 'hi@acme.test']]) {
+    for (const [to, from] of [
+      ['swaks@example.org', 'ops@acme.test'],
+      ['implicit@example.org', 'hi@acme.test'],
+    ]) {
       expect((await dkimStatus(byRecipient(to).raw, dns, from)).result).toBe('pass');
     }
     expect(byRecipient('swaks@example.org').parsed.text?.trim()).toBe('sent by swaks');
@@ -226,11 +271,15 @@ describe('refusals carry the codes an SMTP client understands', () => {
     }
     const other = await createAccount(svc.api, 'Disabled');
     await dbQuery(svc.databaseUrl, `UPDATE projects SET disabled = true, disabled_reason = 'test' WHERE id = $1`, [other.project.id]);
-    await until(async () => {
-      const { dialog, auth } = await authed(other.project.secretKey);
-      dialog.close();
-      return /^535 5\.7\.8 .*disabled/.test(auth) ? true : undefined;
-    }, 10_000, 'the disabled project refused');
+    await until(
+      async () => {
+        const { dialog, auth } = await authed(other.project.secretKey);
+        dialog.close();
+        return /^535 5\.7\.8 .*disabled/.test(auth) ? true : undefined;
+      },
+      10_000,
+      'the disabled project refused',
+    );
   });
 
   test('EHLO announces SIZE, PIPELINING, 8BITMIME, SMTPUTF8 and AUTH; mail without AUTH is 530', async () => {
@@ -269,7 +318,9 @@ describe('refusals carry the codes an SMTP client understands', () => {
     expect(await dialog.command(`MAIL FROM:<hi@acme.test> SIZE=${MAX_BYTES + 1}`)).toMatch(/^552 /);
     expect(await dialog.command('MAIL FROM:<hi@acme.test>')).toMatch(/^250 /);
     expect(await dialog.command('RCPT TO:<big@example.org>')).toMatch(/^250 /);
-    const reply = await dialog.data(`From: hi@acme.test\nSubject: big\n\n${'x'.repeat(76)}\n`.repeat(1) + `${'y'.repeat(76)}\n`.repeat(Math.ceil(MAX_BYTES / 77) + 10));
+    const reply = await dialog.data(
+      `From: hi@acme.test\nSubject: big\n\n${'x'.repeat(76)}\n`.repeat(1) + `${'y'.repeat(76)}\n`.repeat(Math.ceil(MAX_BYTES / 77) + 10),
+    );
     expect(reply).toMatch(/^552 5\.3\.4 /);
     // The connection goes on: the next message is accepted.
     expect(await dialog.command('MAIL FROM:<hi@acme.test>')).toMatch(/^250 /);
@@ -293,7 +344,7 @@ describe('refusals carry the codes an SMTP client understands', () => {
     dialog.close();
   });
 
-  test('the project\'s rate limit is shared with HTTP: over it, MAIL FROM is 451 4.7.1', async () => {
+  test("the project's rate limit is shared with HTTP: over it, MAIL FROM is 451 4.7.1", async () => {
     const other = await createAccount(svc.api, 'Rate limited');
     await verifiedDomain(svc.api, dns, other.project.secretKey, 'busy.test');
     // Spend the minute's allowance over HTTP until it says 429, then ask over SMTP (again, should the minute turn in between).

@@ -20,7 +20,12 @@ beforeAll(async () => {
   dns = await new ZoneDnsServer().start();
   smtp = await new SmtpSink().start();
   smtp.acceptText = sesAcceptText;
-  svc = await startTestService({ DNS_SERVERS: dns.address, SMTP_URL: smtp.url, SNS_CERT_HOSTS: sns.host, SNS_TOPIC_ARNS: `arn:aws:sns:us-east-1:111111111111:other, ${TOPIC}` });
+  svc = await startTestService({
+    DNS_SERVERS: dns.address,
+    SMTP_URL: smtp.url,
+    SNS_CERT_HOSTS: sns.host,
+    SNS_TOPIC_ARNS: `arn:aws:sns:us-east-1:111111111111:other, ${TOPIC}`,
+  });
   acct = await createAccount(svc.api);
   key = { key: acct.project.secretKey };
   await verifiedDomain(svc.api, dns, acct.project.secretKey, 'ses.test');
@@ -116,7 +121,13 @@ test('a correctly signed message from a topic outside SNS_TOPIC_ARNS changes not
   const res = await post(complaint);
   expect(res.status).toBe(200);
   expect(res.body).toEqual({ ignored: 'topic' });
-  const confirm = signed({ Type: 'SubscriptionConfirmation', Message: 'confirm', Token: 't3', SubscribeURL: `${sns.base}/confirm?token=t3`, TopicArn: foreign });
+  const confirm = signed({
+    Type: 'SubscriptionConfirmation',
+    Message: 'confirm',
+    Token: 't3',
+    SubscribeURL: `${sns.base}/confirm?token=t3`,
+    TopicArn: foreign,
+  });
   expect((await post(confirm)).body).toEqual({ ignored: 'topic' });
   expect(sns.confirmations).not.toContain('/confirm?token=t3');
   expect((await email(e.id)).status).toBe('SENT');
@@ -144,10 +155,13 @@ test('GET /campaigns/:id/stats counts what the provider reports for a campaign: 
   const k = { key: owner.project.secretKey };
   await verifiedDomain(svc.api, dns, owner.project.secretKey, 'stats.ses.test');
   for (const to of ['c1@example.org', 'c2@example.org', 'c3@example.org']) await svc.api.post('/contacts', { email: to }, k);
-  const c = (await svc.api.post('/campaigns', { name: 'Stats', subject: 'News', body: '<p>news</p>', from: 'news@stats.ses.test', audienceType: 'ALL' }, k)).body.data;
+  const c = (await svc.api.post('/campaigns', { name: 'Stats', subject: 'News', body: '<p>news</p>', from: 'news@stats.ses.test', audienceType: 'ALL' }, k))
+    .body.data;
   await svc.api.post(`/campaigns/${c.id}/send`, {}, k);
   const sent = await until(async () => {
-    const rows = await dbQuery(svc.databaseUrl, `SELECT provider_message_id AS ses FROM emails WHERE campaign_id = $1 AND status = 'SENT' ORDER BY to_email`, [c.id]);
+    const rows = await dbQuery(svc.databaseUrl, `SELECT provider_message_id AS ses FROM emails WHERE campaign_id = $1 AND status = 'SENT' ORDER BY to_email`, [
+      c.id,
+    ]);
     return rows.length === 3 ? rows.map((r) => r.ses as string) : undefined;
   });
   await post(signed({ Type: 'Notification', Message: sesEvent('Delivery', sent[0]) }));

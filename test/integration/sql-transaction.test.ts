@@ -34,7 +34,7 @@ test('statements share one connection and one transaction, and are seen by other
   expect(await keys()).toEqual(['a', 'b']);
 });
 
-test('what the callback wrote is rolled back when it throws, and the error is the callback\'s own', async () => {
+test("what the callback wrote is rolled back when it throws, and the error is the callback's own", async () => {
   await expect(
     sqlTransaction(orm.em.fork(), async (tx) => {
       await sql(tx, `INSERT INTO tx_probe (k) VALUES (?)`, ['c']);

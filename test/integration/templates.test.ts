@@ -77,7 +77,13 @@ test('GET /templates: offset pages, type filter, search, sort', async () => {
   for (let i = 0; i < 25; i++) {
     await svc.api.post(
       '/templates',
-      { ...base, from: 'a@list.example.test', name: `T${String(i).padStart(2, '0')}`, type: i % 5 === 0 ? 'TRANSACTIONAL' : 'MARKETING', description: i === 7 ? 'Needle here' : undefined },
+      {
+        ...base,
+        from: 'a@list.example.test',
+        name: `T${String(i).padStart(2, '0')}`,
+        type: i % 5 === 0 ? 'TRANSACTIONAL' : 'MARKETING',
+        description: i === 7 ? 'Needle here' : undefined,
+      },
       k,
     );
   }

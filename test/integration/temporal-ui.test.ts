@@ -77,7 +77,7 @@ describe('Temporal Web UI', () => {
     await waitForText(/\d+ Running/);
   });
 
-  test('the Schedules page lists the service\'s schedules, and a schedule\'s page shows its spec and recent runs', async () => {
+  test("the Schedules page lists the service's schedules, and a schedule's page shows its spec and recent runs", async () => {
     await page.goto(`${ui}/namespaces/default/schedules`, { waitUntil: 'load' });
     await waitForText('activity-counts');
     await waitForText('maintenance');

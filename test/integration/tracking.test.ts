@@ -128,7 +128,13 @@ test('a project can turn tracking off, or keep it for MARKETING mail only', asyn
   const transactional = await deliver({ to: 'tx@example.org', body: '<p><a href="https://a.example/">a</a></p>' });
   expect(pixelOf(transactional.html)).toBeUndefined();
   smtp.received.length = 0;
-  const tpl = (await svc.api.post('/templates', { name: 'm', subject: 'm', body: '<p><a href="https://a.example/">a</a></p>', from: 'hi@track.test', type: 'MARKETING' }, key)).body;
+  const tpl = (
+    await svc.api.post(
+      '/templates',
+      { name: 'm', subject: 'm', body: '<p><a href="https://a.example/">a</a></p>', from: 'hi@track.test', type: 'MARKETING' },
+      key,
+    )
+  ).body;
   const marketing = await deliver({ to: 'mk@example.org', template: tpl.id, subscribed: true });
   expect(pixelOf(marketing.html)).toBeDefined();
   expect(hrefs(marketing.html)[0]).toMatch(/\/t\/c\//);
@@ -199,7 +205,13 @@ test('tracking switches: the project, then a template or campaign, then the send
   expect(await sendAs({})).toMatchObject({ pixel: false, clicks: true });
 
   // A template overrides the project (opens on, clicks off: the link exactly as written) ...
-  const template = (await svc.api.post('/templates', { name: 't', subject: 'S', body, from: 'hi@switch.test', type: 'TRANSACTIONAL', tracking: { opens: true, clicks: false } }, k)).body;
+  const template = (
+    await svc.api.post(
+      '/templates',
+      { name: 't', subject: 'S', body, from: 'hi@switch.test', type: 'TRANSACTIONAL', tracking: { opens: true, clicks: false } },
+      k,
+    )
+  ).body;
   expect(template.tracking).toEqual({ opens: true, clicks: false });
   expect(await sendAs({ template: template.id, subject: undefined, body: undefined })).toMatchObject({ pixel: true, clicks: false, plainLink: true });
   // ... and a send overrides the template, switch by switch.
@@ -209,7 +221,11 @@ test('tracking switches: the project, then a template or campaign, then the send
   // A campaign with both off: no pixel, links as written, and its unsubscribe link still works.
   await svc.api.post('/contacts', { email: 'reader@example.org', subscribed: true }, k);
   const campaign = (
-    await svc.api.post('/campaigns', { name: 'c', subject: 'S', body, from: 'hi@switch.test', audienceType: 'ALL', tracking: { opens: false, clicks: false } }, k)
+    await svc.api.post(
+      '/campaigns',
+      { name: 'c', subject: 'S', body, from: 'hi@switch.test', audienceType: 'ALL', tracking: { opens: false, clicks: false } },
+      k,
+    )
   ).body.data;
   expect(campaign.tracking).toEqual({ opens: false, clicks: false });
   smtp.received.length = 0;

@@ -21,14 +21,23 @@ const PNG = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR
 async function upload(bytes: Buffer | string, filename: string, opts: { field?: string; key?: string; type?: string } = {}) {
   const form = new FormData();
   form.append(opts.field ?? 'image', new Blob([bytes], { type: opts.type ?? 'image/png' }), filename);
-  const res = await fetch(`${svc.api.baseUrl}/uploads/image`, { method: 'POST', body: form, headers: { authorization: `Bearer ${opts.key ?? acct.project.secretKey}` } });
+  const res = await fetch(`${svc.api.baseUrl}/uploads/image`, {
+    method: 'POST',
+    body: form,
+    headers: { authorization: `Bearer ${opts.key ?? acct.project.secretKey}` },
+  });
   return { status: res.status, body: (await res.json()) as any };
 }
 
 test('an image is stored and served back, publicly, at a URL under PUBLIC_URL, with the type its bytes say', async () => {
   const res = await upload(PNG, 'photo.jpeg', { type: 'image/jpeg' });
   expect(res.status).toBe(201);
-  expect(res.body).toEqual({ id: expect.any(String), url: expect.stringMatching(new RegExp(`^https://mail\\.example\\.test/uploads/${acct.project.id}/[0-9a-f-]{36}\\.png$`)), contentType: 'image/png', size: PNG.length });
+  expect(res.body).toEqual({
+    id: expect.any(String),
+    url: expect.stringMatching(new RegExp(`^https://mail\\.example\\.test/uploads/${acct.project.id}/[0-9a-f-]{36}\\.png$`)),
+    contentType: 'image/png',
+    size: PNG.length,
+  });
   const served = await fetch(`${svc.api.baseUrl}${new URL(res.body.url).pathname}`);
   expect(served.status).toBe(200);
   expect(served.headers.get('content-type')).toBe('image/png');
@@ -37,7 +46,9 @@ test('an image is stored and served back, publicly, at a URL under PUBLIC_URL, w
 });
 
 test('SVG and files that only claim to be images are refused with 415; nothing is stored', async () => {
-  const svg = await upload('<?xml version="1.0"?><svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>', 'logo.svg', { type: 'image/svg+xml' });
+  const svg = await upload('<?xml version="1.0"?><svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>', 'logo.svg', {
+    type: 'image/svg+xml',
+  });
   expect(svg.status).toBe(415);
   expect(svg.body.error).toMatchObject({ code: 'UNSUPPORTED_MEDIA_TYPE', message: expect.stringContaining('SVG') });
   const fake = await upload('<html>not an image</html>', 'evil.png');
@@ -79,7 +90,9 @@ class S3Fake {
         const { headers } = await new AwsV4Signer({
           method: req.method!,
           url: `http://${req.headers.host}${req.url}`,
-          headers: Object.fromEntries(signed.filter((h) => !['host', 'x-amz-date', 'x-amz-security-token'].includes(h)).map((h) => [h, String(req.headers[h])])),
+          headers: Object.fromEntries(
+            signed.filter((h) => !['host', 'x-amz-date', 'x-amz-security-token'].includes(h)).map((h) => [h, String(req.headers[h])]),
+          ),
           accessKeyId: 'AKIDTEST',
           secretAccessKey: 'secret-test',
           sessionToken: 'session-test',
@@ -142,7 +155,11 @@ describe('with an S3-compatible bucket', () => {
     expect((await bucketed.api.get('/config')).body.s3Uploads).toBe(true);
     const form = new FormData();
     form.append('image', new Blob([PNG], { type: 'image/png' }), 'a.png');
-    const res = await fetch(`${bucketed.api.baseUrl}/uploads/image`, { method: 'POST', body: form, headers: { authorization: `Bearer ${owner.project.secretKey}` } });
+    const res = await fetch(`${bucketed.api.baseUrl}/uploads/image`, {
+      method: 'POST',
+      body: form,
+      headers: { authorization: `Bearer ${owner.project.secretKey}` },
+    });
     expect(res.status).toBe(201);
     const { url } = (await res.json()) as { url: string };
     const name = url.split('/').pop()!;

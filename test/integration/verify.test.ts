@@ -3,8 +3,17 @@ import { ZoneDnsServer } from '../../src/dns/zone-server';
 import { type Account, createAccount, startTestService, type TestService } from '../setup/service';
 
 const RESULT_FIELDS = [
-  'email', 'valid', 'isDisposable', 'isAlias', 'isTypo', 'isPlusAddressed', 'isPersonalEmail',
-  'domainExists', 'hasWebsite', 'hasMxRecords', 'reasons',
+  'email',
+  'valid',
+  'isDisposable',
+  'isAlias',
+  'isTypo',
+  'isPlusAddressed',
+  'isPersonalEmail',
+  'domainExists',
+  'hasWebsite',
+  'hasMxRecords',
+  'reasons',
 ];
 
 /** A domain that is delegated, receives mail and serves a website. */

@@ -15,7 +15,7 @@ interface Received {
   path: string;
   headers: Record<string, string>;
   body: string;
-  json: { type: string; timestamp: string; data: Record<string, any> }; // eslint-disable-line @typescript-eslint/no-explicit-any
+  json: { type: string; timestamp: string; data: Record<string, any> };
 }
 
 /** A receiver on loopback: records every request; `answer` decides each status (200 by default). */
@@ -59,7 +59,13 @@ let receiver: Receiver;
 let svc: TestService;
 let acct: Account;
 let key: { key: string };
-const env = () => ({ DNS_SERVERS: dns.address, SMTP_URL: smtp.url, WEBHOOK_ALLOW_PRIVATE: 'true', WEBHOOK_RETRY_BASE_SECONDS: '0.3', DISPATCH_IDLE_SECONDS: '1' });
+const env = () => ({
+  DNS_SERVERS: dns.address,
+  SMTP_URL: smtp.url,
+  WEBHOOK_ALLOW_PRIVATE: 'true',
+  WEBHOOK_RETRY_BASE_SECONDS: '0.3',
+  DISPATCH_IDLE_SECONDS: '1',
+});
 
 beforeAll(async () => {
   dns = await new ZoneDnsServer().start();
@@ -124,9 +130,15 @@ test('every event family reaches the endpoints subscribed to it, signed, with em
   await svc.api.post(`/segments/${segment.id}/members`, { emails: ['fan@hooks.test'] }, key);
   await svc.api.request('DELETE', `/segments/${segment.id}/members`, { key: key.key, body: { emails: ['fan@hooks.test'] } });
 
-  const types = (path: string) => receiver.at(path).map((r) => r.json.type).sort();
+  const types = (path: string) =>
+    receiver
+      .at(path)
+      .map((r) => r.json.type)
+      .sort();
   await until(
-    async () => (receiver.at('/all').length >= 5 && receiver.at('/email').length >= 1 && receiver.at('/custom').length >= 2 && receiver.at('/segments').length >= 2) || undefined,
+    async () =>
+      (receiver.at('/all').length >= 5 && receiver.at('/email').length >= 1 && receiver.at('/custom').length >= 2 && receiver.at('/segments').length >= 2) ||
+      undefined,
     20_000,
     'the deliveries',
   );
@@ -145,7 +157,9 @@ test('every event family reaches the endpoints subscribed to it, signed, with em
   for (const r of receiver.at('/all')) verified(all.secret, r);
   // Another endpoint's secret does not verify.
   expect(() => verified(all.secret, sentMessage)).toThrow();
-  expect((await deliveries(email.id)).data).toEqual([expect.objectContaining({ eventType: 'email.sent', status: 'SUCCEEDED', attempts: 1, lastStatusCode: 200 })]);
+  expect((await deliveries(email.id)).data).toEqual([
+    expect.objectContaining({ eventType: 'email.sent', status: 'SUCCEEDED', attempts: 1, lastStatusCode: 200 }),
+  ]);
   for (const e of [all, email, custom, segments]) await svc.api.delete(`/webhook-endpoints/${e.id}`, key);
 });
 
@@ -183,12 +197,22 @@ test('after a rotation both secrets sign for a day; a retry by hand resends a fa
     const gone = (await svc.api.post(`/webhook-endpoints/${endpoint.id}/test`, {}, key)).body;
     await until(async () => ((await deliveries(endpoint.id, 'FAILED')).data.length ? true : undefined), 20_000, 'the failure');
     expect((await deliveries(endpoint.id, 'FAILED')).data[0]).toMatchObject({ id: gone.id, attempts: 1, lastStatusCode: 410 });
-    expect((await svc.api.get(`/webhook-endpoints/${endpoint.id}`, key)).body).toMatchObject({ enabled: false, disabledReason: expect.stringContaining('410') });
+    expect((await svc.api.get(`/webhook-endpoints/${endpoint.id}`, key)).body).toMatchObject({
+      enabled: false,
+      disabledReason: expect.stringContaining('410'),
+    });
     receiver.answer = () => 200;
     expect((await svc.api.patch(`/webhook-endpoints/${endpoint.id}`, { enabled: true }, key)).body).toMatchObject({ enabled: true, disabledReason: null });
-    expect((await svc.api.post(`/webhook-endpoints/${endpoint.id}/deliveries/${gone.id}/retry`, {}, key)).body).toMatchObject({ status: 'PENDING', attempts: 0 });
+    expect((await svc.api.post(`/webhook-endpoints/${endpoint.id}/deliveries/${gone.id}/retry`, {}, key)).body).toMatchObject({
+      status: 'PENDING',
+      attempts: 0,
+    });
     // Retry makes it PENDING at once: wait for the resend's own outcome, not for FAILED to be gone.
-    await until(async () => ((await deliveries(endpoint.id, 'SUCCEEDED')).data.some((d: { id: string }) => d.id === gone.id) ? true : undefined), 20_000, 'the resend');
+    await until(
+      async () => ((await deliveries(endpoint.id, 'SUCCEEDED')).data.some((d: { id: string }) => d.id === gone.id) ? true : undefined),
+      20_000,
+      'the resend',
+    );
     expect(receiver.at('/rotating').filter((x) => x.headers['webhook-id'] === gone.id)).toHaveLength(2);
     expect((await svc.api.post(`/webhook-endpoints/${endpoint.id}/deliveries/${gone.id}/retry`, {}, key)).status).toBe(400);
   } finally {
@@ -223,7 +247,14 @@ test('without WEBHOOK_ALLOW_PRIVATE: an address written as private is 422 when s
   try {
     const owner = await createAccount(strict.api, 'Strict');
     const k = { key: owner.project.secretKey };
-    for (const url of [receiver.url('/in'), 'http://[::1]/in', 'http://localhost:8080/in', 'http://169.254.169.254/latest/meta-data/', 'http://10.0.0.1/in', 'http://2130706433/in']) {
+    for (const url of [
+      receiver.url('/in'),
+      'http://[::1]/in',
+      'http://localhost:8080/in',
+      'http://169.254.169.254/latest/meta-data/',
+      'http://10.0.0.1/in',
+      'http://2130706433/in',
+    ]) {
       const refused = await strict.api.post('/webhook-endpoints', { url }, k);
       expect(refused.status).toBe(422);
       expect(refused.body.error.errors[0]).toMatchObject({ field: 'url', message: expect.stringMatching(/not lead to a public address/) });
@@ -235,10 +266,14 @@ test('without WEBHOOK_ALLOW_PRIVATE: an address written as private is 422 when s
     // The name resolves to a private address: each delivery fails, and its log says why without saying where.
     dns.set('internal.hooks.test', { A: ['10.0.0.1'] });
     await strict.api.post(`/webhook-endpoints/${created.body.id}/test`, undefined, k);
-    const failed = await until(async () => {
-      const list = (await strict.api.get(`/webhook-endpoints/${created.body.id}/deliveries`, k)).body;
-      return list.data.find((d: { lastError: string | null }) => d.lastError);
-    }, 20_000, 'the failed delivery');
+    const failed = await until(
+      async () => {
+        const list = (await strict.api.get(`/webhook-endpoints/${created.body.id}/deliveries`, k)).body;
+        return list.data.find((d: { lastError: string | null }) => d.lastError);
+      },
+      20_000,
+      'the failed delivery',
+    );
     expect(failed.lastError).toMatch(/^the URL does not lead to a public address/);
     expect(failed.lastError).not.toMatch(/10\.0\.0\.1|internal/);
 

@@ -55,7 +55,10 @@ beforeAll(async () => {
   dns = await new ZoneDnsServer().start();
   smtp = await new SmtpSink().start();
   smtp.parse = false;
-  api = await startTestService({ DNS_SERVERS: dns.address, SMTP_URL: smtp.url, JWT_SECRET: 'one secret for the api and its workers', RATE_LIMIT_PER_MINUTE: '100000' }, 'api');
+  api = await startTestService(
+    { DNS_SERVERS: dns.address, SMTP_URL: smtp.url, JWT_SECRET: 'one secret for the api and its workers', RATE_LIMIT_PER_MINUTE: '100000' },
+    'api',
+  );
   acct = await createAccount(api.api, 'Pool');
   key = { key: acct.project.secretKey };
   await verifiedDomain(api.api, dns, acct.project.secretKey, 'pool.test');
@@ -98,7 +101,11 @@ test(`${SENDS} /v1/send messages are delivered by every worker (each at least 10
       }
     }),
   );
-  await until(async () => ((await shares()).reduce((a, b) => a + b, 0) - before.reduce((a, b) => a + b, 0) >= SENDS ? true : undefined), 120_000, 'every send delivered');
+  await until(
+    async () => ((await shares()).reduce((a, b) => a + b, 0) - before.reduce((a, b) => a + b, 0) >= SENDS ? true : undefined),
+    120_000,
+    'every send delivered',
+  );
   const by = (await shares()).map((n, i) => n - before[i]);
   for (const n of by) expect(n).toBeGreaterThanOrEqual(0.1 * SENDS);
   const to = smtp.received.map((m) => m.envelope.to[0]).filter((t) => t.endsWith('@send.test'));
@@ -115,14 +122,22 @@ test('a worker that stops gives its claims back, and one killed in the middle of
   await dbQuery(api.databaseUrl, `UPDATE contacts SET subscribed = false WHERE project_id = $1 AND email NOT LIKE '%@kill.test'`, [acct.project.id]);
   const c = (await api.api.post('/campaigns', { name: 'Kill', subject: 'Hi', body: '<p>Hi</p>', from: 'news@pool.test', audienceType: 'ALL' }, key)).body.data;
   await api.api.post(`/campaigns/${c.id}/send`, {}, key);
-  await until(async () => (smtp.received.filter((m) => m.envelope.to[0].endsWith('@kill.test')).length > 500 ? true : undefined), 120_000, 'the campaign under way');
+  await until(
+    async () => (smtp.received.filter((m) => m.envelope.to[0].endsWith('@kill.test')).length > 500 ? true : undefined),
+    120_000,
+    'the campaign under way',
+  );
   const killed = workers[0];
   killed.child.kill('SIGKILL');
   // A graceful stop too: its dispatchers are cancelled and nothing it claimed stays claimed.
   const stopped = workers[1];
   stopped.child.kill('SIGTERM');
   await new Promise((r) => stopped.child.once('exit', r));
-  await until(async () => ((await api.api.get(`/campaigns/${c.id}`, key)).body.status === 'SENT' ? true : undefined), 240_000, 'the campaign SENT after the kill');
+  await until(
+    async () => ((await api.api.get(`/campaigns/${c.id}`, key)).body.status === 'SENT' ? true : undefined),
+    240_000,
+    'the campaign SENT after the kill',
+  );
   const to = smtp.received.map((m) => m.envelope.to[0]).filter((t) => t.endsWith('@kill.test'));
   expect(new Set(to).size).toBe(RECIPIENTS);
   // What a killed worker can send twice: what SMTP accepted and it had not recorded (DELIVERY_IN_FLIGHT, 64 by default).

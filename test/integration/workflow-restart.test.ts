@@ -14,7 +14,13 @@ test('a 2-day delay and a wait for an event survive a restart of the service and
   const databaseUrl = await createTestDatabase();
   const temporalAt = (port = 0) => startDevServer({ port, timeSkipping: true, persistence: { kind: 'postgres', url: databaseUrl } });
   let temporal: DevServer = await temporalAt();
-  const env = { DATABASE_URL: databaseUrl, TEMPORAL_ADDRESS: temporal.address, JWT_SECRET: 'restart test secret value', DISPATCH_IDLE_SECONDS: '1', ACTIVITY_FOLD_SECONDS: '86400' };
+  const env = {
+    DATABASE_URL: databaseUrl,
+    TEMPORAL_ADDRESS: temporal.address,
+    JWT_SECRET: 'restart test secret value',
+    DISPATCH_IDLE_SECONDS: '1',
+    ACTIVITY_FOLD_SECONDS: '86400',
+  };
   let svc: TestService = await startTestService(env);
   try {
     const acct = await createAccount(svc.api);
@@ -54,7 +60,8 @@ test('a 2-day delay and a wait for an event survive a restart of the service and
     );
     await svc.api.post('/v1/track', { email: 'later@restart.test', event: 'signup' }, pub);
     await svc.api.post('/v1/track', { email: 'buyer@restart.test', event: 'trial' }, pub);
-    const statusOf = async (workflowId: string) => (await dbQuery(databaseUrl, `SELECT status FROM workflow_executions WHERE workflow_id = $1`, [workflowId]))[0]?.status;
+    const statusOf = async (workflowId: string) =>
+      (await dbQuery(databaseUrl, `SELECT status FROM workflow_executions WHERE workflow_id = $1`, [workflowId]))[0]?.status;
     const until = async (probe: () => Promise<boolean>) => {
       const deadline = Date.now() + 60_000;
       while (!(await probe())) {

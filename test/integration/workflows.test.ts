@@ -52,7 +52,13 @@ beforeAll(async () => {
   key = { key: acct.project.secretKey };
   pub = { key: acct.project.publicKey };
   await verifiedDomain(svc.api, dns, acct.project.secretKey, 'flow.test');
-  welcome = (await svc.api.post('/templates', { name: 'Welcome', subject: 'Welcome {{name ?? there}}', body: '<p>Hi {{name}}, plan {{plan}}</p>', from: 'hi@flow.test', type: 'TRANSACTIONAL' }, key)).body;
+  welcome = (
+    await svc.api.post(
+      '/templates',
+      { name: 'Welcome', subject: 'Welcome {{name ?? there}}', body: '<p>Hi {{name}}, plan {{plan}}</p>', from: 'hi@flow.test', type: 'TRANSACTIONAL' },
+      key,
+    )
+  ).body;
   news = (await svc.api.post('/templates', { name: 'News', subject: 'News', body: '<p>news</p>', from: 'hi@flow.test', type: 'MARKETING' }, key)).body;
 });
 afterAll(async () => {
@@ -119,7 +125,11 @@ describe('definitions', () => {
     expect(missing.status).toBe(422);
     const list = await svc.api.get('/workflows', key);
     expect(list.body.data.map((w: any) => w.name)).toEqual(expect.arrayContaining(['Onboarding', 'Short']));
-    const patched = await svc.api.patch(`/workflows/${res.body.id}`, { name: 'Renamed', description: null, triggerConfig: { eventName: 'joined' }, allowReentry: true }, key);
+    const patched = await svc.api.patch(
+      `/workflows/${res.body.id}`,
+      { name: 'Renamed', description: null, triggerConfig: { eventName: 'joined' }, allowReentry: true },
+      key,
+    );
     expect(patched.body).toMatchObject({ name: 'Renamed', description: null, triggerConfig: { eventName: 'joined' }, allowReentry: true, enabled: false });
   });
 
@@ -170,7 +180,13 @@ describe('definitions', () => {
   test('transitions: branches for CONDITION, outcomes for WAIT_FOR_EVENT; a graph that cannot run is refused when enabled', async () => {
     const w = (await svc.api.post('/workflows', { name: 'Graph', eventName: 'g' }, key)).body;
     const trigger = w.steps[0].id;
-    const cond = (await svc.api.post(`/workflows/${w.id}/steps`, { type: 'CONDITION', name: 'if', config: { field: 'contact.subscribed', operator: 'equals', value: true } }, key)).body;
+    const cond = (
+      await svc.api.post(
+        `/workflows/${w.id}/steps`,
+        { type: 'CONDITION', name: 'if', config: { field: 'contact.subscribed', operator: 'equals', value: true } },
+        key,
+      )
+    ).body;
     const wait = (await svc.api.post(`/workflows/${w.id}/steps`, { type: 'WAIT_FOR_EVENT', name: 'wait', config: { eventName: 'e', timeout: 60 } }, key)).body;
     const done = (await svc.api.post(`/workflows/${w.id}/steps`, { type: 'EXIT', name: 'exit' }, key)).body;
     const t = (from: string, to: string, extra = {}) => svc.api.post(`/workflows/${w.id}/transitions`, { fromStepId: from, toStepId: to, ...extra }, key);
@@ -199,7 +215,18 @@ describe('definitions', () => {
   });
 
   test('deleting a step with splice=true reconnects its neighbours; PATCH changes a step', async () => {
-    const { id, ids } = await build('splice', [{ name: 'a', type: 'UPDATE_CONTACT', config: {} }, { name: 'b', type: 'EXIT' }], [['trigger', 'a'], ['a', 'b']], { enable: false });
+    const { id, ids } = await build(
+      'splice',
+      [
+        { name: 'a', type: 'UPDATE_CONTACT', config: {} },
+        { name: 'b', type: 'EXIT' },
+      ],
+      [
+        ['trigger', 'a'],
+        ['a', 'b'],
+      ],
+      { enable: false },
+    );
     const patched = await svc.api.patch(`/workflows/${id}/steps/${ids.a}`, { name: 'renamed', config: { updates: { x: 1 } } }, key);
     expect(patched.body).toMatchObject({ name: 'renamed', config: { updates: { x: 1 }, subscriptionAction: 'none' } });
     await svc.api.delete(`/workflows/${id}/steps/${ids.a}?splice=true`, key);
@@ -226,7 +253,11 @@ describe('executions', () => {
         { name: 'wait', type: 'DELAY', config: { amount: 0.03, unit: 'minutes' } },
         { name: 'activated?', type: 'CONDITION', config: { field: 'event.activated', operator: 'triggered' } },
         { name: 'reminder', type: 'SEND_EMAIL', config: { templateId: welcome.id } },
-        { name: 'hook', type: 'WEBHOOK', config: { url: `${hook.url}/activated/{{email}}?plan={{plan}}`, headers: { 'X-Contact': '{{id}}' }, body: { email: '{{email}}', plan: '{{plan}}' } } },
+        {
+          name: 'hook',
+          type: 'WEBHOOK',
+          config: { url: `${hook.url}/activated/{{email}}?plan={{plan}}`, headers: { 'X-Contact': '{{id}}' }, body: { email: '{{email}}', plan: '{{plan}}' } },
+        },
       ],
       [
         ['trigger', 'welcome'],
@@ -287,7 +318,11 @@ describe('executions', () => {
     await track('buyer@flow.test', 'cart');
     await track('browser@flow.test', 'cart');
     await until(async () => ((await executions(id, 'WAITING')).length === 2 ? true : undefined));
-    const waits = await dbQuery(svc.databaseUrl, `SELECT event_name FROM workflow_waits w JOIN workflow_executions x ON x.id = w.execution_id WHERE x.workflow_id = $1`, [id]);
+    const waits = await dbQuery(
+      svc.databaseUrl,
+      `SELECT event_name FROM workflow_waits w JOIN workflow_executions x ON x.id = w.execution_id WHERE x.workflow_id = $1`,
+      [id],
+    );
     expect(waits).toEqual([{ event_name: 'purchase' }, { event_name: 'purchase' }]);
     await track('buyer@flow.test', 'purchase', { amount: 42 });
     const done = await whenDone(id, 2);
@@ -297,7 +332,9 @@ describe('executions', () => {
     const buyer = done.find((x) => x.context.amount === 42);
     expect(buyer?.context.lastEvent).toMatchObject({ name: 'purchase' });
     expect(ids.wait).toBeDefined();
-    expect(await dbQuery(svc.databaseUrl, `SELECT 1 FROM workflow_waits w JOIN workflow_executions x ON x.id = w.execution_id WHERE x.workflow_id = $1`, [id])).toHaveLength(0);
+    expect(
+      await dbQuery(svc.databaseUrl, `SELECT 1 FROM workflow_waits w JOIN workflow_executions x ON x.id = w.execution_id WHERE x.workflow_id = $1`, [id]),
+    ).toHaveLength(0);
   });
 
   test('WAIT_FOR_EVENT with a timeout and no "timeout" transition: the event leads on, the timeout ends the execution COMPLETED', async () => {
@@ -350,7 +387,9 @@ describe('executions', () => {
       `INSERT INTO automation_outbox (kind, project_id, contact_id, event_id, event_name, event_data, workflow_id) VALUES ('start', $1, $2, $3, 'dup', $4, $5)`,
       [event.project_id, event.contact_id, event.id, event.data, w.id],
     );
-    await until(async () => ((await dbQuery(svc.databaseUrl, `SELECT 1 FROM automation_outbox WHERE workflow_id = $1`, [w.id])).length === 0 ? true : undefined));
+    await until(async () =>
+      (await dbQuery(svc.databaseUrl, `SELECT 1 FROM automation_outbox WHERE workflow_id = $1`, [w.id])).length === 0 ? true : undefined,
+    );
     expect(await executions(w.id)).toHaveLength(1);
   });
 
@@ -373,7 +412,15 @@ describe('executions', () => {
     const c = (await svc.api.post('/contacts', { email: 'leaving@flow.test' }, key)).body;
     await svc.api.patch(`/contacts/${c.id}`, { subscribed: false }, key);
     await whenDone(unsub.id, 1);
-    await svc.api.post('/segments', { name: 'Big Spenders', trackMembership: true, condition: { logic: 'AND', groups: [{ filters: [{ field: 'data.spent', operator: 'greaterThan', value: 100 }] }] } }, key);
+    await svc.api.post(
+      '/segments',
+      {
+        name: 'Big Spenders',
+        trackMembership: true,
+        condition: { logic: 'AND', groups: [{ filters: [{ field: 'data.spent', operator: 'greaterThan', value: 100 }] }] },
+      },
+      key,
+    );
     const entry = await build('segment.big-spenders.entry', [{ name: 'x', type: 'EXIT' }], [['trigger', 'x']]);
     await track('spender@flow.test', 'purchase', { spent: 500 });
     const [x] = await whenDone(entry.id, 1);
@@ -404,7 +451,10 @@ describe('executions', () => {
     await new Promise((r) => setTimeout(r, 300));
     const promo = smtp.received.map((m) => m.envelope.to[0]).filter((to) => to.startsWith('opt'));
     expect(promo).toEqual(['optin@flow.test']);
-    const skipped = await dbQuery(svc.databaseUrl, `SELECT s.status, s.output FROM workflow_execution_steps s JOIN workflow_executions x ON x.id = s.execution_id JOIN contacts c ON c.id = x.contact_id WHERE c.email = 'optout@flow.test' AND s.type = 'SEND_EMAIL'`);
+    const skipped = await dbQuery(
+      svc.databaseUrl,
+      `SELECT s.status, s.output FROM workflow_execution_steps s JOIN workflow_executions x ON x.id = s.execution_id JOIN contacts c ON c.id = x.contact_id WHERE c.email = 'optout@flow.test' AND s.type = 'SEND_EMAIL'`,
+    );
     expect(skipped).toEqual([{ status: 'SKIPPED', output: { sent: false, reason: expect.stringMatching(/not subscribed/) } }]);
     const [optin] = await dbQuery(svc.databaseUrl, `SELECT subscribed, data FROM contacts WHERE email = 'optin@flow.test'`);
     // (Unsubscribing it also triggered the contact.unsubscribed workflow of an earlier test.)
@@ -417,7 +467,14 @@ describe('executions', () => {
     const c2 = (await svc.api.post('/contacts', { email: 'm2@flow.test' }, key)).body;
     const started = await svc.api.post(`/workflows/${id}/executions`, { contactId: c1.id, context: { source: 'admin' } }, key);
     expect(started.status).toBe(201);
-    expect(started.body).toMatchObject({ id: expect.any(String), workflowId: id, contactId: c1.id, status: 'RUNNING', context: { source: 'admin' }, createdAt: expect.any(String) });
+    expect(started.body).toMatchObject({
+      id: expect.any(String),
+      workflowId: id,
+      contactId: c1.id,
+      status: 'RUNNING',
+      context: { source: 'admin' },
+      createdAt: expect.any(String),
+    });
     await svc.api.post(`/workflows/${id}/executions`, { contactId: c2.id }, key);
     expect((await svc.api.post(`/workflows/${id}/executions`, { contactId: '00000000-0000-4000-8000-000000000000' }, key)).status).toBe(404);
     await until(async () => ((await executions(id, 'WAITING')).length === 2 ? true : undefined));
@@ -458,7 +515,11 @@ describe('executions', () => {
   test('a webhook failing with 5xx is retried; a refused one fails the execution with the reason', async () => {
     hook.requests.length = 0;
     hook.replies = [500, 503];
-    const retried = await build('retry', [{ name: 'hook', type: 'WEBHOOK', config: { url: `${hook.url}/r`, method: 'PUT', body: 'plain {{email}}' } }], [['trigger', 'hook']]);
+    const retried = await build(
+      'retry',
+      [{ name: 'hook', type: 'WEBHOOK', config: { url: `${hook.url}/r`, method: 'PUT', body: 'plain {{email}}' } }],
+      [['trigger', 'hook']],
+    );
     await track('retry@flow.test', 'retry');
     const [x] = await whenDone(retried.id, 1);
     expect(x.status).toBe('COMPLETED');

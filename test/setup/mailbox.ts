@@ -9,10 +9,14 @@ export interface CaughtMail {
 
 /** Waits for the dev mailbox (the real SMTP path) to hold more than `after` mails to `to` with this subject; answers the newest. */
 export async function caughtMail(svc: TestService, to: string, subject: string, after = 0): Promise<CaughtMail> {
-  return until(async () => {
-    const mail = (await svc.api.get(`/dev/mailbox?to=${encodeURIComponent(to)}`)).body.data.filter((m: CaughtMail) => m.subject === subject);
-    return mail.length > after ? (mail[0] as CaughtMail) : undefined;
-  }, 20_000, `a "${subject}" mail to ${to}`);
+  return until(
+    async () => {
+      const mail = (await svc.api.get(`/dev/mailbox?to=${encodeURIComponent(to)}`)).body.data.filter((m: CaughtMail) => m.subject === subject);
+      return mail.length > after ? (mail[0] as CaughtMail) : undefined;
+    },
+    20_000,
+    `a "${subject}" mail to ${to}`,
+  );
 }
 
 /** The token of the link in such a mail. */

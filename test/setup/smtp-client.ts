@@ -98,9 +98,32 @@ export class SmtpDialog {
 }
 
 /** A self-signed certificate and key for `name`, written to a new directory (openssl, as an operator would make one). */
-export function testCertificate(name = 'smtp.postbox.test', dir = fs.mkdtempSync(path.join(os.tmpdir(), 'postbox-cert-'))): { dir: string; cert: string; key: string; pem: string } {
+export function testCertificate(
+  name = 'smtp.postbox.test',
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'postbox-cert-')),
+): { dir: string; cert: string; key: string; pem: string } {
   const cert = path.join(dir, 'cert.pem');
   const key = path.join(dir, 'key.pem');
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '2', '-subj', `/CN=${name}`, '-addext', `subjectAltName=DNS:${name}`], { stdio: 'ignore' });
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      key,
+      '-out',
+      cert,
+      '-days',
+      '2',
+      '-subj',
+      `/CN=${name}`,
+      '-addext',
+      `subjectAltName=DNS:${name}`,
+    ],
+    { stdio: 'ignore' },
+  );
   return { dir, cert, key, pem: fs.readFileSync(cert, 'utf8') };
 }

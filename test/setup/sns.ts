@@ -17,9 +17,13 @@ export class SnsStandIn {
   async start(): Promise<this> {
     // A real X.509 certificate, as SNS publishes, made with openssl.
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sns-'));
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${dir}/key.pem`, '-out', `${dir}/cert.pem`, '-days', '2', '-subj', '/CN=sns.test'], {
-      stdio: 'ignore',
-    });
+    execFileSync(
+      'openssl',
+      ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${dir}/key.pem`, '-out', `${dir}/cert.pem`, '-days', '2', '-subj', '/CN=sns.test'],
+      {
+        stdio: 'ignore',
+      },
+    );
     this.privateKey = fs.readFileSync(`${dir}/key.pem`, 'utf8');
     const cert = fs.readFileSync(`${dir}/cert.pem`, 'utf8');
     this.server = http.createServer((req, res) => {
@@ -51,7 +55,10 @@ export class SnsStandIn {
       Signature: '',
       ...fields,
     } as SnsMessage;
-    m.Signature = crypto.createSign(version === '1' ? 'RSA-SHA1' : 'RSA-SHA256').update(stringToSign(m)).sign(this.privateKey, 'base64');
+    m.Signature = crypto
+      .createSign(version === '1' ? 'RSA-SHA1' : 'RSA-SHA256')
+      .update(stringToSign(m))
+      .sign(this.privateKey, 'base64');
     return m;
   }
 
@@ -65,4 +72,5 @@ export const sesEvent = (type: string, sesId: string, extra: Record<string, unkn
   JSON.stringify({ eventType: type, mail: { messageId: sesId, commonHeaders: {} }, ...extra });
 
 /** SMTP acceptance text in SES's form, so the provider message id is recorded. */
-export const sesAcceptText = () => `Ok 0100018c${crypto.randomBytes(4).toString('hex')}-1a2b3c4d-5e6f-4a5b-8c9d-${crypto.randomBytes(6).toString('hex')}-000000`;
+export const sesAcceptText = () =>
+  `Ok 0100018c${crypto.randomBytes(4).toString('hex')}-1a2b3c4d-5e6f-4a5b-8c9d-${crypto.randomBytes(6).toString('hex')}-000000`;

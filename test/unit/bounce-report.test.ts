@@ -17,8 +17,16 @@ const read = (file: string) => fs.readFileSync(path.join(fixtures, file));
 
 /** Reports that say the message is still being retried (read by hand; sisimai gives them a reason but no kind). */
 const DELAY_WARNINGS = new Set([
-  'lhost-exim-38.eml', 'lhost-outlook-06.eml', 'lhost-gmail-06.eml', 'lhost-gmail-08.eml', 'lhost-gmail-09.eml', 'lhost-gmail-17.eml',
-  'lhost-messagingserver-07.eml', 'rfc3464-07.eml', 'rfc3464-09.eml', 'rfc3464-34.eml',
+  'lhost-exim-38.eml',
+  'lhost-outlook-06.eml',
+  'lhost-gmail-06.eml',
+  'lhost-gmail-08.eml',
+  'lhost-gmail-09.eml',
+  'lhost-gmail-17.eml',
+  'lhost-messagingserver-07.eml',
+  'rfc3464-07.eml',
+  'rfc3464-09.eml',
+  'rfc3464-34.eml',
 ]);
 
 /** sisimai's reasons that are not bounces map to our kinds; everything else is a bounce (or a delay warning). */

@@ -79,5 +79,7 @@ test('SMTP submission: 2587 unless set (0 is off); the certificate and key come 
   expect(() => loadConfig({ SMTP_SUBMISSION_TLS_CERT: '/etc/cert.pem' })).toThrow(/^Invalid configuration: SMTP_SUBMISSION_TLS_KEY: /);
   expect(() => loadConfig({ SMTP_SUBMISSION_TLS_KEY: '/etc/key.pem' })).toThrow(/^Invalid configuration: SMTP_SUBMISSION_TLS_CERT: /);
   expect(() => loadConfig({ SMTP_SUBMISSION_TLS_PORT: '2465' })).toThrow(/^Invalid configuration: SMTP_SUBMISSION_TLS_PORT: /);
-  expect(loadConfig({ SMTP_SUBMISSION_TLS_CERT: 'c.pem', SMTP_SUBMISSION_TLS_KEY: 'k.pem', SMTP_SUBMISSION_TLS_PORT: '2465' }).SMTP_SUBMISSION_TLS_PORT).toBe(2465);
+  expect(loadConfig({ SMTP_SUBMISSION_TLS_CERT: 'c.pem', SMTP_SUBMISSION_TLS_KEY: 'k.pem', SMTP_SUBMISSION_TLS_PORT: '2465' }).SMTP_SUBMISSION_TLS_PORT).toBe(
+    2465,
+  );
 });

@@ -5,7 +5,7 @@ import { loadConfig } from '../../src/config';
 import { fitToFileLimit, openFileLimit, RESERVED_DESCRIPTORS } from '../../src/net/connection-limits';
 import { hostAllowed } from '@postbox/temporal-devserver';
 
-test('the listeners\' defaults fit under a file limit of 4096 as they are', () => {
+test("the listeners' defaults fit under a file limit of 4096 as they are", () => {
   const { connectionLimits } = loadConfig({});
   expect(connectionLimits).toEqual({
     http: { max: 1024, perClient: 256 },
@@ -20,7 +20,7 @@ test('the listeners\' defaults fit under a file limit of 4096 as they are', () =
   expect(loadConfig({ TRUST_PROXY: 'true', HTTP_MAX_CONNECTIONS: '300' }).connectionLimits.http).toEqual({ max: 300, perClient: 300 });
 });
 
-test('under a low file limit every listener\'s limits are lowered together, leaving the reserve free', () => {
+test("under a low file limit every listener's limits are lowered together, leaving the reserve free", () => {
   const { connectionLimits } = loadConfig({});
   const { limits, scaled } = fitToFileLimit(connectionLimits, 1024);
   expect(scaled?.fileLimit).toBe(1024);
@@ -34,7 +34,10 @@ test('under a low file limit every listener\'s limits are lowered together, leav
 
 test('the open-file limit is read from /proc/self/limits', () => {
   const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'limits-')), 'limits');
-  fs.writeFileSync(file, 'Limit                     Soft Limit           Hard Limit           Units\nMax open files            4096                 8192                 files\n');
+  fs.writeFileSync(
+    file,
+    'Limit                     Soft Limit           Hard Limit           Units\nMax open files            4096                 8192                 files\n',
+  );
   expect(openFileLimit(file)).toBe(4096);
   fs.writeFileSync(file, 'Max open files            unlimited            unlimited            files\n');
   expect(openFileLimit(file)).toBeUndefined();

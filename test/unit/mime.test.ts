@@ -20,9 +20,12 @@ const dkimResult = async (raw: Buffer) => (await dkimStatus(raw, dns, 'hello@sha
 
 /** RFC 2047 Q-encoded UTF-8 words back to text (mailparser leaves unknown headers encoded). */
 const decodeWords = (value: string) =>
-  value
-    .replace(/\?=\s+=\?/g, '?==?')
-    .replace(/=\?UTF-8\?Q\?(.*?)\?=/gi, (_w, q: string) => Buffer.from(q.replace(/_/g, ' ').replace(/=([0-9A-F]{2})/gi, (_m, h: string) => String.fromCharCode(parseInt(h, 16))), 'latin1').toString('utf8'));
+  value.replace(/\?=\s+=\?/g, '?==?').replace(/=\?UTF-8\?Q\?(.*?)\?=/gi, (_w, q: string) =>
+    Buffer.from(
+      q.replace(/_/g, ' ').replace(/=([0-9A-F]{2})/gi, (_m, h: string) => String.fromCharCode(parseInt(h, 16))),
+      'latin1',
+    ).toString('utf8'),
+  );
 
 const base: OutgoingMessage = {
   messageId: '<0b6f3a1e@shapes.test>',
@@ -36,19 +39,67 @@ const base: OutgoingMessage = {
   attachments: [],
 };
 
-const png = Buffer.from('89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d4944415478da63f8cfc0f01f0005000201a5c2f5a90000000049454e44ae426082', 'hex');
+const png = Buffer.from(
+  '89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d4944415478da63f8cfc0f01f0005000201a5c2f5a90000000049454e44ae426082',
+  'hex',
+);
 
 const shapes: Array<[string, Partial<OutgoingMessage>]> = [
   ['HTML and text', {}],
   ['HTML only', { text: null }],
-  ['text only', { html: null, text: 'Plain words, no HTML at all: a cron job\'s report. ✓' }],
-  ['non-ASCII subject, names and body', { subject: 'Grüße aus Köln — 東京 📬', from: { name: 'Zoë Ünal', address: 'hello@shapes.test' }, to: { name: '山田 太郎', address: 'user@example.org' }, text: 'Grüße, 東京!', html: '<p>Grüße, 東京! ✓</p>' }],
-  ['long lines, trailing spaces, dots and blank lines', { text: `${'word '.repeat(300)}   \n.starts with a dot\n\n\n`, html: `<p>${'x'.repeat(2000)}</p>\n.\n<p>end</p>   ` }],
+  ['text only', { html: null, text: "Plain words, no HTML at all: a cron job's report. ✓" }],
+  [
+    'non-ASCII subject, names and body',
+    {
+      subject: 'Grüße aus Köln — 東京 📬',
+      from: { name: 'Zoë Ünal', address: 'hello@shapes.test' },
+      to: { name: '山田 太郎', address: 'user@example.org' },
+      text: 'Grüße, 東京!',
+      html: '<p>Grüße, 東京! ✓</p>',
+    },
+  ],
+  [
+    'long lines, trailing spaces, dots and blank lines',
+    { text: `${'word '.repeat(300)}   \n.starts with a dot\n\n\n`, html: `<p>${'x'.repeat(2000)}</p>\n.\n<p>end</p>   ` },
+  ],
   ['a long ASCII subject', { subject: 'A subject that goes on and on and on well past the seventy-eight characters a line should have' }],
-  ['custom headers', { headers: { 'X-Campaign': 'spring', 'X-Entity-Ref-ID': 'ü-ref 42', 'List-Unsubscribe': '<https://mail.example/unsubscribe/' + 'a'.repeat(120) + '>', 'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click' } }],
-  ['attachments', { attachments: [{ filename: 'report.pdf', contentType: 'application/pdf', content: crypto.randomBytes(5000), disposition: 'attachment', contentId: null }, { filename: 'Übersicht 2026.csv', contentType: 'text/csv', content: Buffer.from('a,b\n1,2\n'), disposition: 'attachment', contentId: null }] }],
-  ['inline images', { html: '<p><img src="cid:logo@shapes"></p>', attachments: [{ filename: 'logo.png', contentType: 'image/png', content: png, disposition: 'inline', contentId: 'logo@shapes' }] }],
-  ['inline images and attachments', { html: '<img src="cid:logo@shapes">', attachments: [{ filename: 'logo.png', contentType: 'image/png', content: png, disposition: 'inline', contentId: 'logo@shapes' }, { filename: 'a.txt', contentType: 'text/plain', content: Buffer.from('attached'), disposition: 'attachment', contentId: null }] }],
+  [
+    'custom headers',
+    {
+      headers: {
+        'X-Campaign': 'spring',
+        'X-Entity-Ref-ID': 'ü-ref 42',
+        'List-Unsubscribe': '<https://mail.example/unsubscribe/' + 'a'.repeat(120) + '>',
+        'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click',
+      },
+    },
+  ],
+  [
+    'attachments',
+    {
+      attachments: [
+        { filename: 'report.pdf', contentType: 'application/pdf', content: crypto.randomBytes(5000), disposition: 'attachment', contentId: null },
+        { filename: 'Übersicht 2026.csv', contentType: 'text/csv', content: Buffer.from('a,b\n1,2\n'), disposition: 'attachment', contentId: null },
+      ],
+    },
+  ],
+  [
+    'inline images',
+    {
+      html: '<p><img src="cid:logo@shapes"></p>',
+      attachments: [{ filename: 'logo.png', contentType: 'image/png', content: png, disposition: 'inline', contentId: 'logo@shapes' }],
+    },
+  ],
+  [
+    'inline images and attachments',
+    {
+      html: '<img src="cid:logo@shapes">',
+      attachments: [
+        { filename: 'logo.png', contentType: 'image/png', content: png, disposition: 'inline', contentId: 'logo@shapes' },
+        { filename: 'a.txt', contentType: 'text/plain', content: Buffer.from('attached'), disposition: 'attachment', contentId: null },
+      ],
+    },
+  ],
 ];
 
 describe('messages built by encodeMessage', () => {
@@ -78,7 +129,10 @@ describe('messages built by encodeMessage', () => {
 
   test('a changed body or signed header fails verification', async () => {
     const { raw } = await encodeMessage(base, dkim);
-    expect(await dkimStatus(Buffer.from(raw.toString().replace('Hello there.', 'Hello thera.')), dns, 'hello@shapes.test')).toMatchObject({ result: 'neutral', comment: 'body hash did not verify' });
+    expect(await dkimStatus(Buffer.from(raw.toString().replace('Hello there.', 'Hello thera.')), dns, 'hello@shapes.test')).toMatchObject({
+      result: 'neutral',
+      comment: 'body hash did not verify',
+    });
     expect(await dkimResult(Buffer.from(raw.toString().replace('Subject: Hello', 'Subject: Hellp')))).toBe('fail');
   });
 

@@ -8,7 +8,10 @@ import path from 'node:path';
 
 const src = path.join(__dirname, '..', '..', 'src');
 const publicFiles = [
-  ...fs.readdirSync(path.join(src, 'modules'), { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => path.join(src, 'modules', d.name, 'index.ts')),
+  ...fs
+    .readdirSync(path.join(src, 'modules'), { withFileTypes: true })
+    .filter((d) => d.isDirectory())
+    .map((d) => path.join(src, 'modules', d.name, 'index.ts')),
   path.join(src, 'delivery', 'index.ts'),
   path.join(src, 'inbound', 'inbound-reports.ts'),
 ];

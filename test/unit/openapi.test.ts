@@ -48,7 +48,10 @@ describe('GET /openapi.json', () => {
     expect(doc.servers).toEqual([{ url: 'https://mail.example.com' }]);
     for (const r of routeEntries(router)) {
       const op = doc.paths[openApiPath(r.path)]?.[r.method.toLowerCase()];
-      expect({ route: `${r.method} ${r.path}`, documented: Boolean(op && !op['x-undocumented']) }).toEqual({ route: `${r.method} ${r.path}`, documented: true });
+      expect({ route: `${r.method} ${r.path}`, documented: Boolean(op && !op['x-undocumented']) }).toEqual({
+        route: `${r.method} ${r.path}`,
+        documented: true,
+      });
       expect(op.summary).toBeTruthy();
       expect(Object.keys(op.responses).length).toBeGreaterThan(0);
     }
@@ -100,7 +103,13 @@ describe('GET /openapi.json', () => {
     expect(list.find((p) => p.name === 'limit')).toEqual(
       expect.objectContaining({ in: 'query', required: false, schema: expect.objectContaining({ type: 'integer', default: 20, minimum: 1, maximum: 100 }) }),
     );
-    expect(doc.paths['/campaigns'].get.parameters!.find((p) => p.name === 'status')!.schema.enum).toEqual(['DRAFT', 'SCHEDULED', 'SENDING', 'SENT', 'CANCELLED']);
+    expect(doc.paths['/campaigns'].get.parameters!.find((p) => p.name === 'status')!.schema.enum).toEqual([
+      'DRAFT',
+      'SCHEDULED',
+      'SENDING',
+      'SENT',
+      'CANCELLED',
+    ]);
   });
 
   test('uploads are multipart with a binary field', () => {

@@ -1,21 +1,10 @@
 import dgram from 'node:dgram';
 import { Resolver } from '../../src/dns/resolver';
 import { parse } from '../../src/http/validate';
-import {
-  isAliasDomain,
-  isDisposableDomain,
-  isListedMailProvider,
-  POPULAR_MAIL_DOMAINS,
-} from '../../src/modules/verify/domain-lists';
+import { isAliasDomain, isDisposableDomain, isListedMailProvider, POPULAR_MAIL_DOMAINS } from '../../src/modules/verify/domain-lists';
 import { singleEdit, suggestDomain } from '../../src/modules/verify/typo';
 import { verifySchema } from '../../src/modules/verify/verify.schemas';
-import {
-  assess,
-  type DomainDns,
-  DomainDnsCache,
-  isPlusAddressed,
-  lookupDomain,
-} from '../../src/modules/verify/verify.service';
+import { assess, type DomainDns, DomainDnsCache, isPlusAddressed, lookupDomain } from '../../src/modules/verify/verify.service';
 import { ZoneDnsServer } from '../../src/dns/zone-server';
 
 const dnsOf = (over: Partial<DomainDns> = {}): DomainDns => ({
@@ -50,12 +39,30 @@ describe('typo detection', () => {
   });
 
   test.each([
-    'gmail.com', 'hotmail.com', 'yahoo.com', 'outlook.com', 'icloud.com', 'proton.me', 'gmx.de',
+    'gmail.com',
+    'hotmail.com',
+    'yahoo.com',
+    'outlook.com',
+    'icloud.com',
+    'proton.me',
+    'gmx.de',
     // real providers one letter from a popular one
-    'ymail.com', 'email.com', 'yahoo.cn', 'mac.com', 'me.com',
+    'ymail.com',
+    'email.com',
+    'yahoo.cn',
+    'mac.com',
+    'me.com',
     // real companies one or two letters from a short provider name
-    'ibm.com', 'att.com', 'ge.com', 'hp.com', 'meta.com', 'sap.com', 'uber.com',
-    'example.test', 'acme.test', 'company.io',
+    'ibm.com',
+    'att.com',
+    'ge.com',
+    'hp.com',
+    'meta.com',
+    'sap.com',
+    'uber.com',
+    'example.test',
+    'acme.test',
+    'company.io',
   ])('%s is not flagged', (domain) => {
     expect(suggestDomain(domain)).toBeUndefined();
   });
@@ -198,9 +205,7 @@ describe('the verdict', () => {
   test('a partial DNS failure names only the fields it leaves unknown', () => {
     const r = assess('ada@example.test', dnsOf({ MX: 'failed', failure: 'timeout' }));
     expect(r).toMatchObject({ valid: false, domainExists: true, hasWebsite: true, hasMxRecords: false });
-    expect(r.reasons).toEqual([
-      'DNS lookup failed for example.test (MX): timeout; hasMxRecords could not be checked and is reported as false',
-    ]);
+    expect(r.reasons).toEqual(['DNS lookup failed for example.test (MX): timeout; hasMxRecords could not be checked and is reported as false']);
   });
 });
 

@@ -98,7 +98,11 @@ describe('callWebhook', () => {
   const call = (url: string, allowPrivate: boolean) => callWebhook({ url, method: 'GET', headers: {} }, { resolver: resolver(), allowPrivate });
 
   /** The refusal's message (what a project sees) and its detail (what the service logs). */
-  const refusal = (p: Promise<unknown>) => p.then(() => ({ message: 'no refusal', detail: '' }), (e: WebhookError) => ({ message: e.message, detail: e.detail ?? '' }));
+  const refusal = (p: Promise<unknown>) =>
+    p.then(
+      () => ({ message: 'no refusal', detail: '' }),
+      (e: WebhookError) => ({ message: e.message, detail: e.detail ?? '' }),
+    );
 
   test('loopback, private and metadata addresses are refused, by IP or by name, unless allowed; the project is not told where a name leads', async () => {
     for (const url of [`http://127.0.0.1:${port}/x`, `http://inside.test:${port}/x`, 'http://169.254.169.254/latest/meta-data/']) {
@@ -114,7 +118,18 @@ describe('callWebhook', () => {
 
   test('IPv4-mapped, NAT64 and 6to4 spellings of loopback never reach the server on 127.0.0.1', async () => {
     hits.length = 0;
-    for (const host of ['[::ffff:127.0.0.1]', '[::ffff:7f00:1]', '[::127.0.0.1]', '[64:ff9b::7f00:1]', '[2002:7f00:1::]', '2130706433', '0x7f000001', '127.1', '[::]', '0.0.0.0']) {
+    for (const host of [
+      '[::ffff:127.0.0.1]',
+      '[::ffff:7f00:1]',
+      '[::127.0.0.1]',
+      '[64:ff9b::7f00:1]',
+      '[2002:7f00:1::]',
+      '2130706433',
+      '0x7f000001',
+      '127.1',
+      '[::]',
+      '0.0.0.0',
+    ]) {
       await expect(call(`http://${host}:${port}/x`, false)).rejects.toThrow(/refused/);
     }
     expect((await refusal(call(`http://mapped.test:${port}/x`, false))).detail).toMatch(/^mapped\.test resolves to /);
@@ -122,7 +137,7 @@ describe('callWebhook', () => {
     expect(hits).toEqual([]);
   });
 
-  test('a redirect to another origin drops credentials and the caller\'s own headers, as fetch does; one to the same origin keeps them', async () => {
+  test("a redirect to another origin drops credentials and the caller's own headers, as fetch does; one to the same origin keeps them", async () => {
     const deps = { resolver: resolver(), allowPrivate: (ip: string) => ip === '127.0.0.1' };
     const headers = { authorization: 'Bearer secret', cookie: 'session=1', 'x-api-key': 'k', 'content-type': 'application/json', 'webhook-id': 'msg_1' };
     const same = JSON.parse((await callWebhook({ url: `http://public.test:${port}/redirect-same-origin`, method: 'POST', headers, body: '{}' }, deps)).body);
@@ -155,10 +170,14 @@ describe('callWebhook', () => {
     // Loopback stands in for a public address here; the metadata address stays forbidden.
     const onlyLoopback = (ip: string) => ip === '127.0.0.1';
     const deps = { resolver: resolver(), allowPrivate: onlyLoopback };
-    expect((await refusal(callWebhook({ url: `http://127.0.0.1:${port}/redirect-private`, method: 'GET', headers: {} }, deps))).detail).toMatch(/169\.254\.169\.254/);
+    expect((await refusal(callWebhook({ url: `http://127.0.0.1:${port}/redirect-private`, method: 'GET', headers: {} }, deps))).detail).toMatch(
+      /169\.254\.169\.254/,
+    );
     const res = await callWebhook({ url: `http://public.test:${port}/redirect-named`, method: 'GET', headers: {} }, deps);
     expect(res.body).toBe('ok');
-    expect((await refusal(callWebhook({ url: `http://127.0.0.1:${port}/redirect-mapped`, method: 'GET', headers: {} }, deps))).detail).toMatch(/169\.254\.169\.254/);
+    expect((await refusal(callWebhook({ url: `http://127.0.0.1:${port}/redirect-mapped`, method: 'GET', headers: {} }, deps))).detail).toMatch(
+      /169\.254\.169\.254/,
+    );
     expect(hits).toEqual(['/redirect-private', '/redirect-named', '/final', '/redirect-mapped']);
   });
 

@@ -97,7 +97,18 @@ class FakeExecution {
 
 describe('steps', () => {
   test('runs each step in order, numbering them; the last one records the end of the execution', async () => {
-    const x = new FakeExecution(definition([{ id: 'mail', type: 'SEND_EMAIL' }, { id: 'update', type: 'UPDATE_CONTACT' }], [['trigger', 'mail'], ['mail', 'update']]));
+    const x = new FakeExecution(
+      definition(
+        [
+          { id: 'mail', type: 'SEND_EMAIL' },
+          { id: 'update', type: 'UPDATE_CONTACT' },
+        ],
+        [
+          ['trigger', 'mail'],
+          ['mail', 'update'],
+        ],
+      ),
+    );
     expect(await x.execute()).toBeUndefined();
     expect(x.log.map(({ call, stepId, seq, last, recordTrigger }) => ({ call, stepId, seq, last, recordTrigger }))).toEqual([
       { call: 'load', recordTrigger: true },
@@ -138,7 +149,19 @@ describe('steps', () => {
 
   test('continues as new every 100 steps, carrying the step and its number on, without recording the trigger again', async () => {
     // A loop of two steps, left after 150 steps by an EXIT outcome.
-    const x = new FakeExecution(definition([{ id: 'a', type: 'UPDATE_CONTACT' }, { id: 'b', type: 'UPDATE_CONTACT' }], [['trigger', 'a'], ['a', 'b'], ['b', 'a']]));
+    const x = new FakeExecution(
+      definition(
+        [
+          { id: 'a', type: 'UPDATE_CONTACT' },
+          { id: 'b', type: 'UPDATE_CONTACT' },
+        ],
+        [
+          ['trigger', 'a'],
+          ['a', 'b'],
+          ['b', 'a'],
+        ],
+      ),
+    );
     let steps = 0;
     x.outcomes = { a: () => (++steps === 150 ? 'exit' : 'next'), b: () => (++steps === 150 ? 'exit' : 'next') };
     const handle = await withWorkers(t.env, x.activities(), async (taskQueue) => {
@@ -157,7 +180,18 @@ describe('steps', () => {
 
 describe('waits', () => {
   test('DELAY is a durable timer (3 days, skipped here); the next step records that the wait elapsed', async () => {
-    const x = new FakeExecution(definition([{ id: 'wait', type: 'DELAY', config: { amount: 3, unit: 'days' } }, { id: 'mail', type: 'SEND_EMAIL' }], [['trigger', 'wait'], ['wait', 'mail']]));
+    const x = new FakeExecution(
+      definition(
+        [
+          { id: 'wait', type: 'DELAY', config: { amount: 3, unit: 'days' } },
+          { id: 'mail', type: 'SEND_EMAIL' },
+        ],
+        [
+          ['trigger', 'wait'],
+          ['wait', 'mail'],
+        ],
+      ),
+    );
     const wallStart = Date.now();
     await x.execute();
     expect(Date.now() - wallStart).toBeLessThan(15_000);
@@ -223,7 +257,10 @@ describe('waits', () => {
           { id: 'first', type: 'WAIT_FOR_EVENT', config: { eventName: 'purchase', timeout: 86_400 } },
           { id: 'second', type: 'WAIT_FOR_EVENT', config: { eventName: 'purchase', timeout: 86_400 } },
         ],
-        [['trigger', 'first'], ['first', 'second', { outcome: 'event' }]],
+        [
+          ['trigger', 'first'],
+          ['first', 'second', { outcome: 'event' }],
+        ],
       ),
     );
     const purchase: AutomationEvent = { id: uid('event'), name: 'purchase', data: {} };
@@ -240,7 +277,18 @@ describe('waits', () => {
   });
 
   test('cancelled during a wait, the execution records CANCELLED', async () => {
-    const x = new FakeExecution(definition([{ id: 'wait', type: 'DELAY', config: { amount: 30, unit: 'days' } }, { id: 'mail', type: 'SEND_EMAIL' }], [['trigger', 'wait'], ['wait', 'mail']]));
+    const x = new FakeExecution(
+      definition(
+        [
+          { id: 'wait', type: 'DELAY', config: { amount: 30, unit: 'days' } },
+          { id: 'mail', type: 'SEND_EMAIL' },
+        ],
+        [
+          ['trigger', 'wait'],
+          ['wait', 'mail'],
+        ],
+      ),
+    );
     const failed = await withWorkers(t.env, x.activities(), async (taskQueue) => {
       const handle = await x.start(taskQueue);
       await eventually(() => x.calls('beginWait').length === 1, 'the wait to begin');
@@ -255,7 +303,17 @@ describe('waits', () => {
 });
 
 describe('webhooks', () => {
-  const hookThenMail = () => definition([{ id: 'hook', type: 'WEBHOOK' }, { id: 'mail', type: 'SEND_EMAIL' }], [['trigger', 'hook'], ['hook', 'mail']]);
+  const hookThenMail = () =>
+    definition(
+      [
+        { id: 'hook', type: 'WEBHOOK' },
+        { id: 'mail', type: 'SEND_EMAIL' },
+      ],
+      [
+        ['trigger', 'hook'],
+        ['hook', 'mail'],
+      ],
+    );
 
   test('a webhook failing (5xx, timeout) is tried again with backoff, then the execution goes on', async () => {
     const x = new FakeExecution(hookThenMail());

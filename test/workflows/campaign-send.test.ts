@@ -67,10 +67,16 @@ class FakeCampaign {
           .sort()
           .slice(0, this.size * this.parallelism);
         const chunks: CampaignChunk[] = [];
-        for (let i = 0; i < ids.length; i += this.size) chunks.push({ after: i === 0 ? after : ids[i - 1], upTo: ids[Math.min(i + this.size, ids.length) - 1] });
+        for (let i = 0; i < ids.length; i += this.size)
+          chunks.push({ after: i === 0 ? after : ids[i - 1], upTo: ids[Math.min(i + this.size, ids.length) - 1] });
         if (chunks.length) return { chunks, parallelism: this.parallelism, remaining: null, nextDueInSeconds: null };
         const dues = [...this.queued.values()];
-        return { chunks, parallelism: this.parallelism, remaining: dues.length, nextDueInSeconds: dues.length ? Math.max(0, (Math.min(...dues) - now) / 1000) : null };
+        return {
+          chunks,
+          parallelism: this.parallelism,
+          remaining: dues.length,
+          nextDueInSeconds: dues.length ? Math.max(0, (Math.min(...dues) - now) / 1000) : null,
+        };
       },
       completeCampaign: async () => {
         this.log.push({ call: 'completeCampaign', at: scheduledAt() });

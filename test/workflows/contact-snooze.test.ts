@@ -38,7 +38,11 @@ test('a later snooze (the snoozeUntil signal) moves the wake-up: nothing ends at
   const later = iso(now + 5 * DAY);
   const { ended, activities } = endContactSnoozeMock();
   await withWorkers(t.env, activities, async (taskQueue) => {
-    const handle = await t.env.client.workflow.start(contactSnoozeWorkflow, { taskQueue, workflowId: workflowIds.contactSnooze(contactId), args: [{ contactId, until: first }] });
+    const handle = await t.env.client.workflow.start(contactSnoozeWorkflow, {
+      taskQueue,
+      workflowId: workflowIds.contactSnooze(contactId),
+      args: [{ contactId, until: first }],
+    });
     await handle.signal(snoozeUntilSignal, later);
     await t.env.sleep(3 * DAY);
     expect(ended).toEqual([]);
@@ -54,7 +58,11 @@ test('a snooze moved earlier ends at the earlier time', async () => {
   const earlier = iso(now + DAY);
   const { ended, activities } = endContactSnoozeMock();
   await withWorkers(t.env, activities, async (taskQueue) => {
-    const handle = await t.env.client.workflow.start(contactSnoozeWorkflow, { taskQueue, workflowId: workflowIds.contactSnooze(contactId), args: [{ contactId, until: iso(now + 30 * DAY) }] });
+    const handle = await t.env.client.workflow.start(contactSnoozeWorkflow, {
+      taskQueue,
+      workflowId: workflowIds.contactSnooze(contactId),
+      args: [{ contactId, until: iso(now + 30 * DAY) }],
+    });
     await handle.signal(snoozeUntilSignal, earlier);
     await handle.result();
   });
@@ -84,7 +92,9 @@ test('a new snooze that arrives while the old one is being ended is ended at its
   const { ended, activities } = endContactSnoozeMock(async (until) => {
     if (until === first) await t.env.client.workflow.getHandle(workflowId).signal(snoozeUntilSignal, again);
   });
-  await withWorkers(t.env, activities, (taskQueue) => t.env.client.workflow.execute(contactSnoozeWorkflow, { taskQueue, workflowId, args: [{ contactId, until: first }] }));
+  await withWorkers(t.env, activities, (taskQueue) =>
+    t.env.client.workflow.execute(contactSnoozeWorkflow, { taskQueue, workflowId, args: [{ contactId, until: first }] }),
+  );
   expect(ended.map((e) => e.until)).toEqual([first, again]);
   expect(ended[1].at).toBeGreaterThanOrEqual(Date.parse(again));
 });

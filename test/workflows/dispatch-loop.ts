@@ -43,7 +43,11 @@ export async function runDispatcher<A extends [unknown]>(
     activities,
     async (taskQueue) => {
       workflowId = spec.workflowId(taskQueue);
-      const handle = await env.client.workflow.start(spec.workflow as (...args: [unknown]) => Promise<void>, { taskQueue, workflowId, args: spec.args(taskQueue) });
+      const handle = await env.client.workflow.start(spec.workflow as (...args: [unknown]) => Promise<void>, {
+        taskQueue,
+        workflowId,
+        args: spec.args(taskQueue),
+      });
       await fn({ taskQueue, handle });
     },
     more,

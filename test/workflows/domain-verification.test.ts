@@ -41,7 +41,11 @@ test('checks at once, then every interval the last check answered, verified or n
 
 test('a check that fails (DNS or database trouble) is tried again after 5 s, and the rounds go on', async () => {
   const domainId = uid('domain');
-  const { at, activities } = checks([new Error('SERVFAIL'), { exists: true, status: 'PENDING', intervalSeconds: 600 }, { exists: false, intervalSeconds: 600 }]);
+  const { at, activities } = checks([
+    new Error('SERVFAIL'),
+    { exists: true, status: 'PENDING', intervalSeconds: 600 },
+    { exists: false, intervalSeconds: 600 },
+  ]);
   await withWorkers(t.env, activities, (taskQueue) =>
     t.env.client.workflow.execute(domainVerificationWorkflow, { taskQueue, workflowId: workflowIds.domainVerification(domainId), args: [{ domainId }] }),
   );
@@ -53,7 +57,11 @@ test('continues as new after 200 rounds, so a domain checked for months keeps a 
   let rounds = 0;
   const checkDomain = async () => ({ exists: ++rounds <= 200, status: 'VERIFIED', intervalSeconds: HOUR / 1000 });
   const handle = await withWorkers(t.env, { checkDomain }, async (taskQueue) => {
-    const h = await t.env.client.workflow.start(domainVerificationWorkflow, { taskQueue, workflowId: workflowIds.domainVerification(domainId), args: [{ domainId }] });
+    const h = await t.env.client.workflow.start(domainVerificationWorkflow, {
+      taskQueue,
+      workflowId: workflowIds.domainVerification(domainId),
+      args: [{ domainId }],
+    });
     await h.result();
     return h;
   });

@@ -38,7 +38,11 @@ test('refreshes at once and then every SEGMENT_REFRESH_SECONDS (skipped time), a
 
 test('a refresh that fails is tried again after 5 s, and the rounds go on', async () => {
   const segmentId = uid('segment');
-  const { at, activities } = refreshes([new Error('canceling statement due to statement timeout'), { exists: true, intervalSeconds: 900 }, { exists: false, intervalSeconds: 900 }]);
+  const { at, activities } = refreshes([
+    new Error('canceling statement due to statement timeout'),
+    { exists: true, intervalSeconds: 900 },
+    { exists: false, intervalSeconds: 900 },
+  ]);
   await withWorkers(t.env, activities, (taskQueue) =>
     t.env.client.workflow.execute(segmentRefreshWorkflow, { taskQueue, workflowId: workflowIds.segment(segmentId), args: [{ segmentId }] }),
   );

@@ -87,6 +87,7 @@ export async function startDevServer(opts: DevServerOptions = {}): Promise<DevSe
     }
 
     // The timer queue asks the engine what is in flight; the engine is created right after.
+    // eslint-disable-next-line prefer-const -- read by the timer queue's callback before it is assigned
     let engine: Engine | undefined;
     const timers = new TimerQueue(!!opts.timeSkipping, () => engine?.inFlight() ?? 0, opts.timeSkippingStartsUnlocked ? 0 : 1);
     engine = new Engine({

@@ -110,12 +110,7 @@ export function encodeHistoryBody(events: readonly Uint8Array[]): Buffer {
  * Encodes `message` with `type`, then appends an already-encoded History as field `historyField`.
  * Protobuf allows fields in any order, so this equals encoding the whole message at once.
  */
-export function encodeWithHistory(
-  type: { encode(m: object): protobuf.Writer },
-  message: object,
-  historyField: number,
-  events: readonly Uint8Array[],
-): Buffer {
+export function encodeWithHistory(type: { encode(m: object): protobuf.Writer }, message: object, historyField: number, events: readonly Uint8Array[]): Buffer {
   const head = type.encode(message).finish();
   const body = encodeHistoryBody(events);
   return Buffer.concat([head, fieldHeader(historyField, body.length), body]);

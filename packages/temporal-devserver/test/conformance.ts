@@ -42,7 +42,7 @@ export function conformanceSuite(title: string, options: ConformanceOptions = {}
     let bundle: WorkflowBundle;
     let env: TestEnv;
     // Loosely typed on purpose: tests pass start options of every kind through here.
-    const start = (fn: (...args: any[]) => Promise<any>, args: unknown[], extra: Record<string, unknown> = {}) => // eslint-disable-line @typescript-eslint/no-explicit-any
+    const start = (fn: (...args: any[]) => Promise<any>, args: unknown[], extra: Record<string, unknown> = {}) =>
       env.client.workflow.start(fn, { taskQueue: env.taskQueue, workflowId: uid(fn.name), args, ...extra } as never);
 
     beforeAll(async () => {
@@ -346,7 +346,9 @@ export function conformanceSuite(title: string, options: ConformanceOptions = {}
         await handle.signal(workflows.unblock, 'late');
         expect(await handle.result()).toEqual(['late']);
         const failed = (await handle.fetchHistory()).events!.filter((e) => e.workflowTaskFailedEventAttributes);
-        expect(failed.map((e) => e.workflowTaskFailedEventAttributes!.cause)).toContain(enums.WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND);
+        expect(failed.map((e) => e.workflowTaskFailedEventAttributes!.cause)).toContain(
+          enums.WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND,
+        );
       });
 
       test('workflow task failures are retried until the workflow recovers', async () => {
@@ -370,7 +372,11 @@ export function conformanceSuite(title: string, options: ConformanceOptions = {}
       });
 
       test('maximum attempts, non-retryable types and flags', async () => {
-        expect(await scenario('maximum-attempts')).toMatchObject({ failure: 'ActivityFailure', cause: 'ApplicationFailure', retryState: 'MAXIMUM_ATTEMPTS_REACHED' });
+        expect(await scenario('maximum-attempts')).toMatchObject({
+          failure: 'ActivityFailure',
+          cause: 'ApplicationFailure',
+          retryState: 'MAXIMUM_ATTEMPTS_REACHED',
+        });
         expect(await scenario('non-retryable-type')).toMatchObject({ cause: 'ApplicationFailure', retryState: 'NON_RETRYABLE_FAILURE' });
         expect(await scenario('non-retryable-flag')).toMatchObject({ cause: 'ApplicationFailure', retryState: 'NON_RETRYABLE_FAILURE' });
       });
@@ -380,11 +386,19 @@ export function conformanceSuite(title: string, options: ConformanceOptions = {}
       });
 
       test('only schedule-to-close, and no worker takes the task: schedule-to-start (its default) fires first', async () => {
-        expect(await scenario('schedule-to-close-only-unpolled')).toMatchObject({ cause: 'TimeoutFailure', timeoutType: 'SCHEDULE_TO_START', retryState: 'TIMEOUT' });
+        expect(await scenario('schedule-to-close-only-unpolled')).toMatchObject({
+          cause: 'TimeoutFailure',
+          timeoutType: 'SCHEDULE_TO_START',
+          retryState: 'TIMEOUT',
+        });
       });
 
       test('start-to-close timeout, retried then given up', async () => {
-        expect(await scenario('start-to-close')).toMatchObject({ cause: 'TimeoutFailure', timeoutType: 'START_TO_CLOSE', retryState: 'MAXIMUM_ATTEMPTS_REACHED' });
+        expect(await scenario('start-to-close')).toMatchObject({
+          cause: 'TimeoutFailure',
+          timeoutType: 'START_TO_CLOSE',
+          retryState: 'MAXIMUM_ATTEMPTS_REACHED',
+        });
       });
 
       test('schedule-to-close timeout carries the last failure', async () => {
@@ -583,7 +597,9 @@ export function conformanceSuite(title: string, options: ConformanceOptions = {}
         const handle = await start(workflows.updatable, []);
         const ws = env.connection.workflowService;
         const base = { namespace: env.namespace, workflowExecution: { workflowId: handle.workflowId } };
-        await expect(ws.updateWorkflowExecution({ ...base, request: { input: { name: 'setValue' } } })).rejects.toMatchObject({ code: status.INVALID_ARGUMENT });
+        await expect(ws.updateWorkflowExecution({ ...base, request: { input: { name: 'setValue' } } })).rejects.toMatchObject({
+          code: status.INVALID_ARGUMENT,
+        });
         await expect(ws.updateWorkflowExecution({ ...base, request: { meta: { updateId: 'u' }, input: {} } })).rejects.toMatchObject({
           code: status.INVALID_ARGUMENT,
         });
@@ -593,18 +609,28 @@ export function conformanceSuite(title: string, options: ConformanceOptions = {}
 
     part('schedules')('schedules and cron workflows', () => {
       const schedules = () => env.client.schedule;
-      const startAction = (fn: (...args: any[]) => Promise<unknown>, args: unknown[], workflowId: string) => // eslint-disable-line @typescript-eslint/no-explicit-any
-        ({ type: 'startWorkflow' as const, workflowType: fn, args, taskQueue: env.taskQueue, workflowId });
+      const startAction = (fn: (...args: any[]) => Promise<unknown>, args: unknown[], workflowId: string) => ({
+        type: 'startWorkflow' as const,
+        workflowType: fn,
+        args,
+        taskQueue: env.taskQueue,
+        workflowId,
+      });
       const runsOf = async (scheduleId: string) => {
         const out: { workflowId: string; status: string }[] = [];
-        for await (const w of env.client.workflow.list({ query: `TemporalScheduledById = '${scheduleId}'` })) out.push({ workflowId: w.workflowId, status: w.status.name });
+        for await (const w of env.client.workflow.list({ query: `TemporalScheduledById = '${scheduleId}'` }))
+          out.push({ workflowId: w.workflowId, status: w.status.name });
         return out;
       };
 
       test('an interval schedule starts its workflows (id + scheduled time, TemporalScheduledById) and describes them', async () => {
         const scheduleId = uid('every-second');
         const workflowId = uid('scheduled');
-        const handle = await schedules().create({ scheduleId, spec: { intervals: [{ every: '1s' }] }, action: startAction(workflows.echoWorkflow, ['tick'], workflowId) });
+        const handle = await schedules().create({
+          scheduleId,
+          spec: { intervals: [{ every: '1s' }] },
+          action: startAction(workflows.echoWorkflow, ['tick'], workflowId),
+        });
         try {
           const desc = await eventually(async () => {
             const d = await handle.describe();
@@ -633,7 +659,12 @@ export function conformanceSuite(title: string, options: ConformanceOptions = {}
         // Counted as Temporal counts its scheduler workflows (the Web UI's "N Schedules").
         const division = async () => (await env.client.workflow.count(`TemporalNamespaceDivision = 'TemporalScheduler' AND ExecutionStatus = 'Running'`)).count;
         const before = await division();
-        const other = await schedules().create({ scheduleId: uid('counted'), spec: { intervals: [{ every: '1h' }] }, action: startAction(workflows.echoWorkflow, [], uid('c')), state: { paused: true } });
+        const other = await schedules().create({
+          scheduleId: uid('counted'),
+          spec: { intervals: [{ every: '1h' }] },
+          action: startAction(workflows.echoWorkflow, [], uid('c')),
+          state: { paused: true },
+        });
         expect(await division()).toBe(before + 1);
         await other.delete();
         expect(await division()).toBe(before);
@@ -648,9 +679,9 @@ export function conformanceSuite(title: string, options: ConformanceOptions = {}
           state: { paused: true, note: 'created paused' },
         });
         try {
-          await expect(schedules().create({ scheduleId, spec: { intervals: [{ every: '1h' }] }, action: startAction(workflows.echoWorkflow, [], uid('dup')) })).rejects.toBeInstanceOf(
-            ScheduleAlreadyRunning,
-          );
+          await expect(
+            schedules().create({ scheduleId, spec: { intervals: [{ every: '1h' }] }, action: startAction(workflows.echoWorkflow, [], uid('dup')) }),
+          ).rejects.toBeInstanceOf(ScheduleAlreadyRunning);
           expect((await handle.describe()).state).toMatchObject({ paused: true, note: 'created paused' });
           await handle.unpause('back on');
           expect((await handle.describe()).state).toMatchObject({ paused: false, note: 'back on' });
@@ -735,7 +766,11 @@ export function conformanceSuite(title: string, options: ConformanceOptions = {}
         try {
           const d = await handle.describe();
           expect(d.spec.calendars).toEqual([
-            expect.objectContaining({ hour: [{ start: 12, end: 12, step: 1 }], minute: [{ start: 30, end: 30, step: 1 }], dayOfWeek: [{ start: 'MONDAY', end: 'FRIDAY', step: 1 }] }),
+            expect.objectContaining({
+              hour: [{ start: 12, end: 12, step: 1 }],
+              minute: [{ start: 30, end: 30, step: 1 }],
+              dayOfWeek: [{ start: 'MONDAY', end: 'FRIDAY', step: 1 }],
+            }),
           ]);
           for (const t of d.info.nextActionTimes) {
             expect([t.getUTCHours(), t.getUTCMinutes()]).toEqual([12, 30]);
@@ -745,7 +780,11 @@ export function conformanceSuite(title: string, options: ConformanceOptions = {}
           await handle.delete();
         }
         await expect(
-          schedules().create({ scheduleId: uid('bad'), spec: { cronExpressions: ['61 * * * *'] }, action: startAction(workflows.echoWorkflow, [], uid('bad')) }),
+          schedules().create({
+            scheduleId: uid('bad'),
+            spec: { cronExpressions: ['61 * * * *'] },
+            action: startAction(workflows.echoWorkflow, [], uid('bad')),
+          }),
         ).rejects.toThrow(TypeError);
       });
 
@@ -806,7 +845,9 @@ export function conformanceSuite(title: string, options: ConformanceOptions = {}
             handles[1].workflowId,
           ]);
           expect(
-            await ids(`WorkflowType = 'waitForSignal' AND (CampaignId = 'c1' OR CampaignId = 'c3') AND ProjectId IN ('${projectA}', '${projectB}') ORDER BY StartTime ASC`),
+            await ids(
+              `WorkflowType = 'waitForSignal' AND (CampaignId = 'c1' OR CampaignId = 'c3') AND ProjectId IN ('${projectA}', '${projectB}') ORDER BY StartTime ASC`,
+            ),
           ).toEqual([handles[0].workflowId, handles[2].workflowId]);
           expect(await ids(`WorkflowId = '${handles[1].workflowId}'`)).toEqual([handles[1].workflowId]);
           expect(await ids(`ProjectId = '${projectB}' AND ExecutionStatus = 'Completed'`)).toEqual([handles[2].workflowId]);

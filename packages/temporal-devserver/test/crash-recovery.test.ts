@@ -50,7 +50,12 @@ let bundle: WorkflowBundle;
 /** A worker of the fixtures on `taskQueue`; resolves to its stop function. */
 async function startWorker(address: string, taskQueue: string): Promise<() => Promise<void>> {
   const nativeConnection = await NativeConnection.connect({ address });
-  const worker = await Worker.create({ connection: nativeConnection, taskQueue, workflowBundle: bundle, activities: createActivities({ asyncCompletions: [] }) });
+  const worker = await Worker.create({
+    connection: nativeConnection,
+    taskQueue,
+    workflowBundle: bundle,
+    activities: createActivities({ asyncCompletions: [] }),
+  });
   const run = worker.run();
   return async () => {
     worker.shutdown();
@@ -106,7 +111,7 @@ test('workflows waiting on a timer, a signal and an activity survive SIGKILL of 
     activities: createActivities({ asyncCompletions }),
   });
   const run = worker.run();
-  const start = (fn: (...args: any[]) => Promise<unknown>, args: unknown[], extra: object = {}) => // eslint-disable-line @typescript-eslint/no-explicit-any
+  const start = (fn: (...args: any[]) => Promise<unknown>, args: unknown[], extra: object = {}) =>
     client.workflow.start(fn, { taskQueue, workflowId: uid(fn.name), args, ...extra } as never);
 
   try {
@@ -189,7 +194,11 @@ test('schedules survive SIGKILL of the server: their state, their clock, no acti
   const stopWorker = await startWorker(address, taskQueue);
   const action = { type: 'startWorkflow' as const, workflowType: workflows.echoWorkflow, args: ['tick'] as [string], taskQueue };
   try {
-    const ticking = await client.schedule.create({ scheduleId: uid('ticking'), spec: { intervals: [{ every: '1s' }] }, action: { ...action, workflowId: uid('tick') } });
+    const ticking = await client.schedule.create({
+      scheduleId: uid('ticking'),
+      spec: { intervals: [{ every: '1s' }] },
+      action: { ...action, workflowId: uid('tick') },
+    });
     const paused = await client.schedule.create({
       scheduleId: uid('paused'),
       spec: { cronExpressions: ['0 9 * * *'] },

@@ -13,7 +13,7 @@ import { createTestDatabase } from './helpers/postgres';
 
 interface Reply {
   status: number;
-  body: any; // eslint-disable-line @typescript-eslint/no-explicit-any
+  body: any;
   headers: Headers;
 }
 
@@ -90,7 +90,7 @@ describe.each(modes)('HTTP API (%s)', (_mode, options) => {
   test('namespaces, cluster, system info and search attributes in canonical JSON', async () => {
     const ns = await call(base, 'GET', '/api/v1/namespaces');
     expect(ns.status).toBe(200);
-    const def = ns.body.namespaces.find((n: any) => n.namespaceInfo.name === 'default'); // eslint-disable-line @typescript-eslint/no-explicit-any
+    const def = ns.body.namespaces.find((n: any) => n.namespaceInfo.name === 'default');
     expect(def.namespaceInfo.state).toBe('NAMESPACE_STATE_REGISTERED');
     expect(def.config.workflowExecutionRetentionTtl).toMatch(/^\d+s$/);
 
@@ -209,7 +209,9 @@ describe.each(modes)('HTTP API (%s)', (_mode, options) => {
     expect(list.body.schedules.map((x: { scheduleId: string }) => x.scheduleId)).toContain(scheduleId);
     const path = `/api/v1/namespaces/default/schedules/${scheduleId}`;
     expect((await call(base, 'POST', `${path}/patch`, { patch: { pause: 'paused from the UI' } })).status).toBe(200);
-    expect((await call(base, 'POST', `${path}/patch`, { patch: { triggerImmediately: { overlapPolicy: 'SCHEDULE_OVERLAP_POLICY_ALLOW_ALL' } } })).status).toBe(200);
+    expect((await call(base, 'POST', `${path}/patch`, { patch: { triggerImmediately: { overlapPolicy: 'SCHEDULE_OVERLAP_POLICY_ALLOW_ALL' } } })).status).toBe(
+      200,
+    );
     const described = await call(base, 'GET', path);
     expect(described.body.schedule.state).toMatchObject({ paused: true, notes: 'paused from the UI' });
     expect(described.body.info.actionCount).toBe('1');
@@ -247,7 +249,12 @@ describe.each(modes)('HTTP API (%s)', (_mode, options) => {
   });
 
   /** A request with the Host header given (fetch will not send a foreign one), its status, headers and body. */
-  function rawRequest(method: string, path: string, headers: Record<string, string>, body?: string): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
+  function rawRequest(
+    method: string,
+    path: string,
+    headers: Record<string, string>,
+    body?: string,
+  ): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
     const url = new URL(base + path);
     return new Promise((resolve, reject) => {
       const req = http.request({ host: url.hostname, port: url.port, method, path, headers }, (res) => {
@@ -286,7 +293,12 @@ describe.each(modes)('HTTP API (%s)', (_mode, options) => {
     const host = new URL(base).host;
     const path = `/api/v1/namespaces/default/workflows/${id}/terminate`;
     const token = { host, cookie: `_csrf=${CSRF}`, 'x-csrf-token': CSRF, 'content-type': 'application/json' };
-    const elsewhere: Array<Record<string, string>> = [{ 'sec-fetch-site': 'cross-site' }, { 'sec-fetch-site': 'same-site' }, { origin: 'http://evil.test' }, { origin: 'null' }];
+    const elsewhere: Array<Record<string, string>> = [
+      { 'sec-fetch-site': 'cross-site' },
+      { 'sec-fetch-site': 'same-site' },
+      { origin: 'http://evil.test' },
+      { origin: 'null' },
+    ];
     for (const from of elsewhere) {
       const refused = await rawRequest('POST', path, { ...token, ...from }, '{}');
       expect(refused.status).toBe(403);

@@ -27,7 +27,10 @@ test('its sources import only each other, Node and the dependencies its package.
       if (spec.startsWith('.')) {
         if (!path.resolve(path.dirname(file), spec).startsWith(SRC + path.sep)) stray.push(where);
       } else if (!spec.startsWith('node:')) {
-        const name = spec.split('/').slice(0, spec.startsWith('@') ? 2 : 1).join('/');
+        const name = spec
+          .split('/')
+          .slice(0, spec.startsWith('@') ? 2 : 1)
+          .join('/');
         if (!declared.has(name)) stray.push(where);
         used.add(name);
       }
@@ -40,7 +43,10 @@ test('its sources import only each other, Node and the dependencies its package.
 test('by name it resolves to its entry point only; a deep import does not resolve', () => {
   // Node's own resolution, as the service's code meets it (the package refers to itself by name here).
   const resolve = (spec: string) =>
-    spawnSync(process.execPath, ['--conditions=@postbox/source', '-e', `console.log(require.resolve(${JSON.stringify(spec)}))`], { cwd: ROOT, encoding: 'utf8' });
+    spawnSync(process.execPath, ['--conditions=@postbox/source', '-e', `console.log(require.resolve(${JSON.stringify(spec)}))`], {
+      cwd: ROOT,
+      encoding: 'utf8',
+    });
   const entry = resolve(pkg.name);
   expect(entry.stderr).toBe('');
   expect(entry.stdout.trim()).toBe(path.join(SRC, 'index.ts'));

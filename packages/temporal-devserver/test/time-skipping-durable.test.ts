@@ -28,14 +28,18 @@ test('the skipped clock survives a restart; the run then completes', async () =>
   installRuntime();
   const bundle = await bundleWorkflows();
   const url = await createTestDatabase();
-  const start = (port = 0) =>
-    startDevServer({ port, persistence: { kind: 'postgres', url }, timeSkipping: true, timeSkippingStartsUnlocked: true });
+  const start = (port = 0) => startDevServer({ port, persistence: { kind: 'postgres', url }, timeSkipping: true, timeSkippingStartsUnlocked: true });
   let server: DevServer = await start();
   const taskQueue = uid('skip-durable');
   const run = async <T>(fn: (client: Client) => Promise<T>): Promise<T> => {
     const nativeConnection = await NativeConnection.connect({ address: server.address });
     const connection = await Connection.connect({ address: server.address });
-    const worker = await Worker.create({ connection: nativeConnection, taskQueue, workflowBundle: bundle, activities: createActivities({ asyncCompletions: [] }) });
+    const worker = await Worker.create({
+      connection: nativeConnection,
+      taskQueue,
+      workflowBundle: bundle,
+      activities: createActivities({ asyncCompletions: [] }),
+    });
     try {
       return await worker.runUntil(fn(new Client({ connection })));
     } finally {

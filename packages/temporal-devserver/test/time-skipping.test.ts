@@ -49,9 +49,7 @@ test('a workflow sleeping three days completes in seconds', async () => {
 });
 
 test('time does not skip while an activity runs', async () => {
-  const result = await withWorker((taskQueue) =>
-    env.client.workflow.execute(workflows.raceActivityAndTimer, { taskQueue, workflowId: uid('race') }),
-  );
+  const result = await withWorker((taskQueue) => env.client.workflow.execute(workflows.raceActivityAndTimer, { taskQueue, workflowId: uid('race') }));
   expect(result).toBe('activity');
 });
 

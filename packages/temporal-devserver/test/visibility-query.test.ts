@@ -61,10 +61,7 @@ test('ORDER BY and unknown names', () => {
 
 test('SQL never embeds names or values: everything is a parameter', () => {
   const p = new SqlParams();
-  const { where, orderBy } = compileVisibilityQuery(
-    parseVisibilityQuery(`ProjectId = 'x'' OR 1=1 --' AND Attempts > 2 ORDER BY StartTime DESC`, resolve),
-    p,
-  );
+  const { where, orderBy } = compileVisibilityQuery(parseVisibilityQuery(`ProjectId = 'x'' OR 1=1 --' AND Attempts > 2 ORDER BY StartTime DESC`, resolve), p);
   expect(where).not.toContain('1=1');
   expect(where).not.toContain('ProjectId');
   expect(p.values).toEqual(['ProjectId', "x' OR 1=1 --", 'Attempts', 2]);

@@ -9,7 +9,7 @@ const file = fileTestEnv();
 
 test('a restarted worker continues workflows that are waiting on signals, timers and activities', async () => {
   await file.env.startWorker();
-  const start = (fn: (...args: any[]) => Promise<unknown>, args: unknown[]) => // eslint-disable-line @typescript-eslint/no-explicit-any
+  const start = (fn: (...args: any[]) => Promise<unknown>, args: unknown[]) =>
     file.env.client.workflow.start(fn, { taskQueue: file.env.taskQueue, workflowId: uid(fn.name), args } as never);
   const waiting = await start(workflows.waitForSignal, []);
   const timer = await start(workflows.timerAndSignal, [1500]);

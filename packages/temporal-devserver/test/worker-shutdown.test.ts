@@ -43,7 +43,13 @@ test('a worker keeps the one connection it opened: its gzip-compressed calls are
   try {
     const connection = await NativeConnection.connect({ address: relay.address });
     const taskQueue = uid('tq');
-    const worker = await Worker.create({ connection, namespace: file.env.namespace, taskQueue, workflowBundle: file.bundle, activities: createActivities({ asyncCompletions: [] }) });
+    const worker = await Worker.create({
+      connection,
+      namespace: file.env.namespace,
+      taskQueue,
+      workflowBundle: file.bundle,
+      activities: createActivities({ asyncCompletions: [] }),
+    });
     const run = worker.run();
     const result = await file.env.client.workflow.execute(workflows.activityScenario, { taskQueue, workflowId: uid('gzip'), args: ['retry-then-succeed'] });
     expect(result).toEqual({ result: 3 });
@@ -66,7 +72,8 @@ test('namespaces announce poll completion on shutdown; a busy worker stops witho
   );
   const E = temporal.api.enums.v1.EventType;
   const eventsOf = async (h: (typeof handles)[number]) => (await h.fetchHistory()).events ?? [];
-  for (const h of handles) await eventually(async () => expect((await eventsOf(h)).some((e) => e.eventType === E.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)).toBe(true));
+  for (const h of handles)
+    await eventually(async () => expect((await eventsOf(h)).some((e) => e.eventType === E.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)).toBe(true));
 
   // Not a speed figure: a worker left to wait out its long polls (or to time out cancelled ones) takes a minute.
   const t0 = Date.now();

@@ -65,8 +65,14 @@ export async function sendAccountEmail(em: EntityManager, deps: MailDeps, input:
   const link = `${deps.publicUrl}/${input.purpose === 'verify_email' ? 'verify-email' : 'reset-password'}?token=${token}`;
   const [subject, text] =
     input.purpose === 'verify_email'
-      ? ['Verify your email address', `Confirm that ${user.email} is yours by opening this link within 48 hours:\n\n${link}\n\nIf you did not sign up, ignore this message.`]
-      : ['Reset your password', `Someone asked to reset the password of ${user.email}. To choose a new one, open this link within an hour:\n\n${link}\n\nIf it was not you, ignore this message; your password stays as it is.`];
+      ? [
+          'Verify your email address',
+          `Confirm that ${user.email} is yours by opening this link within 48 hours:\n\n${link}\n\nIf you did not sign up, ignore this message.`,
+        ]
+      : [
+          'Reset your password',
+          `Someone asked to reset the password of ${user.email}. To choose a new one, open this link within an hour:\n\n${link}\n\nIf it was not you, ignore this message; your password stays as it is.`,
+        ];
   return mail(deps, user.email, subject, text);
 }
 

@@ -27,18 +27,7 @@ import {
   userResponse,
   verifyEmailSchema,
 } from './accounts.schemas';
-import {
-  createProject,
-  getUser,
-  listProjects,
-  login,
-  membership,
-  regenerateKeys,
-  requireRole,
-  signup,
-  toUserDto,
-  updateProject,
-} from './accounts.service';
+import { createProject, getUser, listProjects, login, membership, regenerateKeys, requireRole, signup, toUserDto, updateProject } from './accounts.service';
 
 export interface AccountSettings {
   jwtSecret: string;
@@ -204,16 +193,24 @@ export function accountRoutes(router: Router, g: Guards, settings: AccountSettin
   router.get(
     '/users/@me/projects',
     g.session,
-    endpoint({ tag: projects, summary: 'The current user’s projects', responses: { 200: z.array(projectResponse).describe('With the user’s role in each') } }, async (ctx) => {
-      ctx.body = await listProjects(ctx.state.em, ctx.state.user!.id);
-    }),
+    endpoint(
+      { tag: projects, summary: 'The current user’s projects', responses: { 200: z.array(projectResponse).describe('With the user’s role in each') } },
+      async (ctx) => {
+        ctx.body = await listProjects(ctx.state.em, ctx.state.user!.id);
+      },
+    ),
   );
 
   router.post(
     '/users/@me/projects',
     g.session,
     endpoint(
-      { tag: projects, summary: 'Create a project (the caller is its OWNER)', body: createProjectSchema, responses: { 201: projectResponse.describe('The new project and its keys') } },
+      {
+        tag: projects,
+        summary: 'Create a project (the caller is its OWNER)',
+        body: createProjectSchema,
+        responses: { 201: projectResponse.describe('The new project and its keys') },
+      },
       async (ctx, input) => {
         const { name } = input.body();
         ctx.status = 201;

@@ -89,10 +89,7 @@ export async function createProject(em: EntityManager, userId: string, name: str
 
 /** The caller's membership of a project; 404 when there is none, so other projects stay invisible. */
 export async function membership(em: EntityManager, userId: string, projectId: string): Promise<Role> {
-  const [row] = await sql<{ role: Role }>(em, `SELECT role FROM project_members WHERE user_id = ? AND project_id = ?`, [
-    userId,
-    projectId,
-  ]);
+  const [row] = await sql<{ role: Role }>(em, `SELECT role FROM project_members WHERE user_id = ? AND project_id = ?`, [userId, projectId]);
   if (!row) throw notFound('Project');
   return row.role;
 }

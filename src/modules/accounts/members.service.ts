@@ -47,7 +47,11 @@ export async function inviteMember(em: EntityManager, projectId: string, actor: 
       if (existing) throw conflict('This user is already a member of the project', 'ALREADY_MEMBER');
     }
     if (user?.email_verified) {
-      const [m] = await sql<{ created_at: Date }>(tx, `INSERT INTO project_members (project_id, user_id, role) VALUES (?, ?, ?) RETURNING created_at`, [projectId, user.id, role]);
+      const [m] = await sql<{ created_at: Date }>(tx, `INSERT INTO project_members (project_id, user_id, role) VALUES (?, ?, ?) RETURNING created_at`, [
+        projectId,
+        user.id,
+        role,
+      ]);
       return { id: user.id, userId: user.id, email, role, status: 'ACTIVE', createdAt: new Date(m.created_at).toISOString() };
     }
     const [invite] = await sql<{ id: string; created_at: Date }>(

@@ -14,7 +14,11 @@ const STEPS = [
 
 /** `{ steps: { verifiedDomain, contact, ... }, completed, total, done }`, each step true once the project has done it. */
 export async function setupState(em: EntityManager, projectId: string) {
-  const [row] = await sql<Record<string, boolean>>(em, `SELECT ${STEPS.map(([name, test]) => `${test.replaceAll('$1', '?')} AS "${name}"`).join(', ')}`, STEPS.map(() => projectId));
+  const [row] = await sql<Record<string, boolean>>(
+    em,
+    `SELECT ${STEPS.map(([name, test]) => `${test.replaceAll('$1', '?')} AS "${name}"`).join(', ')}`,
+    STEPS.map(() => projectId),
+  );
   const steps = Object.fromEntries(STEPS.map(([name]) => [name, row[name]]));
   const completed = Object.values(steps).filter(Boolean).length;
   return { steps, completed, total: STEPS.length, done: completed === STEPS.length };

@@ -53,7 +53,9 @@ export async function bucketCounts(
   }
   const filter = where.join(' AND ');
   const bucket = interval === 'all' ? `'epoch'::timestamptz` : `date_trunc('${interval}', t, 'UTC')`;
-  const folded = daily ? `SELECT name, variant, day AS t, n, project_id, source FROM activity_counts_daily` : `SELECT name, variant, hour AS t, n, project_id, source FROM activity_counts`;
+  const folded = daily
+    ? `SELECT name, variant, day AS t, n, project_id, source FROM activity_counts_daily`
+    : `SELECT name, variant, hour AS t, n, project_id, source FROM activity_counts`;
   const pending = `SELECT name, variant, ${daily ? `date_trunc('day', hour, 'UTC')` : 'hour'} AS t, n, project_id, source FROM activity_count_deltas`;
   const rows = await sql<{ name: string; variant: string; bucket: Date; n: string }>(
     em,
@@ -83,14 +85,7 @@ export function sumByName(rows: CountRow[], byVariant = false): Map<string, numb
  * two hours of rows read through the (project, created_at) index. Accepted emails are counted in
  * whole hours (the window widened to them).
  */
-export async function countsBetween(
-  em: EntityManager,
-  projectId: string,
-  source: CountSource,
-  from: Date,
-  to: Date,
-  names?: string[],
-): Promise<CountRow[]> {
+export async function countsBetween(em: EntityManager, projectId: string, source: CountSource, from: Date, to: Date, names?: string[]): Promise<CountRow[]> {
   const rows: CountRow[] = [];
   if (source === 'email') [from, to] = [floorHour(from), ceilHour(to)];
   if (to <= from) return rows;
@@ -99,7 +94,14 @@ export async function countsBetween(
   if (h0 >= h1) return rawEventCounts(em, projectId, from, to, names);
   const d0 = ceilDay(h0);
   const d1 = floorDay(h1);
-  const ranges: Array<[Date, Date]> = d0 < d1 ? [[h0, d0], [d0, d1], [d1, h1]] : [[h0, h1]];
+  const ranges: Array<[Date, Date]> =
+    d0 < d1
+      ? [
+          [h0, d0],
+          [d0, d1],
+          [d1, h1],
+        ]
+      : [[h0, h1]];
   for (const [a, b] of ranges) if (a < b) rows.push(...(await bucketCounts(em, projectId, source, { from: a, to: b, names })));
   if (source === 'event') {
     if (from < h0) rows.push(...(await rawEventCounts(em, projectId, from, h0, names)));

@@ -16,7 +16,8 @@ export function activityRoutes(router: Router, g: Guards): void {
       {
         tag,
         summary: 'The project’s activity, newest first',
-        description: 'Every recorded event (sends, deliveries, opens, clicks, bounces, complaints, inbound, subscription changes, segment entries and exits, custom events) as a cursor list; `total` on the first page only.',
+        description:
+          'Every recorded event (sends, deliveries, opens, clicks, bounces, complaints, inbound, subscription changes, segment entries and exits, custom events) as a cursor list; `total` on the first page only.',
         query: activityFeedQuery,
         responses: { 200: '`{ data: [{ id, type, category, contact, emailId, campaignId, data, createdAt }], cursor, hasMore, total }`' },
         errors: { 400: 'A query parameter is not valid (INVALID_PARAMETER), or the cursor is unknown (INVALID_CURSOR)' },
@@ -47,7 +48,13 @@ export function activityRoutes(router: Router, g: Guards): void {
     '/activity/recent-count',
     g.secret,
     endpoint(
-      { tag, summary: 'How many events were recorded recently', query: recentCountQuery, responses: { 200: '`{ count, since, until }`' }, errors: BAD_PARAMETER },
+      {
+        tag,
+        summary: 'How many events were recorded recently',
+        query: recentCountQuery,
+        responses: { 200: '`{ count, since, until }`' },
+        errors: BAD_PARAMETER,
+      },
       async (ctx, input) => {
         const q = input.query();
         const now = new Date();
@@ -58,9 +65,12 @@ export function activityRoutes(router: Router, g: Guards): void {
   router.get(
     '/activity/types',
     g.secret,
-    endpoint({ tag, summary: 'Every activity type the project has, by frequency', responses: { 200: '`{ data: [{ type, category, count }] }`' } }, async (ctx) => {
-      ctx.body = await activityTypes(ctx.state.em, ctx.state.project!.id);
-    }),
+    endpoint(
+      { tag, summary: 'Every activity type the project has, by frequency', responses: { 200: '`{ data: [{ type, category, count }] }`' } },
+      async (ctx) => {
+        ctx.body = await activityTypes(ctx.state.em, ctx.state.project!.id);
+      },
+    ),
   );
   router.get(
     '/activity/upcoming',

@@ -2,7 +2,12 @@ import { z } from 'zod';
 import { queryIsoDate, queryList } from '../../http/query';
 
 const limit = (fallback: number, max: number) =>
-  z.coerce.number().int().min(1).default(fallback).transform((n) => Math.min(n, max));
+  z.coerce
+    .number()
+    .int()
+    .min(1)
+    .default(fallback)
+    .transform((n) => Math.min(n, max));
 
 const typeName = z.string().min(1).max(200);
 

@@ -217,4 +217,3 @@ export async function upcoming(em: EntityManager, projectId: string, limit: numb
     totals,
   };
 }
-

@@ -30,7 +30,13 @@ export function analyticsRoutes(router: Router, g: Guards): void {
     '/analytics/top-campaigns',
     g.secret,
     endpoint(
-      { tag, summary: 'Campaigns that have sent, best first by a metric', query: topCampaignsQuery, responses: { 200: '`{ metric, data: [campaign breakdown] }`' }, errors: BAD_PARAMETER },
+      {
+        tag,
+        summary: 'Campaigns that have sent, best first by a metric',
+        query: topCampaignsQuery,
+        responses: { 200: '`{ metric, data: [campaign breakdown] }`' },
+        errors: BAD_PARAMETER,
+      },
       async (ctx, input) => {
         ctx.body = await topCampaigns(ctx.state.em, ctx.state.project!.id, input.query());
       },
@@ -44,7 +50,9 @@ export function analyticsRoutes(router: Router, g: Guards): void {
         tag,
         summary: 'Every campaign past DRAFT with its counts and rates, or one campaign',
         query: campaignStatsQuery,
-        responses: { 200: '`{ data: [{ id, name, status, recipients, sent, delivered, opened, clicked, bounced, complained, failed, openRate, clickRate, ... }], total, page, pageSize, summary }`' },
+        responses: {
+          200: '`{ data: [{ id, name, status, recipients, sent, delivered, opened, clicked, bounced, complained, failed, openRate, clickRate, ... }], total, page, pageSize, summary }`',
+        },
         errors: { ...BAD_PARAMETER, 404: 'No such campaign in the project' },
       },
       async (ctx, input) => {
@@ -56,7 +64,13 @@ export function analyticsRoutes(router: Router, g: Guards): void {
     '/analytics/top-events',
     g.secret,
     endpoint(
-      { tag, summary: 'The client’s own event names by frequency', query: topEventsQuery, responses: { 200: '`{ from, to, distinct, data: [{ name, count }] }`' }, errors: BAD_PARAMETER },
+      {
+        tag,
+        summary: 'The client’s own event names by frequency',
+        query: topEventsQuery,
+        responses: { 200: '`{ from, to, distinct, data: [{ name, count }] }`' },
+        errors: BAD_PARAMETER,
+      },
       async (ctx, input) => {
         ctx.body = await topEvents(ctx.state.em, ctx.state.project!.id, input.query());
       },

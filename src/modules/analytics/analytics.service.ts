@@ -34,8 +34,21 @@ export async function mailTimeseries(em: EntityManager, projectId: string, w: Ch
 
 type CampaignStatsRow = Pick<
   CampaignRow,
-  | 'id' | 'name' | 'subject' | 'status' | 'type' | 'total_recipients' | 'sent_count' | 'delivered_count' | 'opened_count'
-  | 'clicked_count' | 'bounced_count' | 'complained_count' | 'failed_count' | 'sent_at' | 'created_at'
+  | 'id'
+  | 'name'
+  | 'subject'
+  | 'status'
+  | 'type'
+  | 'total_recipients'
+  | 'sent_count'
+  | 'delivered_count'
+  | 'opened_count'
+  | 'clicked_count'
+  | 'bounced_count'
+  | 'complained_count'
+  | 'failed_count'
+  | 'sent_at'
+  | 'created_at'
 >;
 
 const CAMPAIGN_STATS_COLUMNS = `id, name, subject, status, type, total_recipients, sent_count, delivered_count, opened_count,
@@ -106,10 +119,7 @@ export async function topCampaigns(
 /** Every campaign past DRAFT with its breakdown, newest first (offset pages), and the project's totals. */
 export async function campaignStats(em: EntityManager, projectId: string, q: { page: number; pageSize: number; campaignId?: string }) {
   if (q.campaignId) {
-    const [row] = await sql<CampaignStatsRow>(em, `SELECT ${CAMPAIGN_STATS_COLUMNS} FROM campaigns WHERE project_id = ? AND id = ?`, [
-      projectId,
-      q.campaignId,
-    ]);
+    const [row] = await sql<CampaignStatsRow>(em, `SELECT ${CAMPAIGN_STATS_COLUMNS} FROM campaigns WHERE project_id = ? AND id = ?`, [projectId, q.campaignId]);
     if (!row) throw notFound('Campaign');
     return { data: [campaignBreakdown(row)], total: 1, page: 1, pageSize: 1 };
   }

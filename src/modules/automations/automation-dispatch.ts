@@ -40,12 +40,15 @@ const CONCURRENCY = 32;
  * SKIP LOCKED, and deleted once handled, so nothing is lost when a process dies in between.
  */
 export class AutomationDispatcher {
-  constructor(
-    private readonly deps: { orm: MikroORM; temporal: TemporalClient; queue: QueueSignal; log: Logger },
-  ) {}
+  constructor(private readonly deps: { orm: MikroORM; temporal: TemporalClient; queue: QueueSignal; log: Logger }) {}
 
   /** Handles the outbox until it has been empty for `idleMs` (or `maxMs` passed); then says when a claimed row expires. */
-  async drain(opts: { idleMs: number; maxMs: number; heartbeat: () => void; signal?: AbortSignal }): Promise<{ started: number; woken: number; idle: boolean; nextDueInSeconds: number | null }> {
+  async drain(opts: {
+    idleMs: number;
+    maxMs: number;
+    heartbeat: () => void;
+    signal?: AbortSignal;
+  }): Promise<{ started: number; woken: number; idle: boolean; nextDueInSeconds: number | null }> {
     const report = { started: 0, woken: 0 };
     const { idle } = await this.deps.queue.drain(opts, async () => {
       const rows = await sql<OutboxRow>(

@@ -193,7 +193,15 @@ export class AutomationRuntime {
     const tree = { logic: 'AND' as const, groups: [{ filters: [filter] }] };
     const now = Date.now();
     if (scope === 'context') {
-      const facts = { email: '', subscribed: false, createdAt: new Date(0), updatedAt: new Date(0), data: x.context, lastEventAt: new Map(), staticSegments: new Set<string>() };
+      const facts = {
+        email: '',
+        subscribed: false,
+        createdAt: new Date(0),
+        updatedAt: new Date(0),
+        data: x.context,
+        lastEventAt: new Map(),
+        staticSegments: new Set<string>(),
+      };
       return evaluateCondition(tree, facts, { now, segments: new Map() });
     }
     const em = this.em();
@@ -300,9 +308,20 @@ export class AutomationRuntime {
     const vars = contact ? this.vars(x, contact) : { ...x.context };
     const config = step.config as { url: string; method?: string; headers?: Record<string, string>; body?: unknown };
     const renderJson = (v: unknown): unknown =>
-      typeof v === 'string' ? render(v, vars, 'text') : Array.isArray(v) ? v.map(renderJson) : v && typeof v === 'object' ? Object.fromEntries(Object.entries(v).map(([k, val]) => [k, renderJson(val)])) : v;
+      typeof v === 'string'
+        ? render(v, vars, 'text')
+        : Array.isArray(v)
+          ? v.map(renderJson)
+          : v && typeof v === 'object'
+            ? Object.fromEntries(Object.entries(v).map(([k, val]) => [k, renderJson(val)]))
+            : v;
     const method = (config.method ?? 'POST').toUpperCase();
-    const body = config.body === undefined || method === 'GET' ? undefined : typeof config.body === 'string' ? render(config.body, vars, 'text') : JSON.stringify(renderJson(config.body));
+    const body =
+      config.body === undefined || method === 'GET'
+        ? undefined
+        : typeof config.body === 'string'
+          ? render(config.body, vars, 'text')
+          : JSON.stringify(renderJson(config.body));
     const headers = Object.fromEntries(Object.entries(config.headers ?? {}).map(([k, v]) => [k, render(v, vars, 'text')]));
     if (body !== undefined && typeof config.body !== 'string' && !Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) {
       headers['content-type'] = 'application/json';

@@ -55,16 +55,23 @@ export function workflowRoutes(router: Router, g: Guards, deps: { temporal: Temp
   router.get(
     '/workflows',
     g.secret,
-    endpoint({ tag, summary: 'List workflows with their execution counts', responses: { 200: workflowListResponse.describe('Every workflow of the project') } }, async (ctx) => {
-      ctx.body = { data: await listWorkflows(ctx.state.em, ctx.state.project!.id) };
-    }),
+    endpoint(
+      { tag, summary: 'List workflows with their execution counts', responses: { 200: workflowListResponse.describe('Every workflow of the project') } },
+      async (ctx) => {
+        ctx.body = { data: await listWorkflows(ctx.state.em, ctx.state.project!.id) };
+      },
+    ),
   );
 
   router.get(
     '/workflows/fields',
     g.secret,
     endpoint(
-      { tag, summary: 'Fields usable in CONDITION steps, with their operators', responses: { 200: conditionFieldsResponse.describe('Contact, data, event and workflow fields') } },
+      {
+        tag,
+        summary: 'Fields usable in CONDITION steps, with their operators',
+        responses: { 200: conditionFieldsResponse.describe('Contact, data, event and workflow fields') },
+      },
       async (ctx) => {
         ctx.body = await conditionFields(ctx.state.em, ctx.state.project!.id);
       },
@@ -94,7 +101,13 @@ export function workflowRoutes(router: Router, g: Guards, deps: { temporal: Temp
     '/workflows/:id',
     g.secret,
     endpoint(
-      { tag, summary: 'Get a workflow with its steps and transitions', params: { id: uuidPath }, responses: { 200: workflowResponse.describe('The workflow') }, errors: NOT_FOUND },
+      {
+        tag,
+        summary: 'Get a workflow with its steps and transitions',
+        params: { id: uuidPath },
+        responses: { 200: workflowResponse.describe('The workflow') },
+        errors: NOT_FOUND,
+      },
       async (ctx, input) => {
         ctx.body = await workflowDto(ctx.state.em, await workflowOf(ctx, input.param('id')));
       },
@@ -143,7 +156,14 @@ export function workflowRoutes(router: Router, g: Guards, deps: { temporal: Temp
     '/workflows/:id/steps',
     g.secret,
     endpoint(
-      { tag, summary: 'Add a step', params: { id: uuidPath }, body: createStepSchema, responses: { 201: stepResponse.describe('The new step') }, errors: STEP_ERRORS },
+      {
+        tag,
+        summary: 'Add a step',
+        params: { id: uuidPath },
+        body: createStepSchema,
+        responses: { 201: stepResponse.describe('The new step') },
+        errors: STEP_ERRORS,
+      },
       async (ctx, input) => {
         const w = await workflowOf(ctx, input.param('id'));
         ctx.status = 201;

@@ -58,13 +58,20 @@ export const stepConfigSchemas = {
   DELAY: z
     .object({ amount: z.number().positive(), unit: z.enum(['minutes', 'hours', 'days']) })
     .strict()
-    .refine((d) => d.amount * UNIT_SECONDS[d.unit] <= MAX_DELAY_SECONDS, { message: 'A delay is at most 365 days', path: ['amount'], params: { code: 'too_big' } }),
-  WAIT_FOR_EVENT: z
-    .object({ eventName: eventNameSchema, timeout: z.number().int().positive().max(MAX_DELAY_SECONDS).optional() })
-    .strict(),
+    .refine((d) => d.amount * UNIT_SECONDS[d.unit] <= MAX_DELAY_SECONDS, {
+      message: 'A delay is at most 365 days',
+      path: ['amount'],
+      params: { code: 'too_big' },
+    }),
+  WAIT_FOR_EVENT: z.object({ eventName: eventNameSchema, timeout: z.number().int().positive().max(MAX_DELAY_SECONDS).optional() }).strict(),
   CONDITION: z
     .object({
-      field: z.string().regex(/^(contact\.(email|subscribed)|data\..+|event\..+|workflow\..+)$/, 'field is contact.email, contact.subscribed, data.<path>, event.<name> or workflow.<path>'),
+      field: z
+        .string()
+        .regex(
+          /^(contact\.(email|subscribed)|data\..+|event\..+|workflow\..+)$/,
+          'field is contact.email, contact.subscribed, data.<path>, event.<name> or workflow.<path>',
+        ),
       operator: z.string().min(1),
       value: z.unknown().optional(),
       unit: z.enum(['minutes', 'hours', 'days']).optional(),
@@ -74,13 +81,19 @@ export const stepConfigSchemas = {
     .object({
       url: z.string().min(1).max(2000),
       method: z.enum(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']).default('POST'),
-      headers: z.record(z.string().regex(/^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/), z.string().max(4000).refine((v) => !/[\r\n]/.test(v))).optional(),
+      headers: z
+        .record(
+          z.string().regex(/^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/),
+          z
+            .string()
+            .max(4000)
+            .refine((v) => !/[\r\n]/.test(v)),
+        )
+        .optional(),
       body: z.union([z.string(), z.record(z.string(), z.unknown()), z.array(z.unknown())]).optional(),
     })
     .strict(),
-  UPDATE_CONTACT: z
-    .object({ updates: dataMapSchema.optional(), subscriptionAction: z.enum(['none', 'subscribe', 'unsubscribe']).default('none') })
-    .strict(),
+  UPDATE_CONTACT: z.object({ updates: dataMapSchema.optional(), subscriptionAction: z.enum(['none', 'subscribe', 'unsubscribe']).default('none') }).strict(),
   EXIT: z.object({ reason: z.string().max(500).optional() }).strict(),
 } as const;
 
@@ -128,7 +141,13 @@ export const executionListQuery = z.object({
 
 export const deleteStepQuery = z.object({ splice: queryFlag('Reconnect the step’s incoming transitions to its successor') });
 
-export const stepResponse = z.object({ id: z.string(), type: z.enum(STEP_TYPES), name: z.string(), config: z.record(z.string(), z.unknown()), position: z.record(z.string(), z.unknown()).nullable() });
+export const stepResponse = z.object({
+  id: z.string(),
+  type: z.enum(STEP_TYPES),
+  name: z.string(),
+  config: z.record(z.string(), z.unknown()),
+  position: z.record(z.string(), z.unknown()).nullable(),
+});
 sameShape<z.output<typeof stepResponse>, ReturnType<typeof toStepDto>>(true);
 
 export const transitionResponse = z.object({

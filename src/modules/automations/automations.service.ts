@@ -102,7 +102,11 @@ export async function listWorkflows(em: EntityManager, projectId: string) {
 }
 
 /** Creates the workflow with its entry step (TRIGGER): disabled, without re-entry. */
-export async function createWorkflow(em: EntityManager, projectId: string, input: { name: string; description: string | null; triggerConfig: { eventName: string } }) {
+export async function createWorkflow(
+  em: EntityManager,
+  projectId: string,
+  input: { name: string; description: string | null; triggerConfig: { eventName: string } },
+) {
   return em.transactional(async (tx) => {
     const [w] = await sql<WorkflowRow>(
       tx,
@@ -134,7 +138,13 @@ export interface StepPolicy {
 }
 
 /** Validates a step's config for its type; SEND_EMAIL templates must belong to the project. */
-export async function checkStepConfig(em: EntityManager, projectId: string, type: StepType, config: unknown, policy: StepPolicy): Promise<Record<string, unknown>> {
+export async function checkStepConfig(
+  em: EntityManager,
+  projectId: string,
+  type: StepType,
+  config: unknown,
+  policy: StepPolicy,
+): Promise<Record<string, unknown>> {
   const parsed = stepConfigSchemas[type].safeParse(config ?? {}, { reportInput: true });
   if (!parsed.success) throw configError(parsed.error.issues);
   const value = parsed.data as Record<string, unknown>;
@@ -243,7 +253,8 @@ export async function addTransition(
   if (toTrigger.length) throw badRequest('No transition can lead to the TRIGGER step', 'INVALID_TRANSITION');
   if (from.type === 'CONDITION' && !input.branch) throw badRequest('A transition out of a CONDITION step needs branch yes or no', 'BRANCH_REQUIRED');
   if (from.type !== 'CONDITION' && input.branch) throw badRequest('Only transitions out of a CONDITION step take a branch', 'INVALID_TRANSITION');
-  if (from.type === 'WAIT_FOR_EVENT' && !input.outcome) throw badRequest('A transition out of a WAIT_FOR_EVENT step needs outcome event or timeout', 'OUTCOME_REQUIRED');
+  if (from.type === 'WAIT_FOR_EVENT' && !input.outcome)
+    throw badRequest('A transition out of a WAIT_FOR_EVENT step needs outcome event or timeout', 'OUTCOME_REQUIRED');
   if (from.type !== 'WAIT_FOR_EVENT' && input.outcome) throw badRequest('Only transitions out of a WAIT_FOR_EVENT step take an outcome', 'INVALID_TRANSITION');
   if (from.type === 'EXIT') throw badRequest('An EXIT step ends the execution; nothing follows it', 'INVALID_TRANSITION');
   const [taken] = await sql(
@@ -327,9 +338,11 @@ export async function updateWorkflow(
 }
 
 export async function activeExecutions(em: EntityManager, workflowId: string): Promise<number> {
-  const [{ n }] = await sql<{ n: number }>(em, `SELECT count(*)::int AS n FROM workflow_executions WHERE workflow_id = ? AND status IN ('RUNNING', 'WAITING')`, [
-    workflowId,
-  ]);
+  const [{ n }] = await sql<{ n: number }>(
+    em,
+    `SELECT count(*)::int AS n FROM workflow_executions WHERE workflow_id = ? AND status IN ('RUNNING', 'WAITING')`,
+    [workflowId],
+  );
   return n;
 }
 
@@ -359,14 +372,34 @@ export async function conditionFields(em: EntityManager, projectId: string) {
     [projectId],
   );
   const events = await sql<{ name: string }>(em, `SELECT DISTINCT name FROM events WHERE project_id = ? ORDER BY name LIMIT 500`, [projectId]);
-  const valueOperators = ['equals', 'notEquals', 'contains', 'notContains', 'greaterThan', 'lessThan', 'greaterThanOrEqual', 'lessThanOrEqual', 'exists', 'notExists', 'within', 'olderThan'];
+  const valueOperators = [
+    'equals',
+    'notEquals',
+    'contains',
+    'notContains',
+    'greaterThan',
+    'lessThan',
+    'greaterThanOrEqual',
+    'lessThanOrEqual',
+    'exists',
+    'notExists',
+    'within',
+    'olderThan',
+  ];
   return {
     contact: [
       { field: 'contact.email', type: 'string', operators: ['equals', 'notEquals', 'contains', 'notContains'] },
       { field: 'contact.subscribed', type: 'boolean', operators: ['equals', 'notEquals'] },
     ],
     data: dataKeys.map((k) => ({ field: `data.${k.key}`, operators: valueOperators })),
-    events: events.map((e) => ({ field: `event.${e.name}`, operators: ['triggered', 'notTriggered', 'triggeredWithin', 'triggeredOlderThan', 'notTriggeredWithin'] })),
-    workflow: { field: 'workflow.<path>', description: 'a value of the execution context (the trigger event, manual context, webhook results)', operators: valueOperators },
+    events: events.map((e) => ({
+      field: `event.${e.name}`,
+      operators: ['triggered', 'notTriggered', 'triggeredWithin', 'triggeredOlderThan', 'notTriggeredWithin'],
+    })),
+    workflow: {
+      field: 'workflow.<path>',
+      description: 'a value of the execution context (the trigger event, manual context, webhook results)',
+      operators: valueOperators,
+    },
   };
 }

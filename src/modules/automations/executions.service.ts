@@ -69,7 +69,10 @@ export async function startExecution(em: EntityManager, temporal: TemporalClient
     const [existing] = await sql<ExecutionRow>(tx, `SELECT * FROM workflow_executions WHERE id = ?`, [id]);
     if (existing) return existing;
     if (opts.triggerEventId && !w.allow_reentry) {
-      const admitted = await sql(tx, `INSERT INTO workflow_entries (workflow_id, contact_id) VALUES (?, ?) ON CONFLICT DO NOTHING RETURNING 1`, [w.id, opts.contactId]);
+      const admitted = await sql(tx, `INSERT INTO workflow_entries (workflow_id, contact_id) VALUES (?, ?) ON CONFLICT DO NOTHING RETURNING 1`, [
+        w.id,
+        opts.contactId,
+      ]);
       if (admitted.length === 0) return undefined;
     }
     const { steps, transitions } = await graphOf(tx, w.id);
@@ -102,11 +105,16 @@ export async function getExecution(em: EntityManager, workflowId: string, id: st
 }
 
 export async function executionSteps(em: EntityManager, executionId: string) {
-  const rows = await sql<{ id: string; step_id: string; type: string; status: string; output: unknown; error: string | null; started_at: Date; completed_at: Date | null }>(
-    em,
-    `SELECT * FROM workflow_execution_steps WHERE execution_id = ? ORDER BY started_at, id`,
-    [executionId],
-  );
+  const rows = await sql<{
+    id: string;
+    step_id: string;
+    type: string;
+    status: string;
+    output: unknown;
+    error: string | null;
+    started_at: Date;
+    completed_at: Date | null;
+  }>(em, `SELECT * FROM workflow_execution_steps WHERE execution_id = ? ORDER BY started_at, id`, [executionId]);
   return rows.map((r) => ({
     id: r.id,
     stepId: r.step_id,

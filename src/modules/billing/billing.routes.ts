@@ -57,10 +57,13 @@ export function billingRoutes(router: Router, g: Guards, settings: BillingSettin
   router.get(
     `${base}/billing-limits`,
     g.session,
-    endpoint({ tag, summary: 'Per-category caps', params, responses: { 200: '`{ emails, contacts, period }` (null: no cap)' }, errors: MEMBER }, async (ctx, input) => {
-      const id = await project(ctx, input.param('id'), false);
-      ctx.body = { ...(await billingLimits(ctx.state.em, id)), period: period() };
-    }),
+    endpoint(
+      { tag, summary: 'Per-category caps', params, responses: { 200: '`{ emails, contacts, period }` (null: no cap)' }, errors: MEMBER },
+      async (ctx, input) => {
+        const id = await project(ctx, input.param('id'), false);
+        ctx.body = { ...(await billingLimits(ctx.state.em, id)), period: period() };
+      },
+    ),
   );
   router.put(
     `${base}/billing-limits`,
@@ -77,7 +80,13 @@ export function billingRoutes(router: Router, g: Guards, settings: BillingSettin
     `${base}/billing-consumption`,
     g.session,
     endpoint(
-      { tag, summary: 'This period’s consumption against the caps', params, responses: { 200: '`{ period, emails: { used, limit, remaining, byType }, contacts: { used, limit, remaining } }`' }, errors: MEMBER },
+      {
+        tag,
+        summary: 'This period’s consumption against the caps',
+        params,
+        responses: { 200: '`{ period, emails: { used, limit, remaining, byType }, contacts: { used, limit, remaining } }`' },
+        errors: MEMBER,
+      },
       async (ctx, input) => {
         ctx.body = await billingConsumption(ctx.state.em, await project(ctx, input.param('id'), false));
       },
@@ -88,7 +97,14 @@ export function billingRoutes(router: Router, g: Guards, settings: BillingSettin
     `${base}/checkout`,
     g.session,
     endpoint(
-      { tag, summary: 'Create a Stripe Checkout subscription session', params, body: checkoutSchema, responses: { 201: '`{ id, url }`' }, errors: { ...MANAGER, ...STRIPE } },
+      {
+        tag,
+        summary: 'Create a Stripe Checkout subscription session',
+        params,
+        body: checkoutSchema,
+        responses: { 201: '`{ id, url }`' },
+        errors: { ...MANAGER, ...STRIPE },
+      },
       async (ctx, input) => {
         const id = await project(ctx, input.param('id'), true);
         if (!stripe) throw notEnabled();
@@ -96,14 +112,17 @@ export function billingRoutes(router: Router, g: Guards, settings: BillingSettin
         const price = body.priceId ?? settings.stripe!.priceId;
         if (!price) throw badRequest('No price to subscribe to: pass priceId or set STRIPE_PRICE_ID', 'NO_PRICE');
         const { customer } = await stripeCustomerOf(ctx.state.em, id);
-        const session = await stripe.createCheckoutSession({
-          price,
-          projectId: id,
-          customer: customer ?? undefined,
-          customerEmail: ctx.state.user!.email,
-          successUrl: body.successUrl ?? `${settings.publicUrl}/?checkout=success`,
-          cancelUrl: body.cancelUrl ?? `${settings.publicUrl}/?checkout=cancelled`,
-        }, `checkout:${id}:${ctx.state.requestId}`);
+        const session = await stripe.createCheckoutSession(
+          {
+            price,
+            projectId: id,
+            customer: customer ?? undefined,
+            customerEmail: ctx.state.user!.email,
+            successUrl: body.successUrl ?? `${settings.publicUrl}/?checkout=success`,
+            cancelUrl: body.cancelUrl ?? `${settings.publicUrl}/?checkout=cancelled`,
+          },
+          `checkout:${id}:${ctx.state.requestId}`,
+        );
         ctx.status = 201;
         ctx.body = { id: session.id, url: session.url };
       },
@@ -137,7 +156,15 @@ export function billingRoutes(router: Router, g: Guards, settings: BillingSettin
     `${base}/billing-invoices`,
     g.session,
     endpoint(
-      { tag, summary: 'Invoices of the project', params, responses: { 200: '`{ subscriptionStatus, data: [{ id, number, status, currency, total, amountDue, amountPaid, createdAt, periodStart, periodEnd, url, pdf }] }`' }, errors: { ...MEMBER, ...STRIPE } },
+      {
+        tag,
+        summary: 'Invoices of the project',
+        params,
+        responses: {
+          200: '`{ subscriptionStatus, data: [{ id, number, status, currency, total, amountDue, amountPaid, createdAt, periodStart, periodEnd, url, pdf }] }`',
+        },
+        errors: { ...MEMBER, ...STRIPE },
+      },
       async (ctx, input) => {
         const id = await project(ctx, input.param('id'), false);
         if (!stripe) throw notEnabled();
@@ -179,11 +206,16 @@ export function billingRoutes(router: Router, g: Guards, settings: BillingSettin
         description: 'Needs a valid `Stripe-Signature` over the exact raw body (read by the handler itself); each event id is applied once.',
         internal: true,
         responses: { 200: '`{ received: true, result: applied | ignored | duplicate | stale }`' },
-        errors: { 409: 'A subscription event for a customer no checkout has tied to a project yet (UNKNOWN_CUSTOMER): Stripe retries it', 400: 'Billing webhooks are not enabled, the signature does not hold, or the body is not a Stripe event', 413: 'Body larger than 1 MB' },
+        errors: {
+          409: 'A subscription event for a customer no checkout has tied to a project yet (UNKNOWN_CUSTOMER): Stripe retries it',
+          400: 'Billing webhooks are not enabled, the signature does not hold, or the body is not a Stripe event',
+          413: 'Body larger than 1 MB',
+        },
       },
       async (ctx) => {
         const secret = settings.stripe?.webhookSecret;
-        if (!secret) throw badRequest('Billing webhooks are not enabled on this deployment', 'BILLING_NOT_ENABLED', { suggestion: 'Set STRIPE_WEBHOOK_SECRET' });
+        if (!secret)
+          throw badRequest('Billing webhooks are not enabled on this deployment', 'BILLING_NOT_ENABLED', { suggestion: 'Set STRIPE_WEBHOOK_SECRET' });
         const raw = await rawBody(ctx);
         if (!verifyStripeSignature(ctx.get('stripe-signature') || undefined, raw, secret)) {
           throw badRequest('Stripe signature verification failed', 'INVALID_SIGNATURE');

@@ -90,10 +90,14 @@ export async function assertWithinBillingLimits(
   const count = typeof howMany === 'number' ? howMany : await howMany();
   const used = await usage(tx, projectId);
   if (limits.contacts !== null && used.contacts > limits.contacts) {
-    throw forbidden(`The project holds ${used.contacts} contacts, more than its limit of ${limits.contacts}; sending is paused until it holds fewer or the limit is raised`, 'BILLING_LIMIT_REACHED', {
-      details: { category: 'contacts', limit: limits.contacts, used: used.contacts },
-      suggestion: 'Raise the limit with PUT /users/@me/projects/:id/billing-limits, or delete contacts',
-    });
+    throw forbidden(
+      `The project holds ${used.contacts} contacts, more than its limit of ${limits.contacts}; sending is paused until it holds fewer or the limit is raised`,
+      'BILLING_LIMIT_REACHED',
+      {
+        details: { category: 'contacts', limit: limits.contacts, used: used.contacts },
+        suggestion: 'Raise the limit with PUT /users/@me/projects/:id/billing-limits, or delete contacts',
+      },
+    );
   }
   if (limits.emails !== null && used.emails + count > limits.emails) {
     throw forbidden(

@@ -25,7 +25,8 @@ export async function rescheduleCampaignWorkflow(t: TemporalClient, campaignId: 
   try {
     await t.client.workflow.getHandle(workflowIds.campaignSend(campaignId)).executeUpdate(rescheduleUpdate, { args: [at?.toISOString() ?? null] });
   } catch (err) {
-    if (err instanceof WorkflowUpdateFailedError) throw badRequest(`The campaign cannot be moved: ${err.cause?.message ?? err.message}`, 'CAMPAIGN_NOT_SENDABLE');
+    if (err instanceof WorkflowUpdateFailedError)
+      throw badRequest(`The campaign cannot be moved: ${err.cause?.message ?? err.message}`, 'CAMPAIGN_NOT_SENDABLE');
     throw err;
   }
 }

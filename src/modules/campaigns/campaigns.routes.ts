@@ -41,7 +41,10 @@ export interface CampaignDeps {
 const tag = 'Campaigns';
 const params = { id: uuidPath };
 const NOT_FOUND = { 404: 'No such campaign in the project' };
-const AUDIENCE = { 400: 'segmentId missing for a SEGMENT audience, or audienceCondition for a FILTERED one (or not valid)', 403: 'The sender domain is not registered to the project or not verified' };
+const AUDIENCE = {
+  400: 'segmentId missing for a SEGMENT audience, or audienceCondition for a FILTERED one (or not valid)',
+  403: 'The sender domain is not registered to the project or not verified',
+};
 
 export function campaignRoutes(router: Router, g: Guards, deps: CampaignDeps): void {
   router.post(
@@ -76,9 +79,12 @@ export function campaignRoutes(router: Router, g: Guards, deps: CampaignDeps): v
   router.get(
     '/campaigns/:id',
     g.secret,
-    endpoint({ tag, summary: 'Get a campaign', params, responses: { 200: campaignResponse.describe('The campaign') }, errors: NOT_FOUND }, async (ctx, input) => {
-      ctx.body = toCampaignDto(await getCampaign(ctx.state.em, ctx.state.project!.id, input.param('id')));
-    }),
+    endpoint(
+      { tag, summary: 'Get a campaign', params, responses: { 200: campaignResponse.describe('The campaign') }, errors: NOT_FOUND },
+      async (ctx, input) => {
+        ctx.body = toCampaignDto(await getCampaign(ctx.state.em, ctx.state.project!.id, input.param('id')));
+      },
+    ),
   );
 
   router.put(
@@ -213,7 +219,13 @@ export function campaignRoutes(router: Router, g: Guards, deps: CampaignDeps): v
     '/campaigns/:id/stats',
     g.secret,
     endpoint(
-      { tag, summary: 'Current send, open, click and bounce counts', params, responses: { 200: campaignStatsResponse.describe('Counts and rates') }, errors: NOT_FOUND },
+      {
+        tag,
+        summary: 'Current send, open, click and bounce counts',
+        params,
+        responses: { 200: campaignStatsResponse.describe('Counts and rates') },
+        errors: NOT_FOUND,
+      },
       async (ctx, input) => {
         ctx.body = await campaignStats(ctx.state.em, await getCampaign(ctx.state.em, ctx.state.project!.id, input.param('id')));
       },

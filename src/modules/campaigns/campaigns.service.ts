@@ -98,7 +98,11 @@ function campaignValues(input: CampaignInput, audience: Awaited<ReturnType<typeo
 }
 
 /** The audience rules of create and PUT: 400 for a missing segment or condition, 403 for the sender. */
-async function checkAudience(em: EntityManager, projectId: string, input: CampaignInput): Promise<{ segmentId: string | null; condition: ConditionTree | null }> {
+async function checkAudience(
+  em: EntityManager,
+  projectId: string,
+  input: CampaignInput,
+): Promise<{ segmentId: string | null; condition: ConditionTree | null }> {
   if (input.audienceType === 'SEGMENT') {
     if (!input.segmentId) throw badRequest('segmentId is required when audienceType is SEGMENT', 'SEGMENT_REQUIRED');
     const [segment] = await sql(em, `SELECT 1 FROM segments WHERE project_id = ? AND id = ?`, [projectId, input.segmentId]);
@@ -300,11 +304,10 @@ export async function startCampaignSend(em: EntityManager, campaignId: string): 
        ) SELECT count(*)::int AS n FROM queued`,
       [c.project_id, c.id, c.type, c.from_email, c.from_name, c.reply_to ?? c.from_email, c.subject, domain, ...params],
     );
-    await sql(
-      tx,
-      `UPDATE campaigns SET status = 'SENDING', audience_fixed_at = now(), total_recipients = ?, updated_at = now() WHERE id = ?`,
-      [inserted[0].n, c.id],
-    );
+    await sql(tx, `UPDATE campaigns SET status = 'SENDING', audience_fixed_at = now(), total_recipients = ?, updated_at = now() WHERE id = ?`, [
+      inserted[0].n,
+      c.id,
+    ]);
     return { proceed: true, recipients: inserted[0].n };
   });
 }
@@ -340,7 +343,13 @@ export async function cancelCampaignDelivery(em: EntityManager, campaignId: stri
  * audience, billing), updated and started (or rescheduled) while the row is locked, so the workflow and
  * the row never disagree.
  */
-export async function sendCampaign(em: EntityManager, temporal: TemporalClient, projectId: string, id: string, scheduledFor: Parameters<typeof parseSchedule>[0]): Promise<CampaignRow> {
+export async function sendCampaign(
+  em: EntityManager,
+  temporal: TemporalClient,
+  projectId: string,
+  id: string,
+  scheduledFor: Parameters<typeof parseSchedule>[0],
+): Promise<CampaignRow> {
   return em.transactional(async (tx) => {
     const c = await getCampaign(tx, projectId, id, true);
     if (c.status !== 'DRAFT' && c.status !== 'SCHEDULED') {
@@ -352,11 +361,11 @@ export async function sendCampaign(em: EntityManager, temporal: TemporalClient, 
     if (recipients === 0) throw badRequest('The campaign’s audience has no subscribed contacts', 'NO_RECIPIENTS');
     // A send in a later billing period is checked when its time comes (startCampaignSend).
     if (!at || billingPeriod(at).start.getTime() === billingPeriod().start.getTime()) await assertWithinBillingLimits(tx, projectId, recipients);
-    const [updated] = await sql<CampaignRow>(
-      tx,
-      `UPDATE campaigns SET status = ?, scheduled_for = ?, updated_at = now() WHERE id = ? RETURNING *`,
-      [at ? 'SCHEDULED' : 'SENDING', at ?? null, id],
-    );
+    const [updated] = await sql<CampaignRow>(tx, `UPDATE campaigns SET status = ?, scheduled_for = ?, updated_at = now() WHERE id = ? RETURNING *`, [
+      at ? 'SCHEDULED' : 'SENDING',
+      at ?? null,
+      id,
+    ]);
     if (c.status === 'DRAFT') await startCampaignWorkflow(temporal, { id, projectId, scheduledFor: at ?? null });
     else await rescheduleCampaignWorkflow(temporal, id, at ?? null);
     return updated;

@@ -76,7 +76,10 @@ export async function getBulkJob(em: EntityManager, projectId: string, id: strin
  * Handles the next chunk of the job and records its progress in the same transaction, so a retried
  * activity never handles a contact twice. Answers what changed, for the caller to publish.
  */
-export async function runBulkJobChunk(em: EntityManager, jobId: string): Promise<{ done: boolean; projectId?: string; contactIds: string[]; events: EventRecord[] }> {
+export async function runBulkJobChunk(
+  em: EntityManager,
+  jobId: string,
+): Promise<{ done: boolean; projectId?: string; contactIds: string[]; events: EventRecord[] }> {
   const step = () =>
     em.fork().transactional(async (tx) => {
       const [job] = await sql<BulkJobRow>(tx, `SELECT * FROM bulk_jobs WHERE id = ? FOR UPDATE`, [jobId]);

@@ -95,7 +95,12 @@ export function contactRoutes(router: Router, g: Guards, hooks: ContactHooks): v
     '/contacts/lookup',
     g.secret,
     endpoint(
-      { tag, summary: 'Which of up to 500 emails are contacts', body: lookupSchema, responses: { 200: lookupResponse.describe('Found contacts and missing emails') } },
+      {
+        tag,
+        summary: 'Which of up to 500 emails are contacts',
+        body: lookupSchema,
+        responses: { 200: lookupResponse.describe('Found contacts and missing emails') },
+      },
       async (ctx, input) => {
         ctx.body = await lookupContacts(ctx.state.em, ctx.state.project!.id, input.body().emails);
       },
@@ -106,7 +111,11 @@ export function contactRoutes(router: Router, g: Guards, hooks: ContactHooks): v
     '/contacts/fields',
     g.secret,
     endpoint(
-      { tag, summary: 'Standard and custom fields, with inferred types and coverage', responses: { 200: fieldsResponse.describe('Standard fields first, then custom ones by count') } },
+      {
+        tag,
+        summary: 'Standard and custom fields, with inferred types and coverage',
+        responses: { 200: fieldsResponse.describe('Standard fields first, then custom ones by count') },
+      },
       async (ctx) => {
         ctx.body = await listFields(ctx.state.em, ctx.state.project!.id);
       },
@@ -177,7 +186,8 @@ export function contactRoutes(router: Router, g: Guards, hooks: ContactHooks): v
       {
         tag,
         summary: 'Import contacts from a CSV file (queued)',
-        description: 'The file’s email column is found by its header (or is the first column); other columns become data fields. Poll GET /contacts/import/{jobId}.',
+        description:
+          'The file’s email column is found by its header (or is the first column); other columns become data fields. Poll GET /contacts/import/{jobId}.',
         upload: { field: 'file', description: 'A CSV file, at most 5 MB' },
         responses: { 202: importJobResponse.describe('The queued import job') },
         errors: { 400: simpleError('Not a multipart body'), 413: 'The file is larger than 5 MB', 422: 'No file in the field `file`' },
@@ -196,7 +206,13 @@ export function contactRoutes(router: Router, g: Guards, hooks: ContactHooks): v
     '/contacts/import/:jobId',
     g.secret,
     endpoint(
-      { tag, summary: 'Poll an import job', params: { jobId: uuidPath }, responses: { 200: importJobResponse.describe('The import job') }, errors: { 404: 'No such job in the project' } },
+      {
+        tag,
+        summary: 'Poll an import job',
+        params: { jobId: uuidPath },
+        responses: { 200: importJobResponse.describe('The import job') },
+        errors: { 404: 'No such job in the project' },
+      },
       async (ctx, input) => {
         ctx.body = toImportDto(await getImport(ctx.state.em, ctx.state.project!.id, input.param('jobId')));
       },
@@ -213,7 +229,12 @@ export function contactRoutes(router: Router, g: Guards, hooks: ContactHooks): v
       path,
       g.secret,
       endpoint(
-        { tag, summary: `${kind[0].toUpperCase()}${kind.slice(1)} up to 1,000 contacts by id (queued)`, body: bulkSchema, responses: { 202: bulkJobResponse.describe('The queued job') } },
+        {
+          tag,
+          summary: `${kind[0].toUpperCase()}${kind.slice(1)} up to 1,000 contacts by id (queued)`,
+          body: bulkSchema,
+          responses: { 202: bulkJobResponse.describe('The queued job') },
+        },
         async (ctx, input) => {
           const job = await createBulkJob(ctx.state.em, hooks.temporal, ctx.state.project!.id, kind, input.body().contactIds);
           ctx.status = 202;
@@ -227,7 +248,13 @@ export function contactRoutes(router: Router, g: Guards, hooks: ContactHooks): v
     '/contacts/bulk/:jobId',
     g.secret,
     endpoint(
-      { tag, summary: 'Poll a bulk job', params: { jobId: uuidPath }, responses: { 200: bulkJobResponse.describe('The bulk job') }, errors: { 404: 'No such job in the project' } },
+      {
+        tag,
+        summary: 'Poll a bulk job',
+        params: { jobId: uuidPath },
+        responses: { 200: bulkJobResponse.describe('The bulk job') },
+        errors: { 404: 'No such job in the project' },
+      },
       async (ctx, input) => {
         ctx.body = toBulkJobDto(await getBulkJob(ctx.state.em, ctx.state.project!.id, input.param('jobId')));
       },
@@ -238,7 +265,13 @@ export function contactRoutes(router: Router, g: Guards, hooks: ContactHooks): v
     '/contacts/:id',
     g.secret,
     endpoint(
-      { tag, summary: 'Get a contact', params: { id: uuidPath }, responses: { 200: contactResponse.describe('The contact') }, errors: { 404: 'No such contact in the project' } },
+      {
+        tag,
+        summary: 'Get a contact',
+        params: { id: uuidPath },
+        responses: { 200: contactResponse.describe('The contact') },
+        errors: { 404: 'No such contact in the project' },
+      },
       async (ctx, input) => {
         ctx.body = toContactDto(await getContact(ctx.state.em, ctx.state.project!.id, input.param('id')));
       },
@@ -286,7 +319,13 @@ export function contactRoutes(router: Router, g: Guards, hooks: ContactHooks): v
     '/contacts/:id',
     g.secret,
     endpoint(
-      { tag, summary: 'Delete a contact', params: { id: uuidPath }, responses: { 200: deletedResponse.describe('Deleted') }, errors: { 404: 'No such contact in the project' } },
+      {
+        tag,
+        summary: 'Delete a contact',
+        params: { id: uuidPath },
+        responses: { 200: deletedResponse.describe('Deleted') },
+        errors: { 404: 'No such contact in the project' },
+      },
       async (ctx, input) => {
         const id = input.param('id');
         await deleteContact(ctx.state.em, ctx.state.project!.id, id);

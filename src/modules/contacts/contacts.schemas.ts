@@ -43,7 +43,10 @@ export const lookupSchema = z.object({
 });
 
 export const bulkSchema = z.object({
-  contactIds: z.array(z.uuid({ message: 'contactIds must hold contact ids (UUIDs)' })).min(1).max(1000),
+  contactIds: z
+    .array(z.uuid({ message: 'contactIds must hold contact ids (UUIDs)' }))
+    .min(1)
+    .max(1000),
 });
 
 /** GET /contacts: failures answer in the simple `{ error }` form, in this order. */

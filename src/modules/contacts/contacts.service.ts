@@ -85,11 +85,7 @@ export async function upsertContact(em: EntityManager, projectId: string, input:
   );
   if (created) return { contact: created, isNew: true, isUpdate: false, events: [] };
 
-  const [current] = await sql<ContactRow>(
-    em,
-    `SELECT ${COLUMNS} FROM contacts WHERE project_id = ? AND email = ? FOR UPDATE`,
-    [projectId, input.email],
-  );
+  const [current] = await sql<ContactRow>(em, `SELECT ${COLUMNS} FROM contacts WHERE project_id = ? AND email = ? FOR UPDATE`, [projectId, input.email]);
   return updateLocked(em, current, { subscribed: input.subscribed, data: input.data });
 }
 
@@ -118,10 +114,7 @@ async function updateLocked(em: EntityManager, current: ContactRow, change: Chan
   }
   const email = change.email ?? current.email;
   const changed =
-    email !== current.email ||
-    subscribed !== current.subscribed ||
-    String(snoozedUntil) !== String(current.snoozed_until) ||
-    !sameJson(data, current.data);
+    email !== current.email || subscribed !== current.subscribed || String(snoozedUntil) !== String(current.snoozed_until) || !sameJson(data, current.data);
   if (!changed) return { contact: current, isNew: false, isUpdate: false, events: [] };
 
   const [updated] = await sql<ContactRow>(
@@ -131,9 +124,7 @@ async function updateLocked(em: EntityManager, current: ContactRow, change: Chan
     [email, subscribed, snoozedUntil, JSON.stringify(data), current.id],
   );
   const events =
-    subscribed !== current.subscribed
-      ? await insertEvents(em, [subscriptionEvent(current.project_id, current.id, subscribed, change.eventData ?? {})])
-      : [];
+    subscribed !== current.subscribed ? await insertEvents(em, [subscriptionEvent(current.project_id, current.id, subscribed, change.eventData ?? {})]) : [];
   return { contact: updated, isNew: false, isUpdate: true, events };
 }
 
@@ -150,10 +141,7 @@ export interface ContactEventInput {
  * locked in (project, email) order, so concurrent calls cannot deadlock on each other. Answers in
  * the order of `items`. Subscription cannot change here, so no lock beyond the rows' own is needed.
  */
-export async function upsertContactsAndInsertEvents(
-  em: EntityManager,
-  items: ContactEventInput[],
-): Promise<Array<{ contactId: string; event: EventRecord }>> {
+export async function upsertContactsAndInsertEvents(em: EntityManager, items: ContactEventInput[]): Promise<Array<{ contactId: string; event: EventRecord }>> {
   const input = items.map((i) => ({
     project_id: i.projectId,
     email: i.email,
@@ -222,10 +210,7 @@ export async function updateContact(
   beforeCommit?: (contact: ContactRow) => Promise<void>,
 ): Promise<UpsertResult> {
   return em.transactional(async (tx) => {
-    const [current] = await sql<ContactRow>(tx, `SELECT ${COLUMNS} FROM contacts WHERE project_id = ? AND id = ? FOR UPDATE`, [
-      projectId,
-      id,
-    ]);
+    const [current] = await sql<ContactRow>(tx, `SELECT ${COLUMNS} FROM contacts WHERE project_id = ? AND id = ? FOR UPDATE`, [projectId, id]);
     if (!current) throw notFound('Contact');
     if (patch.email && patch.email !== current.email) {
       const [taken] = await sql(tx, `SELECT 1 FROM contacts WHERE project_id = ? AND email = ?`, [projectId, patch.email]);
@@ -237,11 +222,7 @@ export async function updateContact(
       data: patch.data,
       subscribed: snoozeEnded ? true : patch.subscribed,
       snoozedUntil: patch.snoozedUntil,
-      eventData: patch.snoozedUntil
-        ? { reason: 'snooze', snoozedUntil: patch.snoozedUntil.toISOString() }
-        : snoozeEnded
-          ? { reason: 'snooze_cancelled' }
-          : {},
+      eventData: patch.snoozedUntil ? { reason: 'snooze', snoozedUntil: patch.snoozedUntil.toISOString() } : snoozeEnded ? { reason: 'snooze_cancelled' } : {},
     });
     await beforeCommit?.(result.contact);
     return result;
@@ -254,11 +235,10 @@ export async function updateContact(
  */
 export async function endSnooze(em: EntityManager, contactId: string, snoozedUntil: Date): Promise<{ projectId: string; events: EventRecord[] } | undefined> {
   return em.transactional(async (tx) => {
-    const [current] = await sql<ContactRow>(
-      tx,
-      `SELECT ${COLUMNS} FROM contacts WHERE id = ? AND snoozed_until = ? AND snoozed_until <= now() FOR UPDATE`,
-      [contactId, snoozedUntil],
-    );
+    const [current] = await sql<ContactRow>(tx, `SELECT ${COLUMNS} FROM contacts WHERE id = ? AND snoozed_until = ? AND snoozed_until <= now() FOR UPDATE`, [
+      contactId,
+      snoozedUntil,
+    ]);
     if (!current) return undefined;
     const result = await updateLocked(tx, current, { subscribed: true, eventData: { reason: 'snooze_expired' } });
     return { projectId: current.project_id, events: result.events };
@@ -320,11 +300,10 @@ export async function deleteContact(em: EntityManager, projectId: string, id: st
 
 export async function lookupContacts(em: EntityManager, projectId: string, emails: string[]) {
   const unique = [...new Set(emails)];
-  const found = await sql<{ id: string; email: string }>(
-    em,
-    `SELECT id, email FROM contacts WHERE project_id = ? AND email = ANY(?::text[]) ORDER BY email`,
-    [projectId, unique],
-  );
+  const found = await sql<{ id: string; email: string }>(em, `SELECT id, email FROM contacts WHERE project_id = ? AND email = ANY(?::text[]) ORDER BY email`, [
+    projectId,
+    unique,
+  ]);
   const seen = new Set(found.map((r) => r.email));
   return { found, missing: unique.filter((e) => !seen.has(e)) };
 }
@@ -372,26 +351,24 @@ export async function listContacts(em: EntityManager, projectId: string, q: List
   const unfiltered = where.length === 1;
 
   if (q.cursor) {
-    const [anchor] = await sql<{ v: unknown }>(em, `SELECT ${column} AS v FROM contacts WHERE project_id = ? AND id = ?`, [
-      projectId,
-      q.cursor,
-    ]);
+    const [anchor] = await sql<{ v: unknown }>(em, `SELECT ${column} AS v FROM contacts WHERE project_id = ? AND id = ?`, [projectId, q.cursor]);
     if (!anchor) throw simpleBadRequest('Invalid cursor');
     where.push(`(${column}, id) ${q.dir === 'asc' ? '>' : '<'} (?, ?)`);
     params.push(anchor.v, q.cursor);
   }
   const order = q.dir === 'asc' ? 'ASC' : 'DESC';
-  const rows = await sql<ContactRow>(
-    em,
-    `SELECT ${COLUMNS} FROM contacts WHERE ${where.join(' AND ')} ORDER BY ${column} ${order}, id ${order} LIMIT ?`,
-    [...params, q.limit + 1],
-  );
+  const rows = await sql<ContactRow>(em, `SELECT ${COLUMNS} FROM contacts WHERE ${where.join(' AND ')} ORDER BY ${column} ${order}, id ${order} LIMIT ?`, [
+    ...params,
+    q.limit + 1,
+  ]);
   const hasMore = rows.length > q.limit;
   const page = rows.slice(0, q.limit);
   let total = 0;
   if (!q.cursor) {
     // Unfiltered, the maintained per-project count answers without counting.
-    total = unfiltered ? await contactTotal(em, projectId) : Number((await sql<{ n: string }>(em, `SELECT count(*) AS n FROM contacts WHERE ${filters}`, filterParams))[0].n);
+    total = unfiltered
+      ? await contactTotal(em, projectId)
+      : Number((await sql<{ n: string }>(em, `SELECT count(*) AS n FROM contacts WHERE ${filters}`, filterParams))[0].n);
   }
   return {
     data: page.map(toContactDto),

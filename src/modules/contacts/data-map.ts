@@ -6,13 +6,11 @@ export const RESERVED_DATA_KEYS = new Set(['id', 'svc_id', 'svc_email', 'email',
 const transientValue = z.object({ value: z.unknown(), persistent: z.boolean() }).strict();
 
 /** A data map as accepted on the wire; the values' meanings are resolved by `resolveDataMap`. */
-export const dataMapSchema = z
-  .record(z.string().min(1).max(200), z.unknown())
-  .superRefine((data, ctx) => {
-    if ('locale' in data && data.locale !== null && data.locale !== '' && typeof data.locale !== 'string') {
-      ctx.addIssue({ code: 'custom', path: ['locale'], message: 'locale must be a string', params: { code: 'invalid_type' } });
-    }
-  });
+export const dataMapSchema = z.record(z.string().min(1).max(200), z.unknown()).superRefine((data, ctx) => {
+  if ('locale' in data && data.locale !== null && data.locale !== '' && typeof data.locale !== 'string') {
+    ctx.addIssue({ code: 'custom', path: ['locale'], message: 'locale must be a string', params: { code: 'invalid_type' } });
+  }
+});
 
 export type DataMap = z.output<typeof dataMapSchema>;
 

@@ -41,13 +41,15 @@ function invalid(ctx: Context): void {
   ctx.body = page('Link not valid', '<p>This link is not valid, or the address was removed.</p>');
 }
 
-const form = (action: string, label: string) =>
-  `<form method="post" action="${escapeHtml(action)}"><button type="submit">${escapeHtml(label)}</button></form>`;
+const form = (action: string, label: string) => `<form method="post" action="${escapeHtml(action)}"><button type="submit">${escapeHtml(label)}</button></form>`;
 
 // A bad link or token is the "not valid" page (404), never a validation error: nothing here fails.
 const linkParams = { contactId: z.string().meta({ description: 'The contact’s id' }) };
 const linkQuery = z.object({ token: z.string().optional().meta({ description: 'The link’s signature' }) });
-const linkOf = (input: { param(name: 'contactId'): string; query(): { token?: string } }): Link => ({ id: input.param('contactId'), token: input.query().token });
+const linkOf = (input: { param(name: 'contactId'): string; query(): { token?: string } }): Link => ({
+  id: input.param('contactId'),
+  token: input.query().token,
+});
 
 const pageSpec = (summary: string, shows: string) => ({
   tag: 'Preference pages',

@@ -37,7 +37,9 @@ const localOnly = (allowedHosts: string[]) =>
       throw forbidden('The dev mailbox answers only clients connecting from this machine (a loopback address)');
     }
     if (!namesThisMachine(ctx.req.headers.host ?? '', ctx.req.socket.localPort, allowedHosts)) {
-      throw forbidden(`The dev mailbox answers only to 127.0.0.1, localhost or [::1] on this port (or ALLOWED_HOSTS), not to Host "${ctx.req.headers.host ?? ''}"`);
+      throw forbidden(
+        `The dev mailbox answers only to 127.0.0.1, localhost or [::1] on this port (or ALLOWED_HOSTS), not to Host "${ctx.req.headers.host ?? ''}"`,
+      );
     }
     await next();
   }, {});
@@ -52,7 +54,13 @@ export function devMailboxRoutes(router: Router, allowedHosts: string[]): void {
     '/dev/mailbox',
     loopbackOnly,
     endpoint(
-      { tag, summary: 'Mail captured by the built-in SMTP server, newest first', internal: true, query: mailboxQuery, responses: { 200: 'The messages and their total' } },
+      {
+        tag,
+        summary: 'Mail captured by the built-in SMTP server, newest first',
+        internal: true,
+        query: mailboxQuery,
+        responses: { 200: 'The messages and their total' },
+      },
       async (ctx, input) => {
         ctx.body = await listCaptured(ctx.state.em, input.query());
       },
@@ -62,7 +70,14 @@ export function devMailboxRoutes(router: Router, allowedHosts: string[]): void {
     '/dev/mailbox/:id',
     loopbackOnly,
     endpoint(
-      { tag, summary: 'One captured message, parsed', internal: true, params: { id: uuidPath }, responses: { 200: 'The message' }, errors: { 404: 'No such message' } },
+      {
+        tag,
+        summary: 'One captured message, parsed',
+        internal: true,
+        params: { id: uuidPath },
+        responses: { 200: 'The message' },
+        errors: { 404: 'No such message' },
+      },
       async (ctx, input) => {
         ctx.body = await getCaptured(ctx.state.em, input.param('id'));
       },
@@ -90,7 +105,12 @@ export function devMailboxRoutes(router: Router, allowedHosts: string[]): void {
     '/dev/mailbox',
     loopbackOnly,
     endpoint(
-      { tag, summary: 'Delete every captured message', internal: true, responses: { 200: z.object({ deleted: z.number().int() }).describe('How many were deleted') } },
+      {
+        tag,
+        summary: 'Delete every captured message',
+        internal: true,
+        responses: { 200: z.object({ deleted: z.number().int() }).describe('How many were deleted') },
+      },
       async (ctx) => {
         ctx.body = { deleted: await clearCaptured(ctx.state.em) };
       },

@@ -18,11 +18,14 @@ const addresses = (a: AddressObject | AddressObject[] | undefined) =>
 
 export async function storeCaptured(em: EntityManager, msg: CapturedMessage): Promise<void> {
   const parsed = await simpleParser(msg.raw, { skipHtmlToText: true, skipTextToHtml: true, skipImageLinks: true });
-  await sql(
-    em,
-    `INSERT INTO dev_mailbox_messages (id, envelope_from, envelope_to, subject, message_id, raw) VALUES (?, ?, ?, ?, ?, ?)`,
-    [newId(), msg.envelopeFrom, msg.envelopeTo, parsed.subject ?? null, parsed.messageId ?? null, msg.raw],
-  );
+  await sql(em, `INSERT INTO dev_mailbox_messages (id, envelope_from, envelope_to, subject, message_id, raw) VALUES (?, ?, ?, ?, ?, ?)`, [
+    newId(),
+    msg.envelopeFrom,
+    msg.envelopeTo,
+    parsed.subject ?? null,
+    parsed.messageId ?? null,
+    msg.raw,
+  ]);
 }
 
 async function present(row: Row) {

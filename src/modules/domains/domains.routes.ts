@@ -38,9 +38,7 @@ export function domainRoutes(router: Router, g: Guards, deps: DomainDeps): void 
       async (ctx, input) => {
         const { domain } = input.body();
         const projectId = ctx.state.project!.id;
-        const row = await createDomain(ctx.state.em, projectId, domain, deps.spfValue, (r) =>
-          startDomainVerification(deps.temporal, { id: r.id, projectId }),
-        );
+        const row = await createDomain(ctx.state.em, projectId, domain, deps.spfValue, (r) => startDomainVerification(deps.temporal, { id: r.id, projectId }));
         ctx.status = 201;
         ctx.body = toDomainDto(row, deps.returnPath, { recordStatus: false });
       },
@@ -71,7 +69,13 @@ export function domainRoutes(router: Router, g: Guards, deps: DomainDeps): void 
     '/domains/:id',
     g.secret,
     endpoint(
-      { tag, summary: 'Get a domain, its DNS records and what the last check found', params: { id: uuidPath }, responses: { 200: domainResponse.describe('The domain') }, errors: NOT_FOUND },
+      {
+        tag,
+        summary: 'Get a domain, its DNS records and what the last check found',
+        params: { id: uuidPath },
+        responses: { 200: domainResponse.describe('The domain') },
+        errors: NOT_FOUND,
+      },
       async (ctx, input) => {
         ctx.body = toDomainDto(await getDomain(ctx.state.em, ctx.state.project!.id, input.param('id')), deps.returnPath);
       },
@@ -82,7 +86,13 @@ export function domainRoutes(router: Router, g: Guards, deps: DomainDeps): void 
     '/domains/:id/verify',
     g.secret,
     endpoint(
-      { tag, summary: 'Check the domain’s DNS records now', params: { id: uuidPath }, responses: { 200: domainResponse.describe('The domain with each record’s finding') }, errors: NOT_FOUND },
+      {
+        tag,
+        summary: 'Check the domain’s DNS records now',
+        params: { id: uuidPath },
+        responses: { 200: domainResponse.describe('The domain with each record’s finding') },
+        errors: NOT_FOUND,
+      },
       async (ctx, input) => {
         const row = await getDomain(ctx.state.em, ctx.state.project!.id, input.param('id'));
         ctx.body = toDomainDto((await checkDomain(ctx.state.em, deps.resolver, row.id, deps.returnPath)) ?? row, deps.returnPath);

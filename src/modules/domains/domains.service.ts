@@ -65,7 +65,13 @@ export type DomainDto = ReturnType<typeof toDomainDto>;
 
 const recordsOf = (row: DomainRow, returnPath: ReturnPathDns) =>
   domainRecords(
-    { domain: row.domain, verificationToken: row.verification_token, dkimSelector: row.dkim_selector, dkimPublicKey: row.dkim_public_key, spfValue: row.spf_value },
+    {
+      domain: row.domain,
+      verificationToken: row.verification_token,
+      dkimSelector: row.dkim_selector,
+      dkimPublicKey: row.dkim_public_key,
+      spfValue: row.spf_value,
+    },
     returnPath,
   );
 
@@ -127,9 +133,7 @@ export async function checkDomain(em: EntityManager, resolver: Resolver, id: str
   const allVerified = required.every((r) => r.status === 'verified');
   const definitelyMissing = required.some((r) => r.status === 'pending');
   const status = allVerified ? 'verified' : row.status === 'verified' && !definitelyMissing ? 'verified' : 'pending';
-  const recordStatus = Object.fromEntries(
-    checked.map((r) => [r.purpose, { status: r.status, found: r.found, ...(r.error ? { error: r.error } : {}) }]),
-  );
+  const recordStatus = Object.fromEntries(checked.map((r) => [r.purpose, { status: r.status, found: r.found, ...(r.error ? { error: r.error } : {}) }]));
   const [updated] = await sql<DomainRow>(
     em,
     `UPDATE domains SET status = ?, record_status = ?::jsonb, last_checked_at = now(),

@@ -6,7 +6,11 @@ import type { ActivityHub } from '../../bus/contact-activity';
 import { sendResponse, sendSchema } from './emails.schemas';
 import { type LocalEmailQueue, type SendBatcher, type SendLimits, sendEmails } from './emails.service';
 
-export function emailRoutes(router: Router, g: Guards, deps: { links: Links; limits: SendLimits; queue?: LocalEmailQueue; batcher?: SendBatcher; hub: ActivityHub }): void {
+export function emailRoutes(
+  router: Router,
+  g: Guards,
+  deps: { links: Links; limits: SendLimits; queue?: LocalEmailQueue; batcher?: SendBatcher; hub: ActivityHub },
+): void {
   router.post(
     '/v1/send',
     g.secret,

@@ -6,7 +6,6 @@ import { subjectSchema } from '../templates';
 import { dateTime, sameShape, successEnvelope } from '../../http/responses';
 import type { SendResult } from './emails.service';
 
-
 const noBreaks = z.string().refine((s) => !/[\r\n\0]/.test(s), { message: 'Cannot contain line breaks or NUL', params: { code: 'invalid_string' } });
 
 export const MAX_RECIPIENTS = 50;
@@ -28,8 +27,20 @@ const headerValue = z
 
 /** Headers the service sets from the request's own fields; overriding them would break the message. */
 export const STRUCTURAL_HEADERS = new Set([
-  'from', 'to', 'cc', 'bcc', 'subject', 'reply-to', 'sender', 'message-id', 'date', 'mime-version',
-  'content-type', 'content-transfer-encoding', 'dkim-signature', 'return-path',
+  'from',
+  'to',
+  'cc',
+  'bcc',
+  'subject',
+  'reply-to',
+  'sender',
+  'message-id',
+  'date',
+  'mime-version',
+  'content-type',
+  'content-transfer-encoding',
+  'dkim-signature',
+  'return-path',
 ]);
 
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
@@ -43,20 +54,31 @@ const attachmentOf = <C extends z.ZodType>(content: C) =>
         .min(1)
         .max(255)
         // The spec: "no newline or quote characters" — both quotes, and every line break a mail header could fold on.
-        .refine((s) => !/[\r\n\0"'\u2028\u2029\u0085]/.test(s), { message: 'Filenames cannot contain line breaks, NUL or quotes', params: { code: 'invalid_string' } }),
+        .refine((s) => !/[\r\n\0"'\u2028\u2029\u0085]/.test(s), {
+          message: 'Filenames cannot contain line breaks, NUL or quotes',
+          params: { code: 'invalid_string' },
+        }),
       content,
       contentType: z.string().regex(/^[\w!#$&^.+-]+\/[\w!#$&^.+-]+(\s*;[^\r\n\0]*)?$/, 'contentType must be a MIME type such as image/png'),
       contentId: z
         .string()
         .min(1)
         .max(255)
-        .refine((s) => !/[\r\n\0<>\s]/.test(s), { message: 'contentId cannot contain spaces, angle brackets, line breaks or NUL', params: { code: 'invalid_string' } })
+        .refine((s) => !/[\r\n\0<>\s]/.test(s), {
+          message: 'contentId cannot contain spaces, angle brackets, line breaks or NUL',
+          params: { code: 'invalid_string' },
+        })
         .optional(),
       disposition: z.enum(['attachment', 'inline']).default('attachment'),
     })
     .superRefine((a, ctx) => {
       if (a.disposition === 'inline' && !a.contentId) {
-        ctx.addIssue({ code: 'custom', path: ['contentId'], message: 'Inline attachments need a contentId (referenced as cid:<contentId>)', params: { code: 'invalid_type' } });
+        ctx.addIssue({
+          code: 'custom',
+          path: ['contentId'],
+          message: 'Inline attachments need a contentId (referenced as cid:<contentId>)',
+          params: { code: 'invalid_type' },
+        });
       }
     });
 
@@ -100,12 +122,19 @@ const sendFields = <C extends z.ZodType>(content: C) => ({
 /** The rules across fields: content or a template, and no header the service sets itself. */
 function sendRules(v: { template?: string; subject?: string; body?: string; headers?: Record<string, string> }, ctx: z.RefinementCtx): void {
   if (!v.template) {
-    if (v.subject === undefined) ctx.addIssue({ code: 'custom', path: ['subject'], message: 'subject is required without a template', params: { code: 'invalid_type' } });
-    if (v.body === undefined) ctx.addIssue({ code: 'custom', path: ['body'], message: 'body is required without a template', params: { code: 'invalid_type' } });
+    if (v.subject === undefined)
+      ctx.addIssue({ code: 'custom', path: ['subject'], message: 'subject is required without a template', params: { code: 'invalid_type' } });
+    if (v.body === undefined)
+      ctx.addIssue({ code: 'custom', path: ['body'], message: 'body is required without a template', params: { code: 'invalid_type' } });
   }
   for (const name of Object.keys(v.headers ?? {})) {
     if (STRUCTURAL_HEADERS.has(name.toLowerCase())) {
-      ctx.addIssue({ code: 'custom', path: ['headers', name], message: `${name} is set by the service from the request's fields`, params: { code: 'invalid_string' } });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['headers', name],
+        message: `${name} is set by the service from the request's fields`,
+        params: { code: 'invalid_string' },
+      });
     }
   }
 }
@@ -125,7 +154,12 @@ export type AttachmentInput = NonNullable<SendInput['attachments']>[number];
 
 export const sendResponse = successEnvelope(
   z.object({
-    emails: z.array(z.object({ contact: z.object({ id: z.string(), email: z.string() }), email: z.string().meta({ description: 'The email record id (webhook events carry it as emailId)' }) })),
+    emails: z.array(
+      z.object({
+        contact: z.object({ id: z.string(), email: z.string() }),
+        email: z.string().meta({ description: 'The email record id (webhook events carry it as emailId)' }),
+      }),
+    ),
     timestamp: dateTime,
   }),
 );

@@ -194,13 +194,7 @@ export async function queueEmail(em: EntityManager, e: QueuedEmailInput, notify 
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?) ON CONFLICT (id) DO NOTHING RETURNING 1
      )
      SELECT ${notify ? 'pg_notify(?, ?)' : '1'} FROM queued`,
-    [
-      e.id,
-      e.projectId,
-      e.contactId,
-      ...messageValues(e),
-      ...(notify ? [EMAIL_QUEUED_CHANNEL, e.projectId] : []),
-    ],
+    [e.id, e.projectId, e.contactId, ...messageValues(e), ...(notify ? [EMAIL_QUEUED_CHANNEL, e.projectId] : [])],
   );
   return rows.length > 0;
 }
@@ -237,7 +231,16 @@ export async function sendEmails(
   const given = stripped(input.attachments ?? []);
   checkSizes(given, body, deps.limits);
   const to = recipients(input.to);
-  const { settings, limits, contacts: known } = await sendingContext(em, projectId, sender.email, to.map((r) => r.email));
+  const {
+    settings,
+    limits,
+    contacts: known,
+  } = await sendingContext(
+    em,
+    projectId,
+    sender.email,
+    to.map((r) => r.email),
+  );
   const resolved = resolveDataMap(input.data);
 
   if (type === 'MARKETING') {
@@ -290,7 +293,11 @@ export async function sendEmails(
       const id = newId();
       return queued(id, next, r, compose(id, next));
     });
-    const result = { emails: emails.map((e) => ({ contact: { id: e.contactId, email: e.to.email }, email: e.id })), timestamp: new Date().toISOString(), events: [] };
+    const result = {
+      emails: emails.map((e) => ({ contact: { id: e.contactId, email: e.to.email }, email: e.id })),
+      timestamp: new Date().toISOString(),
+      events: [],
+    };
     // While a drain of this process runs, the mail is claimed for it as it is inserted and handed to it
     // in memory: no claim to write and nothing to read back.
     const claimant = local?.claimant?.();

@@ -45,7 +45,9 @@ const refuse = (message: string) => new SmtpReply(550, `5.6.0 ${message}`);
 
 function addresses(field: AddressObject | AddressObject[] | undefined): Array<{ address: string; name: string }> {
   const list = field === undefined ? [] : Array.isArray(field) ? field : [field];
-  return list.flatMap((o) => o.value.flatMap((a) => (a.group ? a.group : [a]))).flatMap((a) => (a.address ? [{ address: a.address.toLowerCase(), name: a.name ?? '' }] : []));
+  return list
+    .flatMap((o) => o.value.flatMap((a) => (a.group ? a.group : [a])))
+    .flatMap((a) => (a.address ? [{ address: a.address.toLowerCase(), name: a.name ?? '' }] : []));
 }
 
 /**
@@ -83,7 +85,12 @@ function customHeaders(parsed: ParsedMail): Record<string, string> {
 
 /** `X-Postbox-Tracking: clicks` keeps click tracking and turns the pixel off; `none` turns both off. */
 function trackingHeader(value: string): TrackingOverride {
-  const words = new Set(value.toLowerCase().split(/[\s,]+/).filter(Boolean));
+  const words = new Set(
+    value
+      .toLowerCase()
+      .split(/[\s,]+/)
+      .filter(Boolean),
+  );
   for (const w of words) {
     if (!['opens', 'clicks', 'none'].includes(w)) throw refuse(`X-Postbox-Tracking takes opens, clicks or none, not "${w}"`);
   }
@@ -103,7 +110,10 @@ function decodeWords(value: string): string {
     const bytes =
       encoding.toUpperCase() === 'B'
         ? Buffer.from(text, 'base64')
-        : Buffer.from(text.replace(/_/g, ' ').replace(/=([0-9A-Fa-f]{2})/g, (_m, hex: string) => String.fromCharCode(parseInt(hex, 16))), 'latin1');
+        : Buffer.from(
+            text.replace(/_/g, ' ').replace(/=([0-9A-Fa-f]{2})/g, (_m, hex: string) => String.fromCharCode(parseInt(hex, 16))),
+            'latin1',
+          );
     try {
       return new TextDecoder(charset).decode(bytes);
     } catch {
@@ -173,7 +183,9 @@ function sendRequestOf(parsed: ParsedMail, envelope: { from: string | null; to: 
   // Cc is shown as the client wrote it (its addresses parsed, names encoded); every envelope recipient, Bcc
   // ones too, gets an email of their own.
   const cc = addresses(parsed.cc);
-  const request = cc.length ? { ...checked, headers: { ...checked.headers, Cc: cc.map((a) => mailbox({ address: a.address, name: a.name || null })).join(', ') } } : checked;
+  const request = cc.length
+    ? { ...checked, headers: { ...checked.headers, Cc: cc.map((a) => mailbox({ address: a.address, name: a.name || null })).join(', ') } }
+    : checked;
   if (submitted.template !== undefined) return request;
   return { ...request, literal: { subject: submitted.subject ?? '', html: html ?? null, text: text ?? null } };
 }
@@ -181,7 +193,16 @@ function sendRequestOf(parsed: ParsedMail, envelope: { from: string | null; to: 
 /** Where in the message a field of /v1/send came from, so a refusal names what the client wrote. */
 function fieldInMessage(field: string): string {
   const [head, ...rest] = field.split('.');
-  const named: Record<string, string> = { template: 'X-Postbox-Template', data: 'X-Postbox-Data', subject: 'Subject', from: 'From', to: 'To', reply: 'Reply-To', body: 'the body', text: 'the text part' };
+  const named: Record<string, string> = {
+    template: 'X-Postbox-Template',
+    data: 'X-Postbox-Data',
+    subject: 'Subject',
+    from: 'From',
+    to: 'To',
+    reply: 'Reply-To',
+    body: 'the body',
+    text: 'the text part',
+  };
   if (head === 'headers' && rest.length) return rest.join('.');
   if (head === 'data' && rest.length) return `X-Postbox-Data ${rest.join('.')}`;
   return named[head] ?? field;
@@ -230,8 +251,9 @@ export class SmtpSubmission implements SubmissionHandler<Submitter> {
 
   async authenticate(password: string): Promise<Submitter> {
     const owner = await this.owner(password.trim());
-    if (!owner) throw new SmtpReply(535, '5.7.8 Authentication failed: the password is a project\'s secret key (sk_...)');
-    if (owner.disabled) throw new SmtpReply(535, `5.7.8 Authentication failed: the project is disabled${owner.disabledReason ? `: ${owner.disabledReason}` : ''}`);
+    if (!owner) throw new SmtpReply(535, "5.7.8 Authentication failed: the password is a project's secret key (sk_...)");
+    if (owner.disabled)
+      throw new SmtpReply(535, `5.7.8 Authentication failed: the project is disabled${owner.disabledReason ? `: ${owner.disabledReason}` : ''}`);
     return { projectId: owner.projectId, key: password.trim(), verifiedSenders: new Set() };
   }
 

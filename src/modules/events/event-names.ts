@@ -7,10 +7,5 @@ export const SYSTEM_EVENTS = {
 export const SEGMENT_MEMBERSHIP = /^segment\.[^.]+\.(entry|exit)$/;
 
 export function isReservedEventName(name: string): boolean {
-  return (
-    name.startsWith('email.') ||
-    name === SYSTEM_EVENTS.contactSubscribed ||
-    name === SYSTEM_EVENTS.contactUnsubscribed ||
-    SEGMENT_MEMBERSHIP.test(name)
-  );
+  return name.startsWith('email.') || name === SYSTEM_EVENTS.contactSubscribed || name === SYSTEM_EVENTS.contactUnsubscribed || SEGMENT_MEMBERSHIP.test(name);
 }

@@ -49,7 +49,13 @@ export function eventRoutes(router: Router, g: Guards, { hub, batcher }: { hub: 
     '/events',
     g.secret,
     endpoint(
-      { tag: 'Events', summary: 'List tracked events, newest first', query: eventListQuery, responses: { 200: eventListResponse.describe('A cursor page of events') }, errors: LIST_ERRORS },
+      {
+        tag: 'Events',
+        summary: 'List tracked events, newest first',
+        query: eventListQuery,
+        responses: { 200: eventListResponse.describe('A cursor page of events') },
+        errors: LIST_ERRORS,
+      },
       async (ctx, input) => {
         ctx.body = await listEvents(ctx.state.em, ctx.state.project!.id, listFilter(input.query()));
       },
@@ -59,17 +65,23 @@ export function eventRoutes(router: Router, g: Guards, { hub, batcher }: { hub: 
   router.get(
     '/events/stats',
     g.secret,
-    endpoint({ tag: 'Events', summary: 'Aggregated event statistics', responses: { 200: eventStatsResponse.describe('Counts over time windows') } }, async (ctx) => {
-      ctx.body = await eventStats(ctx.state.em, ctx.state.project!.id);
-    }),
+    endpoint(
+      { tag: 'Events', summary: 'Aggregated event statistics', responses: { 200: eventStatsResponse.describe('Counts over time windows') } },
+      async (ctx) => {
+        ctx.body = await eventStats(ctx.state.em, ctx.state.project!.id);
+      },
+    ),
   );
 
   router.get(
     '/events/names',
     g.secret,
-    endpoint({ tag: 'Events', summary: 'Distinct event names in the project', responses: { 200: eventNamesResponse.describe('Most frequent first') } }, async (ctx) => {
-      ctx.body = { data: await eventNames(ctx.state.em, ctx.state.project!.id) };
-    }),
+    endpoint(
+      { tag: 'Events', summary: 'Distinct event names in the project', responses: { 200: eventNamesResponse.describe('Most frequent first') } },
+      async (ctx) => {
+        ctx.body = { data: await eventNames(ctx.state.em, ctx.state.project!.id) };
+      },
+    ),
   );
 
   router.get(

@@ -39,7 +39,13 @@ export const eventListQuery = z.object({
 
 export const trackResponse = successEnvelope(z.object({ contact: z.string(), event: z.string(), timestamp: dateTime }));
 
-export const eventResponse = z.object({ id: z.string(), name: z.string(), contactId: z.string(), data: z.record(z.string(), z.unknown()), createdAt: dateTime });
+export const eventResponse = z.object({
+  id: z.string(),
+  name: z.string(),
+  contactId: z.string(),
+  data: z.record(z.string(), z.unknown()),
+  createdAt: dateTime,
+});
 sameShape<z.output<typeof eventResponse>, EventRecord>(true);
 
 export const eventListResponse = cursorList(eventResponse);

@@ -35,9 +35,7 @@ export async function trackEvent(em: EntityManager, batcher: TrackBatcher, proje
       defaultSubscribed: true,
       data: resolved,
     });
-    const [event] = await insertEvents(tx, [
-      { projectId, contactId: upsert.contact.id, name: input.event, data: resolved.values },
-    ]);
+    const [event] = await insertEvents(tx, [{ projectId, contactId: upsert.contact.id, name: input.event, data: resolved.values }]);
     return { contactId: upsert.contact.id, event, recorded: [...upsert.events, event] };
   });
 }
@@ -86,11 +84,10 @@ export async function eventPageFilter(
 /** Newest first, cursor = id of the last event of the page; `total` only on the first page. */
 export async function listEvents(em: EntityManager, projectId: string, q: EventListQuery) {
   const { filters, filterParams, where, params } = await eventPageFilter(em, projectId, q);
-  const rows = await sql<EventRow>(
-    em,
-    `SELECT ${EVENT_COLUMNS} FROM events WHERE ${where.join(' AND ')} ORDER BY created_at DESC, id DESC LIMIT ?`,
-    [...params, q.limit + 1],
-  );
+  const rows = await sql<EventRow>(em, `SELECT ${EVENT_COLUMNS} FROM events WHERE ${where.join(' AND ')} ORDER BY created_at DESC, id DESC LIMIT ?`, [
+    ...params,
+    q.limit + 1,
+  ]);
   const hasMore = rows.length > q.limit;
   const page = rows.slice(0, q.limit).map(toEventRecord);
   let total = 0;
@@ -177,10 +174,9 @@ export async function deleteEventsByName(em: EntityManager, projectId: string, n
   if (isReservedEventName(name)) {
     throw badRequest(`"${name}" is an event the service records itself and cannot be deleted`, 'RESERVED_EVENT');
   }
-  const [row] = await sql<{ n: number }>(
-    em,
-    `WITH d AS (DELETE FROM events WHERE project_id = ? AND name = ? RETURNING 1) SELECT count(*)::int AS n FROM d`,
-    [projectId, name],
-  );
+  const [row] = await sql<{ n: number }>(em, `WITH d AS (DELETE FROM events WHERE project_id = ? AND name = ? RETURNING 1) SELECT count(*)::int AS n FROM d`, [
+    projectId,
+    name,
+  ]);
   return { eventName: name, deleted: row.n };
 }

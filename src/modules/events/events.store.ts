@@ -12,7 +12,6 @@ export interface NewEvent {
   data: Record<string, unknown>;
 }
 
-
 export interface EventRow {
   id: string;
   name: string;

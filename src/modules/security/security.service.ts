@@ -126,7 +126,9 @@ export class SendingJudge {
 /** Rates, thresholds, whether the project is suspended, and its recent suspensions. */
 export async function securityState(em: EntityManager, projectId: string, t: SecurityThresholds) {
   const h = await sendingHealth(em, projectId, t);
-  const [project] = await sql<{ disabled: boolean; disabled_reason: string | null }>(em, `SELECT disabled, disabled_reason FROM projects WHERE id = ?`, [projectId]);
+  const [project] = await sql<{ disabled: boolean; disabled_reason: string | null }>(em, `SELECT disabled, disabled_reason FROM projects WHERE id = ?`, [
+    projectId,
+  ]);
   const suspensions = await sql<{
     id: string;
     metric: string;

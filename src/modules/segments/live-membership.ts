@@ -121,8 +121,22 @@ export class LiveMembership {
             )
           : [];
         if (entered.length || exited.length) {
-          await sql(tx, `UPDATE segments SET member_count = member_count + ?, member_count_at = now() WHERE id = ?`, [entered.length - exited.length, segment.id]);
-          out.push(...membershipEvents(segment, entered.map((r) => r.contact_id), 'entry'), ...membershipEvents(segment, exited.map((r) => r.contact_id), 'exit'));
+          await sql(tx, `UPDATE segments SET member_count = member_count + ?, member_count_at = now() WHERE id = ?`, [
+            entered.length - exited.length,
+            segment.id,
+          ]);
+          out.push(
+            ...membershipEvents(
+              segment,
+              entered.map((r) => r.contact_id),
+              'entry',
+            ),
+            ...membershipEvents(
+              segment,
+              exited.map((r) => r.contact_id),
+              'exit',
+            ),
+          );
         }
       }
       return insertEvents(tx, out);

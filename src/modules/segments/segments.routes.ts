@@ -86,17 +86,23 @@ export function segmentRoutes(router: Router, g: Guards, deps: SegmentDeps): voi
   router.get(
     '/segments',
     g.secret,
-    endpoint({ tag, summary: 'List all segments (unpaginated)', responses: { 200: z.array(segmentResponse).describe('Every segment of the project') } }, async (ctx) => {
-      ctx.body = (await listSegments(ctx.state.em, ctx.state.project!.id)).map(toSegmentDto);
-    }),
+    endpoint(
+      { tag, summary: 'List all segments (unpaginated)', responses: { 200: z.array(segmentResponse).describe('Every segment of the project') } },
+      async (ctx) => {
+        ctx.body = (await listSegments(ctx.state.em, ctx.state.project!.id)).map(toSegmentDto);
+      },
+    ),
   );
 
   router.get(
     '/segments/:id',
     g.secret,
-    endpoint({ tag, summary: 'Get a segment with its cached member count', params, responses: { 200: segmentResponse.describe('The segment') }, errors: NOT_FOUND }, async (ctx, input) => {
-      ctx.body = toSegmentDto(await getSegment(ctx.state.em, ctx.state.project!.id, input.param('id')));
-    }),
+    endpoint(
+      { tag, summary: 'Get a segment with its cached member count', params, responses: { 200: segmentResponse.describe('The segment') }, errors: NOT_FOUND },
+      async (ctx, input) => {
+        ctx.body = toSegmentDto(await getSegment(ctx.state.em, ctx.state.project!.id, input.param('id')));
+      },
+    ),
   );
 
   router.patch(
@@ -137,7 +143,13 @@ export function segmentRoutes(router: Router, g: Guards, deps: SegmentDeps): voi
     '/segments/:id',
     g.secret,
     endpoint(
-      { tag, summary: 'Delete a segment', params, responses: { 200: deletedResponse.describe('Deleted') }, errors: { ...NOT_FOUND, 409: 'An active campaign uses the segment' } },
+      {
+        tag,
+        summary: 'Delete a segment',
+        params,
+        responses: { 200: deletedResponse.describe('Deleted') },
+        errors: { ...NOT_FOUND, 409: 'An active campaign uses the segment' },
+      },
       async (ctx, input) => {
         const id = input.param('id');
         await deleteSegment(ctx.state.em, ctx.state.project!.id, id);
@@ -230,7 +242,10 @@ export function segmentRoutes(router: Router, g: Guards, deps: SegmentDeps): voi
         const segment = await getSegment(ctx.state.em, projectId, input.param('id'));
         const computed = await computeMembership(ctx.state.em, segment.id);
         if (computed?.events.length) deps.hub.publish({ projectId, contactIds: [], events: computed.events });
-        const refreshed = segment.track_membership && segment.type === 'DYNAMIC' ? await getSegment(ctx.state.em, projectId, segment.id) : await refreshCount(ctx.state.em, segment.id);
+        const refreshed =
+          segment.track_membership && segment.type === 'DYNAMIC'
+            ? await getSegment(ctx.state.em, projectId, segment.id)
+            : await refreshCount(ctx.state.em, segment.id);
         ctx.body = {
           ...toSegmentDto(refreshed ?? segment),
           computed: { tracked: segment.track_membership, entered: computed?.entered ?? 0, exited: computed?.exited ?? 0 },
@@ -243,7 +258,13 @@ export function segmentRoutes(router: Router, g: Guards, deps: SegmentDeps): voi
     '/segments/:id/refresh',
     g.secret,
     endpoint(
-      { tag, summary: 'Refresh the member count only (no events, no membership writes)', params, responses: { 200: segmentResponse.describe('The recounted segment') }, errors: NOT_FOUND },
+      {
+        tag,
+        summary: 'Refresh the member count only (no events, no membership writes)',
+        params,
+        responses: { 200: segmentResponse.describe('The recounted segment') },
+        errors: NOT_FOUND,
+      },
       async (ctx, input) => {
         const segment = await getSegment(ctx.state.em, ctx.state.project!.id, input.param('id'));
         ctx.body = toSegmentDto((await refreshCount(ctx.state.em, segment.id)) ?? segment);

@@ -277,8 +277,16 @@ export async function computeMembership(em: EntityManager, segmentId: string): P
       exitParams,
     );
     const events = await insertEvents(tx, [
-      ...membershipEvents(segment, entered.map((r) => r.contact_id), 'entry'),
-      ...membershipEvents(segment, exited.map((r) => r.contact_id), 'exit'),
+      ...membershipEvents(
+        segment,
+        entered.map((r) => r.contact_id),
+        'entry',
+      ),
+      ...membershipEvents(
+        segment,
+        exited.map((r) => r.contact_id),
+        'exit',
+      ),
     ]);
     await sql(
       tx,
@@ -294,12 +302,7 @@ export async function computeMembership(em: EntityManager, segmentId: string): P
  * (subscribed unless `subscribed` says otherwise). Members who had left re-enter. A tracked segment
  * records an entry event for each real entry.
  */
-export async function addStaticMembers(
-  em: EntityManager,
-  segment: SegmentRow,
-  emails: string[],
-  opts: { createMissing: boolean; subscribed?: boolean },
-) {
+export async function addStaticMembers(em: EntityManager, segment: SegmentRow, emails: string[], opts: { createMissing: boolean; subscribed?: boolean }) {
   return em.transactional(async (tx) => {
     await sql(tx, `SELECT pg_advisory_xact_lock(hashtext(?))`, [segmentLockKey(segment.id)]);
     const unique = [...new Set(emails)];
@@ -325,11 +328,21 @@ export async function addStaticMembers(
        RETURNING m.contact_id`,
       [segment.id, segment.project_id, contacts.map((c) => c.id)],
     );
-    const events = segment.track_membership ? await insertEvents(tx, membershipEvents(segment, entered.map((r) => r.contact_id), 'entry')) : [];
-    await sql(tx, `UPDATE segments SET member_count = (SELECT count(*) FROM segment_memberships WHERE segment_id = ? AND exited_at IS NULL), member_count_at = now() WHERE id = ?`, [
-      segment.id,
-      segment.id,
-    ]);
+    const events = segment.track_membership
+      ? await insertEvents(
+          tx,
+          membershipEvents(
+            segment,
+            entered.map((r) => r.contact_id),
+            'entry',
+          ),
+        )
+      : [];
+    await sql(
+      tx,
+      `UPDATE segments SET member_count = (SELECT count(*) FROM segment_memberships WHERE segment_id = ? AND exited_at IS NULL), member_count_at = now() WHERE id = ?`,
+      [segment.id, segment.id],
+    );
     const found = new Set(contacts.map((c) => c.email));
     return {
       result: {
@@ -355,11 +368,21 @@ export async function removeStaticMembers(em: EntityManager, segment: SegmentRow
        RETURNING m.contact_id, c.email`,
       [segment.id, segment.project_id, unique],
     );
-    const events = segment.track_membership ? await insertEvents(tx, membershipEvents(segment, exited.map((r) => r.contact_id), 'exit')) : [];
-    await sql(tx, `UPDATE segments SET member_count = (SELECT count(*) FROM segment_memberships WHERE segment_id = ? AND exited_at IS NULL), member_count_at = now() WHERE id = ?`, [
-      segment.id,
-      segment.id,
-    ]);
+    const events = segment.track_membership
+      ? await insertEvents(
+          tx,
+          membershipEvents(
+            segment,
+            exited.map((r) => r.contact_id),
+            'exit',
+          ),
+        )
+      : [];
+    await sql(
+      tx,
+      `UPDATE segments SET member_count = (SELECT count(*) FROM segment_memberships WHERE segment_id = ? AND exited_at IS NULL), member_count_at = now() WHERE id = ?`,
+      [segment.id, segment.id],
+    );
     const removed = new Set(exited.map((r) => r.email));
     return { result: { removed: exited.length, notMembers: unique.filter((e) => !removed.has(e)) }, events, contactIds: exited.map((r) => r.contact_id) };
   });

@@ -13,7 +13,16 @@ import {
   templateUsageResponse,
   updateTemplateSchema,
 } from './templates.schemas';
-import { createTemplate, deleteTemplate, duplicateTemplate, getTemplate, listTemplates, templateUsage, toTemplateDto, updateTemplate } from './templates.service';
+import {
+  createTemplate,
+  deleteTemplate,
+  duplicateTemplate,
+  getTemplate,
+  listTemplates,
+  templateUsage,
+  toTemplateDto,
+  updateTemplate,
+} from './templates.service';
 
 const tag = 'Templates';
 const NOT_FOUND = { 404: 'No such template in the project' };
@@ -63,9 +72,12 @@ export function templateRoutes(router: Router, g: Guards): void {
   router.get(
     '/templates/:id',
     g.secret,
-    endpoint({ tag, summary: 'Get a template', params: { id: uuidPath }, responses: { 200: templateResponse.describe('The template') }, errors: NOT_FOUND }, async (ctx, input) => {
-      ctx.body = toTemplateDto(await getTemplate(ctx.state.em, ctx.state.project!.id, input.param('id')));
-    }),
+    endpoint(
+      { tag, summary: 'Get a template', params: { id: uuidPath }, responses: { 200: templateResponse.describe('The template') }, errors: NOT_FOUND },
+      async (ctx, input) => {
+        ctx.body = toTemplateDto(await getTemplate(ctx.state.em, ctx.state.project!.id, input.param('id')));
+      },
+    ),
   );
 
   router.patch(
@@ -90,11 +102,14 @@ export function templateRoutes(router: Router, g: Guards): void {
   router.delete(
     '/templates/:id',
     g.secret,
-    endpoint({ tag, summary: 'Delete a template', params: { id: uuidPath }, responses: { 200: deletedResponse.describe('Deleted') }, errors: NOT_FOUND }, async (ctx, input) => {
-      const id = input.param('id');
-      await deleteTemplate(ctx.state.em, ctx.state.project!.id, id);
-      ctx.body = { id, deleted: true };
-    }),
+    endpoint(
+      { tag, summary: 'Delete a template', params: { id: uuidPath }, responses: { 200: deletedResponse.describe('Deleted') }, errors: NOT_FOUND },
+      async (ctx, input) => {
+        const id = input.param('id');
+        await deleteTemplate(ctx.state.em, ctx.state.project!.id, id);
+        ctx.body = { id, deleted: true };
+      },
+    ),
   );
 
   router.post(
@@ -113,7 +128,13 @@ export function templateRoutes(router: Router, g: Guards): void {
     '/templates/:id/usage',
     g.secret,
     endpoint(
-      { tag, summary: 'Workflow steps that send the template', params: { id: uuidPath }, responses: { 200: templateUsageResponse.describe('Where it is used') }, errors: NOT_FOUND },
+      {
+        tag,
+        summary: 'Workflow steps that send the template',
+        params: { id: uuidPath },
+        responses: { 200: templateUsageResponse.describe('Where it is used') },
+        errors: NOT_FOUND,
+      },
       async (ctx, input) => {
         const id = input.param('id');
         await getTemplate(ctx.state.em, ctx.state.project!.id, id);

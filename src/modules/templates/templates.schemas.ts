@@ -16,7 +16,10 @@ export const subjectSchema = z
   .max(998)
   .refine((s) => !/[\r\n]/.test(s), { message: 'Subject cannot contain line breaks', params: { code: 'invalid_string' } });
 
-const displayName = z.string().max(200).refine((s) => !/[\r\n]/.test(s), { message: 'Cannot contain line breaks', params: { code: 'invalid_string' } });
+const displayName = z
+  .string()
+  .max(200)
+  .refine((s) => !/[\r\n]/.test(s), { message: 'Cannot contain line breaks', params: { code: 'invalid_string' } });
 
 export const templateFields = {
   name: z.string().trim().min(1).max(200),
@@ -77,7 +80,9 @@ sameShape<z.output<typeof templateListResponse>, Awaited<ReturnType<typeof listT
 
 export const templateUsageResponse = z.object({
   templateId: z.string(),
-  campaigns: z.array(z.object({ id: z.string(), name: z.string(), status: z.string() })).meta({ description: 'Always empty: campaigns carry their own content' }),
+  campaigns: z
+    .array(z.object({ id: z.string(), name: z.string(), status: z.string() }))
+    .meta({ description: 'Always empty: campaigns carry their own content' }),
   workflowSteps: z.array(z.object({ id: z.string(), workflowId: z.string(), workflowName: z.string() })),
   total: z.number().int(),
 });

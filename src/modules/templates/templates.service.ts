@@ -152,11 +152,11 @@ export async function listTemplates(em: EntityManager, projectId: string, q: Tem
   }
   const filter = where.join(' AND ');
   const [{ n }] = await sql<{ n: string }>(em, `SELECT count(*) AS n FROM templates WHERE ${filter}`, params);
-  const rows = await sql<TemplateRow>(
-    em,
-    `SELECT * FROM templates WHERE ${filter} ORDER BY ${q.sort} ${q.dir}, id ${q.dir} LIMIT ? OFFSET ?`,
-    [...params, q.pageSize, (q.page - 1) * q.pageSize],
-  );
+  const rows = await sql<TemplateRow>(em, `SELECT * FROM templates WHERE ${filter} ORDER BY ${q.sort} ${q.dir}, id ${q.dir} LIMIT ? OFFSET ?`, [
+    ...params,
+    q.pageSize,
+    (q.page - 1) * q.pageSize,
+  ]);
   const total = Number(n);
   return { data: rows.map(toTemplateDto), total, page: q.page, pageSize: q.pageSize, totalPages: Math.ceil(total / q.pageSize) };
 }

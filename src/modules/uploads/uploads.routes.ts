@@ -20,7 +20,12 @@ export function uploadRoutes(router: Router, g: Guards, deps: { store: ImageStor
         summary: 'Upload an image for template bodies',
         upload: { field: 'image', description: `A PNG, JPEG, GIF or WebP image, at most ${limit} (SVG is refused)` },
         responses: { 201: storedImageResponse.describe('The stored image and its public URL') },
-        errors: { 400: simpleError('Not a multipart body'), 413: `The image is larger than ${limit}`, 415: 'Not a PNG, JPEG, GIF or WebP image', 422: 'No file in the field `image`' },
+        errors: {
+          400: simpleError('Not a multipart body'),
+          413: `The image is larger than ${limit}`,
+          415: 'Not a PNG, JPEG, GIF or WebP image',
+          422: 'No file in the field `image`',
+        },
       },
       async (ctx) => {
         const stored = await withUploadedFile(ctx, 'image', 'An image', (file) =>

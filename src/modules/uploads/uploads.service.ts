@@ -10,13 +10,21 @@ const FORMATS = [
   { ext: 'png', type: 'image/png', matches: (b: Buffer) => b.subarray(0, 8).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])) },
   { ext: 'jpg', type: 'image/jpeg', matches: (b: Buffer) => b[0] === 0xff && b[1] === 0xd8 && b[2] === 0xff },
   { ext: 'gif', type: 'image/gif', matches: (b: Buffer) => ['GIF87a', 'GIF89a'].includes(b.subarray(0, 6).toString('latin1')) },
-  { ext: 'webp', type: 'image/webp', matches: (b: Buffer) => b.subarray(0, 4).toString('latin1') === 'RIFF' && b.subarray(8, 12).toString('latin1') === 'WEBP' },
+  {
+    ext: 'webp',
+    type: 'image/webp',
+    matches: (b: Buffer) => b.subarray(0, 4).toString('latin1') === 'RIFF' && b.subarray(8, 12).toString('latin1') === 'WEBP',
+  },
 ] as const;
 
 export const STORED_NAME = /^[0-9a-f-]{36}\.(png|jpg|gif|webp)$/;
 
 function looksLikeSvg(head: Buffer): boolean {
-  const text = head.toString('utf8').replace(/^\uFEFF/, '').trimStart().toLowerCase();
+  const text = head
+    .toString('utf8')
+    .replace(/^\uFEFF/, '')
+    .trimStart()
+    .toLowerCase();
   return text.startsWith('<svg') || (text.startsWith('<?xml') && text.includes('<svg')) || text.startsWith('<!doctype svg');
 }
 
@@ -46,7 +54,9 @@ export async function storeImage(store: ImageStore, opts: { publicUrl: string; p
     throw new AppError(
       415,
       'UNSUPPORTED_MEDIA_TYPE',
-      looksLikeSvg(head) ? 'SVG images are not accepted (they can carry scripts); upload a PNG, JPEG, GIF or WebP' : 'The file is not a PNG, JPEG, GIF or WebP image',
+      looksLikeSvg(head)
+        ? 'SVG images are not accepted (they can carry scripts); upload a PNG, JPEG, GIF or WebP'
+        : 'The file is not a PNG, JPEG, GIF or WebP image',
     );
   }
   const id = newId();

@@ -69,6 +69,4 @@ export function isListedMailProvider(domain: string): boolean {
 }
 
 /** Popular mailbox domains, most popular first, that typo detection corrects towards. */
-export const POPULAR_MAIL_DOMAINS: readonly string[] = popularProviderList.filter(
-  (d) => !isDisposableDomain(d) && !isAliasDomain(d),
-);
+export const POPULAR_MAIL_DOMAINS: readonly string[] = popularProviderList.filter((d) => !isDisposableDomain(d) && !isAliasDomain(d));

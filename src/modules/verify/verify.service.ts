@@ -148,9 +148,7 @@ export function assess(email: string, dns: DomainDns): VerificationResult {
     if (dns.nullMx) reasons.push(`${domain} publishes a null MX record (RFC 7505): it accepts no mail`);
     else if (hasMxRecords) reasons.push(`${domain} has MX records, so it can receive mail`);
     else if (hasWebsite) {
-      reasons.push(
-        `${domain} has no MX records; mail would fall back to its A/AAAA address (RFC 5321 §5.1), which is not counted as valid`,
-      );
+      reasons.push(`${domain} has no MX records; mail would fall back to its A/AAAA address (RFC 5321 §5.1), which is not counted as valid`);
     } else reasons.push(`${domain} has no MX records and no A/AAAA records, so it cannot receive mail`);
   }
   if (isDisposable) reasons.push(`${domain} is listed as a disposable (temporary) email domain`);

@@ -43,7 +43,13 @@ export function trustedSnsUrl(raw: string, hostPatterns: string[]): boolean {
   const host = url.port ? `${url.hostname}:${url.port}` : url.hostname;
   if (url.protocol !== 'https:' && !(url.protocol === 'http:' && LOOPBACK.has(url.hostname))) return false;
   return hostPatterns.some((p) => {
-    const re = new RegExp(`^${p.split('*').map((part) => part.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('[a-z0-9-]+')}$`, 'i');
+    const re = new RegExp(
+      `^${p
+        .split('*')
+        .map((part) => part.replace(/[.+?^${}()|[\]\\]/g, '\\$&'))
+        .join('[a-z0-9-]+')}$`,
+      'i',
+    );
     return re.test(host) || re.test(url.hostname);
   });
 }

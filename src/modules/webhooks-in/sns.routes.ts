@@ -30,7 +30,10 @@ function activityOf(e: SesEvent): EmailActivity | undefined {
     case 'Click':
       return { kind: 'click', link: e.click?.link ?? '' };
     case 'Complaint':
-      return { kind: 'complaint', details: defined({ complaintFeedbackType: e.complaint?.complaintFeedbackType, userAgent: e.complaint?.userAgent, source: 'ses' }) };
+      return {
+        kind: 'complaint',
+        details: defined({ complaintFeedbackType: e.complaint?.complaintFeedbackType, userAgent: e.complaint?.userAgent, source: 'ses' }),
+      };
     case 'Bounce': {
       const t = e.bounce?.bounceType;
       const details = defined({ bounceSubType: e.bounce?.bounceSubType, reportingMta: e.bounce?.reportingMTA, source: 'ses' });
@@ -90,61 +93,65 @@ export function snsRoutes(
   router: Router,
   deps: { verifier: SnsVerifier; textBody: Middleware; hub: ActivityHub; judge: SendingJudge; rules: SuppressionRules; topics?: string[] },
 ): void {
-  router.post('/webhooks/sns', deps.textBody, endpoint(snsSpec, async (ctx) => {
-    const raw = ctx.request.body;
-    let message: SnsMessage;
-    try {
-      message = (typeof raw === 'string' ? JSON.parse(raw) : raw) as SnsMessage;
-    } catch {
-      throw badRequest('Body is not an SNS message', 'INVALID_JSON');
-    }
-    if (!message || typeof message !== 'object' || !message.Type) throw badRequest('Body is not an SNS message', 'INVALID_SNS_MESSAGE');
-    if (!(await deps.verifier.verify(message))) throw new AppError(403, 'INVALID_SIGNATURE', 'SNS signature verification failed');
-    // Any AWS account can have SNS sign a message from its own topic; only the operator's topics count.
-    // 200, so SNS does not retry what will never be accepted.
-    if (deps.topics && !deps.topics.includes(message.TopicArn)) {
-      ctx.state.log.warn({ topic: message.TopicArn, type: message.Type }, 'SNS message from a topic not in SNS_TOPIC_ARNS; ignored');
-      ctx.body = { ignored: 'topic' };
-      return;
-    }
+  router.post(
+    '/webhooks/sns',
+    deps.textBody,
+    endpoint(snsSpec, async (ctx) => {
+      const raw = ctx.request.body;
+      let message: SnsMessage;
+      try {
+        message = (typeof raw === 'string' ? JSON.parse(raw) : raw) as SnsMessage;
+      } catch {
+        throw badRequest('Body is not an SNS message', 'INVALID_JSON');
+      }
+      if (!message || typeof message !== 'object' || !message.Type) throw badRequest('Body is not an SNS message', 'INVALID_SNS_MESSAGE');
+      if (!(await deps.verifier.verify(message))) throw new AppError(403, 'INVALID_SIGNATURE', 'SNS signature verification failed');
+      // Any AWS account can have SNS sign a message from its own topic; only the operator's topics count.
+      // 200, so SNS does not retry what will never be accepted.
+      if (deps.topics && !deps.topics.includes(message.TopicArn)) {
+        ctx.state.log.warn({ topic: message.TopicArn, type: message.Type }, 'SNS message from a topic not in SNS_TOPIC_ARNS; ignored');
+        ctx.body = { ignored: 'topic' };
+        return;
+      }
 
-    if (message.Type === 'SubscriptionConfirmation') {
-      if (!message.SubscribeURL || !deps.verifier.trusts(message.SubscribeURL)) {
-        throw new AppError(403, 'UNTRUSTED_SUBSCRIPTION', 'Subscription confirmations are accepted only from trusted SNS hosts');
+      if (message.Type === 'SubscriptionConfirmation') {
+        if (!message.SubscribeURL || !deps.verifier.trusts(message.SubscribeURL)) {
+          throw new AppError(403, 'UNTRUSTED_SUBSCRIPTION', 'Subscription confirmations are accepted only from trusted SNS hosts');
+        }
+        const res = await fetch(message.SubscribeURL, { redirect: 'error', signal: AbortSignal.timeout(10_000) });
+        ctx.state.log.info({ topic: message.TopicArn, status: res.status }, 'confirmed SNS subscription');
+        ctx.body = { confirmed: res.ok };
+        return;
       }
-      const res = await fetch(message.SubscribeURL, { redirect: 'error', signal: AbortSignal.timeout(10_000) });
-      ctx.state.log.info({ topic: message.TopicArn, status: res.status }, 'confirmed SNS subscription');
-      ctx.body = { confirmed: res.ok };
-      return;
-    }
-    if (message.Type !== 'Notification') {
-      ctx.body = { ignored: message.Type };
-      return;
-    }
-    try {
-      const outcome = await ctx.state.em.transactional(async (tx) => {
-        const fresh = await sql(tx, `INSERT INTO sns_notifications (message_id) VALUES (?) ON CONFLICT DO NOTHING RETURNING 1`, [message.MessageId]);
-        if (fresh.length === 0) return 'duplicate';
-        const event = JSON.parse(message.Message) as SesEvent;
-        const activity = activityOf(event);
-        if (!activity) return 'ignored';
-        const emailId = await findEmail(tx, event);
-        if (!emailId) return 'unknown_email';
-        const recorded = await recordEmailActivity(tx, emailId, activity, deps.rules);
-        return recorded ? ({ result: 'recorded', recorded, judge: activity.kind === 'bounce' || activity.kind === 'complaint' } as const) : 'unknown_email';
-      });
-      if (typeof outcome === 'string') {
-        ctx.body = { result: outcome };
-      } else {
-        const r = outcome.recorded;
-        deps.hub.publish({ projectId: r.projectId, contactIds: [r.contactId], events: r.events });
-        // Judged after the commit, so this bounce or complaint is in the rates.
-        if (outcome.judge) await deps.judge.judge(r.projectId);
-        ctx.body = { result: outcome.result };
+      if (message.Type !== 'Notification') {
+        ctx.body = { ignored: message.Type };
+        return;
       }
-    } catch (err) {
-      ctx.state.log.error({ err, messageId: message.MessageId }, 'could not process an SNS notification');
-      ctx.body = { result: 'error' };
-    }
-  }));
+      try {
+        const outcome = await ctx.state.em.transactional(async (tx) => {
+          const fresh = await sql(tx, `INSERT INTO sns_notifications (message_id) VALUES (?) ON CONFLICT DO NOTHING RETURNING 1`, [message.MessageId]);
+          if (fresh.length === 0) return 'duplicate';
+          const event = JSON.parse(message.Message) as SesEvent;
+          const activity = activityOf(event);
+          if (!activity) return 'ignored';
+          const emailId = await findEmail(tx, event);
+          if (!emailId) return 'unknown_email';
+          const recorded = await recordEmailActivity(tx, emailId, activity, deps.rules);
+          return recorded ? ({ result: 'recorded', recorded, judge: activity.kind === 'bounce' || activity.kind === 'complaint' } as const) : 'unknown_email';
+        });
+        if (typeof outcome === 'string') {
+          ctx.body = { result: outcome };
+        } else {
+          const r = outcome.recorded;
+          deps.hub.publish({ projectId: r.projectId, contactIds: [r.contactId], events: r.events });
+          // Judged after the commit, so this bounce or complaint is in the rates.
+          if (outcome.judge) await deps.judge.judge(r.projectId);
+          ctx.body = { result: outcome.result };
+        }
+      } catch (err) {
+        ctx.state.log.error({ err, messageId: message.MessageId }, 'could not process an SNS notification');
+        ctx.body = { result: 'error' };
+      }
+    }),
+  );
 }

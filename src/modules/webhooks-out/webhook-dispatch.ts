@@ -140,7 +140,8 @@ export class WebhookDispatcher {
     } catch (err) {
       status = err instanceof WebhookError ? err.status : undefined;
       error = (err as Error).message;
-      if (err instanceof WebhookError && err.detail) this.deps.log.warn({ endpointId: endpoint.id, deliveryId: d.id, detail: err.detail }, `webhook delivery refused: ${error}`);
+      if (err instanceof WebhookError && err.detail)
+        this.deps.log.warn({ endpointId: endpoint.id, deliveryId: d.id, detail: err.detail }, `webhook delivery refused: ${error}`);
     }
     const em = this.deps.orm.em.fork();
     if (!error) {
@@ -160,7 +161,14 @@ export class WebhookDispatcher {
       em,
       `UPDATE webhook_deliveries SET status = ?, attempts = ?, last_status_code = ?, last_error = ?,
          next_attempt_at = now() + make_interval(secs => ?), claimed_until = NULL WHERE id = ?`,
-      [final ? 'FAILED' : 'PENDING', attempts, status ?? null, error.slice(0, 1000), final ? 0 : retryDelayMs(this.deps.retryBaseSeconds, attempts) / 1000, d.id],
+      [
+        final ? 'FAILED' : 'PENDING',
+        attempts,
+        status ?? null,
+        error.slice(0, 1000),
+        final ? 0 : retryDelayMs(this.deps.retryBaseSeconds, attempts) / 1000,
+        d.id,
+      ],
     );
     // A 410 disables the endpoint at once; failing everything for FAILING_DISABLES_MS does too.
     await sql(

@@ -57,17 +57,28 @@ export function webhookEndpointRoutes(router: Router, g: Guards, deps: { allowPr
   router.get(
     '/webhook-endpoints',
     g.secret,
-    endpoint({ tag, summary: 'List the project’s webhook endpoints', responses: { 200: z.array(endpointResponse).describe('The endpoints, oldest first') }, errors: {} }, async (ctx) => {
-      ctx.body = (await listEndpoints(ctx.state.em, ctx.state.project!.id)).map((e) => toEndpointDto(e));
-    }),
+    endpoint(
+      {
+        tag,
+        summary: 'List the project’s webhook endpoints',
+        responses: { 200: z.array(endpointResponse).describe('The endpoints, oldest first') },
+        errors: {},
+      },
+      async (ctx) => {
+        ctx.body = (await listEndpoints(ctx.state.em, ctx.state.project!.id)).map((e) => toEndpointDto(e));
+      },
+    ),
   );
 
   router.get(
     '/webhook-endpoints/:id',
     g.secret,
-    endpoint({ tag, summary: 'Get a webhook endpoint', params, responses: { 200: endpointResponse.describe('The endpoint') }, errors: NOT_FOUND }, async (ctx, input) => {
-      ctx.body = toEndpointDto(await getEndpoint(ctx.state.em, ctx.state.project!.id, input.param('id')));
-    }),
+    endpoint(
+      { tag, summary: 'Get a webhook endpoint', params, responses: { 200: endpointResponse.describe('The endpoint') }, errors: NOT_FOUND },
+      async (ctx, input) => {
+        ctx.body = toEndpointDto(await getEndpoint(ctx.state.em, ctx.state.project!.id, input.param('id')));
+      },
+    ),
   );
 
   router.patch(
@@ -94,10 +105,13 @@ export function webhookEndpointRoutes(router: Router, g: Guards, deps: { allowPr
   router.delete(
     '/webhook-endpoints/:id',
     g.secret,
-    endpoint({ tag, summary: 'Remove a webhook endpoint and its delivery log', params, responses: { 200: deletedResponse.describe('Removed') }, errors: NOT_FOUND }, async (ctx, input) => {
-      await deleteEndpoint(ctx.state.em, ctx.state.project!.id, input.param('id'));
-      ctx.body = { id: input.param('id'), deleted: true };
-    }),
+    endpoint(
+      { tag, summary: 'Remove a webhook endpoint and its delivery log', params, responses: { 200: deletedResponse.describe('Removed') }, errors: NOT_FOUND },
+      async (ctx, input) => {
+        await deleteEndpoint(ctx.state.em, ctx.state.project!.id, input.param('id'));
+        ctx.body = { id: input.param('id'), deleted: true };
+      },
+    ),
   );
 
   router.post(
@@ -122,7 +136,13 @@ export function webhookEndpointRoutes(router: Router, g: Guards, deps: { allowPr
     '/webhook-endpoints/:id/test',
     g.secret,
     endpoint(
-      { tag, summary: 'Send a `webhook.test` event to the endpoint now', params, responses: { 200: deliveryResponse.describe('The queued delivery') }, errors: NOT_FOUND },
+      {
+        tag,
+        summary: 'Send a `webhook.test` event to the endpoint now',
+        params,
+        responses: { 200: deliveryResponse.describe('The queued delivery') },
+        errors: NOT_FOUND,
+      },
       async (ctx, input) => {
         const e = await getEndpoint(ctx.state.em, ctx.state.project!.id, input.param('id'));
         ctx.body = toDeliveryDto(await queueTestDelivery(ctx.state.em, e));

@@ -8,14 +8,17 @@ const url = z
   .string()
   .trim()
   .max(2048)
-  .refine((v) => {
-    try {
-      const u = new URL(v);
-      return u.protocol === 'http:' || u.protocol === 'https:';
-    } catch {
-      return false;
-    }
-  }, { message: 'Must be an http or https URL', params: { code: 'invalid_string' } });
+  .refine(
+    (v) => {
+      try {
+        const u = new URL(v);
+        return u.protocol === 'http:' || u.protocol === 'https:';
+      } catch {
+        return false;
+      }
+    },
+    { message: 'Must be an http or https URL', params: { code: 'invalid_string' } },
+  );
 
 /** An event name (`email.delivery`, a custom one) or a prefix pattern (`email.*`). */
 const eventPattern = z

@@ -50,7 +50,13 @@ export function newSecret(): string {
  */
 export function signatureHeader(secrets: string[], id: string, timestamp: number, body: string): string {
   return secrets
-    .map((s) => `v1,${crypto.createHmac('sha256', Buffer.from(s.replace(/^whsec_/, ''), 'base64')).update(`${id}.${timestamp}.${body}`).digest('base64')}`)
+    .map(
+      (s) =>
+        `v1,${crypto
+          .createHmac('sha256', Buffer.from(s.replace(/^whsec_/, ''), 'base64'))
+          .update(`${id}.${timestamp}.${body}`)
+          .digest('base64')}`,
+    )
     .join(' ');
 }
 
@@ -228,6 +234,10 @@ export async function listDeliveries(
     q.limit + 1,
   ]);
   const page = rows.slice(0, q.limit);
-  const total = q.cursor ? 0 : Number((await sql<{ n: string }>(em, `SELECT count(*) AS n FROM webhook_deliveries WHERE ${where.slice(0, q.status ? 2 : 1).join(' AND ')}`, filter))[0].n);
+  const total = q.cursor
+    ? 0
+    : Number(
+        (await sql<{ n: string }>(em, `SELECT count(*) AS n FROM webhook_deliveries WHERE ${where.slice(0, q.status ? 2 : 1).join(' AND ')}`, filter))[0].n,
+      );
   return { data: page.map(toDeliveryDto), cursor: page.length ? page[page.length - 1].id : '', hasMore: rows.length > q.limit, total };
 }

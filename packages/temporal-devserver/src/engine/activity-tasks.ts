@@ -119,11 +119,17 @@ export class ActivityTasks {
   }
 
   completed(req: { taskToken?: Uint8Array | null; result?: IPayloads | null; identity?: string | null }): Promise<object> {
-    return this.respond(() => this.byToken(req.taskToken), ({ exec, rec }) => exec.completeActivity(rec, req.result, req.identity ?? ''));
+    return this.respond(
+      () => this.byToken(req.taskToken),
+      ({ exec, rec }) => exec.completeActivity(rec, req.result, req.identity ?? ''),
+    );
   }
 
   completedById(req: temporal.api.workflowservice.v1.IRespondActivityTaskCompletedByIdRequest): Promise<object> {
-    return this.respond(() => this.byId(req), ({ exec, rec }) => exec.completeActivity(rec, req.result, req.identity ?? ''));
+    return this.respond(
+      () => this.byId(req),
+      ({ exec, rec }) => exec.completeActivity(rec, req.result, req.identity ?? ''),
+    );
   }
 
   private failWith(ref: ActivityRef, failure: IFailure | null | undefined, lastHeartbeat: IPayloads | null | undefined, identity: string): void {
@@ -132,19 +138,31 @@ export class ActivityTasks {
   }
 
   failed(req: temporal.api.workflowservice.v1.IRespondActivityTaskFailedRequest): Promise<object> {
-    return this.respond(() => this.byToken(req.taskToken), (ref) => this.failWith(ref, req.failure, req.lastHeartbeatDetails, req.identity ?? ''));
+    return this.respond(
+      () => this.byToken(req.taskToken),
+      (ref) => this.failWith(ref, req.failure, req.lastHeartbeatDetails, req.identity ?? ''),
+    );
   }
 
   failedById(req: temporal.api.workflowservice.v1.IRespondActivityTaskFailedByIdRequest): Promise<object> {
-    return this.respond(() => this.byId(req), (ref) => this.failWith(ref, req.failure, req.lastHeartbeatDetails, req.identity ?? ''));
+    return this.respond(
+      () => this.byId(req),
+      (ref) => this.failWith(ref, req.failure, req.lastHeartbeatDetails, req.identity ?? ''),
+    );
   }
 
   canceled(req: temporal.api.workflowservice.v1.IRespondActivityTaskCanceledRequest): Promise<object> {
-    return this.respond(() => this.byToken(req.taskToken), ({ exec, rec }) => exec.cancelActivityByWorker(rec, req.details, req.identity ?? ''));
+    return this.respond(
+      () => this.byToken(req.taskToken),
+      ({ exec, rec }) => exec.cancelActivityByWorker(rec, req.details, req.identity ?? ''),
+    );
   }
 
   canceledById(req: temporal.api.workflowservice.v1.IRespondActivityTaskCanceledByIdRequest): Promise<object> {
-    return this.respond(() => this.byId(req), ({ exec, rec }) => exec.cancelActivityByWorker(rec, req.details, req.identity ?? ''));
+    return this.respond(
+      () => this.byId(req),
+      ({ exec, rec }) => exec.cancelActivityByWorker(rec, req.details, req.identity ?? ''),
+    );
   }
 
   /** PendingActivityInfo for DescribeWorkflowExecution. */
@@ -173,4 +191,3 @@ export class ActivityTasks {
     };
   }
 }
-

@@ -41,10 +41,7 @@ const TERMINAL = new Set<number>([
 ]);
 
 /** Fills activity timeouts the way the server does: everything bounded by schedule-to-close (or the run timeout). */
-export function activityTimeouts(
-  a: temporal.api.command.v1.IScheduleActivityTaskCommandAttributes,
-  runTimeoutMs: number,
-): ActivityTimeouts | undefined {
+export function activityTimeouts(a: temporal.api.command.v1.IScheduleActivityTaskCommandAttributes, runTimeoutMs: number): ActivityTimeouts | undefined {
   let s2c = durToMs(a.scheduleToCloseTimeout);
   let s2s = durToMs(a.scheduleToStartTimeout);
   let stc = durToMs(a.startToCloseTimeout);
@@ -99,7 +96,10 @@ export class WorkflowTaskCompletion {
       const type = c.commandType ?? 0;
       if (TERMINAL.has(type)) {
         if (i !== this.commands.length - 1) {
-          return bad(Cause.WORKFLOW_TASK_FAILED_CAUSE_BAD_COMPLETE_WORKFLOW_EXECUTION_ATTRIBUTES, 'invalid command sequence: a workflow completion must be the last command');
+          return bad(
+            Cause.WORKFLOW_TASK_FAILED_CAUSE_BAD_COMPLETE_WORKFLOW_EXECUTION_ATTRIBUTES,
+            'invalid command sequence: a workflow completion must be the last command',
+          );
         }
         // Events and updates that arrived during the task must be seen before the workflow may close.
         if (this.exec.hasBufferedEvents) return bad(Cause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND, 'UnhandledCommand');
@@ -124,14 +124,18 @@ export class WorkflowTaskCompletion {
         case CT.COMMAND_TYPE_REQUEST_CANCEL_ACTIVITY_TASK: {
           const id = num(c.requestCancelActivityTaskCommandAttributes?.scheduledEventId);
           if (!this.exec.activityByScheduledId(id)) {
-            return bad(Cause.WORKFLOW_TASK_FAILED_CAUSE_BAD_REQUEST_CANCEL_ACTIVITY_ATTRIBUTES, `invalid history builder state for action: request cancel activity, scheduled event ID ${id}`);
+            return bad(
+              Cause.WORKFLOW_TASK_FAILED_CAUSE_BAD_REQUEST_CANCEL_ACTIVITY_ATTRIBUTES,
+              `invalid history builder state for action: request cancel activity, scheduled event ID ${id}`,
+            );
           }
           break;
         }
         case CT.COMMAND_TYPE_START_TIMER: {
           const a = c.startTimerCommandAttributes;
           if (!a?.timerId) return bad(Cause.WORKFLOW_TASK_FAILED_CAUSE_BAD_START_TIMER_ATTRIBUTES, 'TimerId is not set on command.');
-          if (durToMs(a.startToFireTimeout) < 0) return bad(Cause.WORKFLOW_TASK_FAILED_CAUSE_BAD_START_TIMER_ATTRIBUTES, 'An invalid StartToFireTimeout is set on command.');
+          if (durToMs(a.startToFireTimeout) < 0)
+            return bad(Cause.WORKFLOW_TASK_FAILED_CAUSE_BAD_START_TIMER_ATTRIBUTES, 'An invalid StartToFireTimeout is set on command.');
           if (timerIds.has(a.timerId)) return bad(Cause.WORKFLOW_TASK_FAILED_CAUSE_START_TIMER_DUPLICATE_ID, `Timer ID ${a.timerId} already used.`);
           timerIds.add(a.timerId);
           break;
@@ -487,11 +491,7 @@ export class WorkflowTaskCompletion {
     });
   }
 
-  private cancelExternal(
-    a: temporal.api.command.v1.IRequestCancelExternalWorkflowExecutionCommandAttributes,
-    completedId: number,
-    tx: Tx,
-  ): void {
+  private cancelExternal(a: temporal.api.command.v1.IRequestCancelExternalWorkflowExecutionCommandAttributes, completedId: number, tx: Tx): void {
     const source = this.exec;
     const ns = this.targetNamespace(a.namespace);
     const target = { workflowId: a.workflowId!, runId: a.runId ?? '' };

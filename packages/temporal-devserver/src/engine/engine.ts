@@ -433,12 +433,7 @@ export class Engine implements ExecutionHost {
   }
 
   /** Starts a cron workflow's next run, which carries the closed run's result or failure. */
-  cronRun(
-    tx: Tx,
-    prev: Execution,
-    next: { runId: string; backoffMs: number },
-    outcome: { result?: IPayloads | null; failure?: IFailure | null },
-  ): Execution {
+  cronRun(tx: Tx, prev: Execution, next: { runId: string; backoffMs: number }, outcome: { result?: IPayloads | null; failure?: IFailure | null }): Execution {
     return this.nextRun(tx, prev, next.runId, next.backoffMs, {
       initiator: enums.ContinueAsNewInitiator.CONTINUE_AS_NEW_INITIATOR_CRON_SCHEDULE,
       attempt: 1,

@@ -58,10 +58,7 @@ export function isNilPayload(p: IPayload | null | undefined): boolean {
   return data === '' || data === 'null' || data === '[]';
 }
 
-export function mergePayloadMap(
-  base: Record<string, IPayload> | undefined,
-  upsert: Record<string, IPayload> | null | undefined,
-): Record<string, IPayload> {
+export function mergePayloadMap(base: Record<string, IPayload> | undefined, upsert: Record<string, IPayload> | null | undefined): Record<string, IPayload> {
   const out: Record<string, IPayload> = { ...(base ?? {}) };
   for (const [k, v] of Object.entries(upsert ?? {})) {
     if (isNilPayload(v)) delete out[k];
@@ -97,7 +94,9 @@ function activityTimeouts(a: ActivityRecord): Array<[at: number, type: number]> 
  * schedule-to-close, wins over it when no worker ever took the task).
  */
 function dueActivityTimeout(a: ActivityRecord, now: number): number | undefined {
-  const due = activityTimeouts(a).filter(([at]) => at <= now).sort((x, y) => x[0] - y[0] || x[1] - y[1]);
+  const due = activityTimeouts(a)
+    .filter(([at]) => at <= now)
+    .sort((x, y) => x[0] - y[0] || x[1] - y[1]);
   return due[0]?.[1];
 }
 
@@ -216,9 +215,10 @@ export class Execution implements TimerOwner {
           attributesKey(e.eventType)
         ];
         if (!num(attrs.startedEventId as number)) {
-          const ref = attrs.scheduledEventId !== undefined && num(attrs.scheduledEventId as number)
-            ? activityStarted.get(num(attrs.scheduledEventId as number))
-            : childStarted.get(num(attrs.initiatedEventId as number));
+          const ref =
+            attrs.scheduledEventId !== undefined && num(attrs.scheduledEventId as number)
+              ? activityStarted.get(num(attrs.scheduledEventId as number))
+              : childStarted.get(num(attrs.initiatedEventId as number));
           if (ref) attrs.startedEventId = ref;
         }
       }
@@ -279,9 +279,7 @@ export class Execution implements TimerOwner {
   }
 
   /** Hands the scheduled workflow task to a worker; returns what the poll response needs. */
-  startWorkflowTask(seq: number, identity: string):
-    | { wft: WorkflowTaskRecord; events: Buffer[]; startedEventId: number; requestId: string }
-    | undefined {
+  startWorkflowTask(seq: number, identity: string): { wft: WorkflowTaskRecord; events: Buffer[]; startedEventId: number; requestId: string } | undefined {
     const wft = this.s.wft;
     if (!this.running || !wft || wft.seq !== seq || wft.started) return undefined;
     const now = this.clock.now();
@@ -374,9 +372,7 @@ export class Execution implements TimerOwner {
    * The running or scheduled task failed (worker report, bad commands, timeout). First attempts
    * write the failure into the history; retries of a failing task stay transient.
    */
-  failWorkflowTask(
-    kind: { timedOut: true } | { timedOut: false; cause: number; failure?: IFailure | null; identity: string },
-  ): void {
+  failWorkflowTask(kind: { timedOut: true } | { timedOut: false; cause: number; failure?: IFailure | null; identity: string }): void {
     const wft = this.s.wft;
     if (!wft) return;
     // The worker may have dropped the run from its cache: the retry goes out with full history.
@@ -648,7 +644,11 @@ export class Execution implements TimerOwner {
       this.scheduleActivityRetry(rec, failure, decision.backoffMs);
       return;
     }
-    if (decision.state === RetryState.RETRY_STATE_TIMEOUT && timeoutType !== TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_START && timeoutType !== TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE) {
+    if (
+      decision.state === RetryState.RETRY_STATE_TIMEOUT &&
+      timeoutType !== TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_START &&
+      timeoutType !== TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE
+    ) {
       failure = timeoutFailure(
         'Not enough time to schedule next retry before activity ScheduleToClose timeout, giving up retrying',
         TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE,

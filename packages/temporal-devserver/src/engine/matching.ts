@@ -125,7 +125,13 @@ export class Matching {
       const response = task.take(identity);
       if (response !== undefined) return Promise.resolve(response);
     }
-    return this.wait(ctx, waitMs, who, (p) => q.pollers.push(p), (p) => q.pollers.remove(p));
+    return this.wait(
+      ctx,
+      waitMs,
+      who,
+      (p) => q.pollers.push(p),
+      (p) => q.pollers.remove(p),
+    );
   }
 
   /**

@@ -73,8 +73,7 @@ export function decideRetry(
   if (!policy) return { retry: false, state: RetryState.RETRY_STATE_RETRY_POLICY_NOT_SET };
   if (!isRetryableFailure(failure, policy.nonRetryable)) {
     const t = failure?.timeoutFailureInfo?.timeoutType;
-    const serverDeadline =
-      t === enums.TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_START || t === enums.TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE;
+    const serverDeadline = t === enums.TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_START || t === enums.TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE;
     return { retry: false, state: serverDeadline ? RetryState.RETRY_STATE_TIMEOUT : RetryState.RETRY_STATE_NON_RETRYABLE_FAILURE };
   }
   if (policy.maxAttempts > 0 && attempt >= policy.maxAttempts) {

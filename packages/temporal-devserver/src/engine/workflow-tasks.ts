@@ -167,9 +167,7 @@ export class WorkflowTasks {
       }
       tx.touch(exec);
       const stickyQueue = req.stickyAttributes?.workerTaskQueue?.name;
-      exec.sticky = stickyQueue
-        ? { queue: stickyQueue, timeoutMs: durToMs(req.stickyAttributes!.scheduleToStartTimeout) || STICKY_TIMEOUT_MS }
-        : undefined;
+      exec.sticky = stickyQueue ? { queue: stickyQueue, timeoutMs: durToMs(req.stickyAttributes!.scheduleToStartTimeout) || STICKY_TIMEOUT_MS } : undefined;
       completion.apply(tx);
       this.resolveQueryResults(exec, req.queryResults);
       // Eagerly requested activities start now, for this worker; their queued tasks go stale.

@@ -210,7 +210,8 @@ export class Gateway {
       const json: Record<string, Json> = {};
       if (route.body === '*') {
         if (req.body !== undefined) {
-          if (req.body === null || typeof req.body !== 'object' || Array.isArray(req.body)) throw new RpcError(status.INVALID_ARGUMENT, 'the request body must be a JSON object');
+          if (req.body === null || typeof req.body !== 'object' || Array.isArray(req.body))
+            throw new RpcError(status.INVALID_ARGUMENT, 'the request body must be a JSON object');
           Object.assign(json, req.body);
         }
       } else {

@@ -105,7 +105,7 @@ function staleLock(lock: string): boolean {
 
 async function withLock<T>(dir: string, log: Logger, signal: AbortSignal | undefined, fn: () => Promise<T>): Promise<T> {
   const lock = path.join(dir, LOCK);
-  for (let waitedLog = false; ; ) {
+  for (let waitedLog = false; ;) {
     signal?.throwIfAborted();
     try {
       fs.mkdirSync(lock);

@@ -291,10 +291,10 @@ export class PostgresStore implements Store {
   }
 
   async saveNamespace(ns: NamespaceRecord): Promise<void> {
-    await this.pool.query(
-      `INSERT INTO namespaces (name, data) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET data = excluded.data`,
-      [ns.name, JSON.stringify(ns)],
-    );
+    await this.pool.query(`INSERT INTO namespaces (name, data) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET data = excluded.data`, [
+      ns.name,
+      JSON.stringify(ns),
+    ]);
   }
 
   async loadSchedules(): Promise<string[]> {
@@ -325,15 +325,12 @@ export class PostgresStore implements Store {
   }
 
   async loadExecution(namespace: string, runId: string): Promise<PersistedExecution | undefined> {
-    const { rows } = await this.pool.query<{ state: string }>('SELECT state FROM executions WHERE namespace = $1 AND run_id = $2', [
+    const { rows } = await this.pool.query<{ state: string }>('SELECT state FROM executions WHERE namespace = $1 AND run_id = $2', [namespace, runId]);
+    if (!rows.length) return undefined;
+    const h = await this.pool.query<{ events: Buffer }>('SELECT events FROM history WHERE namespace = $1 AND run_id = $2 ORDER BY first_event_id', [
       namespace,
       runId,
     ]);
-    if (!rows.length) return undefined;
-    const h = await this.pool.query<{ events: Buffer }>(
-      'SELECT events FROM history WHERE namespace = $1 AND run_id = $2 ORDER BY first_event_id',
-      [namespace, runId],
-    );
     return { record: JSON.parse(rows[0].state) as ExecutionRecord, history: PostgresStore.collectHistory(h.rows) };
   }
 

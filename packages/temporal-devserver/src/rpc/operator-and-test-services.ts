@@ -82,5 +82,3 @@ export function testServiceHandlers(timers: TimerQueue): Handlers {
 export function healthHandlers(): Handlers {
   return { Check: () => ({ status: 1 /* SERVING */ }) };
 }
-
-

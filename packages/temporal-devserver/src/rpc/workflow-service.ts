@@ -13,7 +13,7 @@ import type { WorkflowTasks } from '../engine/workflow-tasks';
 import type { WorkflowUpdates } from '../engine/updates';
 import type { Scheduler } from '../schedules/scheduler';
 import { durToMs } from '../proto';
-import { invalidArgument, unimplemented } from './errors';
+import { invalidArgument } from './errors';
 import type { Handlers } from './grpc-server';
 
 /** The Temporal server version we answer like; the SDK only checks capabilities. */

@@ -232,7 +232,12 @@ export class Scheduler {
       ...s,
       spec,
       policies: { ...(s.policies ?? {}), overlapPolicy },
-      state: { notes: s.state?.notes ?? '', paused: !!s.state?.paused, limitedActions: !!s.state?.limitedActions, remainingActions: Long.fromValue(s.state?.remainingActions ?? 0) },
+      state: {
+        notes: s.state?.notes ?? '',
+        paused: !!s.state?.paused,
+        limitedActions: !!s.state?.limitedActions,
+        remainingActions: Long.fromValue(s.state?.remainingActions ?? 0),
+      },
     };
   }
 
@@ -573,11 +578,13 @@ export class Scheduler {
         r.buffered.push(a);
         break;
       case Overlap.SCHEDULE_OVERLAP_POLICY_CANCEL_OTHER:
-        for (const exec of running) tx.touch(exec).requestCancel({ cause: `cancelled by schedule ${r.scheduleId} (overlap policy CANCEL_OTHER)`, identity: 'temporal-scheduler' });
+        for (const exec of running)
+          tx.touch(exec).requestCancel({ cause: `cancelled by schedule ${r.scheduleId} (overlap policy CANCEL_OTHER)`, identity: 'temporal-scheduler' });
         r.buffered = [a];
         break;
       case Overlap.SCHEDULE_OVERLAP_POLICY_TERMINATE_OTHER:
-        for (const exec of running) tx.touch(exec).terminate(`terminated by schedule ${r.scheduleId} (overlap policy TERMINATE_OTHER)`, undefined, 'temporal-scheduler');
+        for (const exec of running)
+          tx.touch(exec).terminate(`terminated by schedule ${r.scheduleId} (overlap policy TERMINATE_OTHER)`, undefined, 'temporal-scheduler');
         r.running = [];
         this.start(tx, sched, a, starts);
         break;

@@ -50,12 +50,7 @@ export const STATUS_BY_NAME: Record<string, number> = {
 };
 
 type Token =
-  | { t: 'ident'; v: string }
-  | { t: 'str'; v: string }
-  | { t: 'num'; v: number }
-  | { t: 'op'; v: string }
-  | { t: 'punct'; v: '(' | ')' | ',' }
-  | { t: 'end' };
+  { t: 'ident'; v: string } | { t: 'str'; v: string } | { t: 'num'; v: number } | { t: 'op'; v: string } | { t: 'punct'; v: '(' | ')' | ',' } | { t: 'end' };
 
 function tokenize(src: string): Token[] {
   const out: Token[] = [];

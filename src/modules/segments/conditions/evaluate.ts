@@ -21,7 +21,10 @@ function jsonEqual(a: unknown, b: unknown): boolean {
   if (Array.isArray(a)) return a.length === (b as unknown[]).length && a.every((v, i) => jsonEqual(v, (b as unknown[])[i]));
   const ka = Object.keys(a as object);
   const kb = Object.keys(b as object);
-  return ka.length === kb.length && ka.every((k) => Object.prototype.hasOwnProperty.call(b, k) && jsonEqual((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]));
+  return (
+    ka.length === kb.length &&
+    ka.every((k) => Object.prototype.hasOwnProperty.call(b, k) && jsonEqual((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]))
+  );
 }
 
 /** jsonb @> for the array-contains case: some element equals the value, or contains it when both are containers. */
@@ -32,7 +35,9 @@ function arrayContains(arr: unknown[], value: unknown): boolean {
 function jsonContains(container: unknown, value: unknown): boolean {
   if (Array.isArray(container)) return Array.isArray(value) ? value.every((v) => arrayContains(container, v)) : arrayContains(container, value) || false;
   if (container && typeof container === 'object' && value && typeof value === 'object' && !Array.isArray(value)) {
-    return Object.entries(value).every(([k, v]) => Object.prototype.hasOwnProperty.call(container, k) && jsonContains((container as Record<string, unknown>)[k], v));
+    return Object.entries(value).every(
+      ([k, v]) => Object.prototype.hasOwnProperty.call(container, k) && jsonContains((container as Record<string, unknown>)[k], v),
+    );
   }
   return jsonEqual(container, value);
 }

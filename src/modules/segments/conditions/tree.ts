@@ -86,9 +86,7 @@ export type Resolved =
   | { kind: 'segment'; segmentId: string; member: boolean };
 
 /** A comparison of a point in time, already turned into bounds in epoch milliseconds. */
-export type DateTest =
-  | { op: 'between'; from: number; to: number; negate: boolean }
-  | { op: 'gt' | 'gte' | 'lt' | 'lte' | 'eq' | 'ne'; at: number };
+export type DateTest = { op: 'between'; from: number; to: number; negate: boolean } | { op: 'gt' | 'gte' | 'lt' | 'lte' | 'eq' | 'ne'; at: number };
 
 export type DataTest =
   | { op: 'equals' | 'notEquals'; json: unknown }
@@ -214,7 +212,9 @@ export function resolveFilter(f: Filter, where: string, now: number): Resolved {
     if (!isUuid(segmentId)) throw new ConditionError(`${where}: ${field} names no segment id`);
     return { kind: 'segment', segmentId: segmentId.toLowerCase(), member: operator === 'memberOfSegment' };
   }
-  throw new ConditionError(`${where}: unknown field ${field} (email, subscribed, createdAt, updatedAt, data.<path>, event.<name>, email.<activity>, segment.<id>)`);
+  throw new ConditionError(
+    `${where}: unknown field ${field} (email, subscribed, createdAt, updatedAt, data.<path>, event.<name>, email.<activity>, segment.<id>)`,
+  );
 }
 
 /** Checks the shape of a tree and every filter in it; answers the segment ids it references. */
