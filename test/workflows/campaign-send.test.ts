@@ -1,7 +1,7 @@
 import { Context } from '@temporalio/activity';
 import { WorkflowFailedError, type WorkflowHandleWithFirstExecutionRunId, WorkflowUpdateFailedError } from '@temporalio/client';
 import { CancelledFailure } from '@temporalio/common';
-import type { CampaignChunk } from '../../src/modules/emails';
+import type { CampaignChunk } from '../../src/delivery';
 import { campaignChunkQueue, workflowIds } from '../../temporal/workflow-ids';
 import { campaignSendWorkflow } from '../../temporal/workflows';
 import { rescheduleUpdate, type CampaignSendInput } from '../../temporal/workflows/campaign-send';
