@@ -2,13 +2,12 @@ import type Router from '@koa/router';
 import type { Context } from 'koa';
 import { z } from 'zod';
 import type { TemporalClient } from '../../../temporal/client';
-import { sql } from '../../db/orm';
 import { endpoint } from '../../http/endpoint';
-import { badRequest, notFound } from '../../http/errors';
+import { badRequest } from '../../http/errors';
 import type { Guards } from '../../http/guards';
 import { deletedResponse } from '../../http/responses';
 import { uuidPath } from '../../http/validate';
-import { cancelExecutions, executionSteps, getExecution, listExecutions, startExecution, toExecutionDto } from './executions.service';
+import { cancelExecutions, executionSteps, getExecution, listExecutions, startExecutionByHand, toExecutionDto } from './executions.service';
 import {
   conditionFieldsResponse,
   createStepSchema,
@@ -35,8 +34,6 @@ import {
   deleteTransition,
   deleteWorkflow,
   getWorkflow,
-  graphOf,
-  graphProblems,
   listWorkflows,
   toStepDto,
   toTransitionDto,
@@ -268,14 +265,9 @@ export function workflowRoutes(router: Router, g: Guards, deps: { temporal: Temp
       async (ctx, input) => {
         const w = await workflowOf(ctx, input.param('id'));
         const { contactId, context } = input.body();
-        const [contact] = await sql(ctx.state.em, `SELECT 1 FROM contacts WHERE project_id = ? AND id = ?`, [w.project_id, contactId]);
-        if (!contact) throw notFound('Contact');
-        const { steps, transitions } = await graphOf(ctx.state.em, w.id);
-        const problems = graphProblems(steps, transitions);
-        if (problems.length) throw badRequest(`This workflow cannot run: ${problems.join('; ')}`, 'WORKFLOW_INVALID', { details: { problems } });
-        const x = await startExecution(ctx.state.em, deps.temporal, w, { contactId, context: context ?? {} });
+        const x = await startExecutionByHand(ctx.state.em, deps.temporal, w, contactId, context ?? {});
         ctx.status = 201;
-        ctx.body = toExecutionDto(x!);
+        ctx.body = toExecutionDto(x);
       },
     ),
   );

@@ -5,9 +5,9 @@ import { searchAttributes, workflowIds } from '../../../temporal/workflow-ids';
 import { automationWorkflow } from '../../../temporal/workflows/automation';
 import { newId } from '../../db/ids';
 import { holdUntilCommit, sql } from '../../db/orm';
-import { notFound } from '../../http/errors';
+import { badRequest, notFound } from '../../http/errors';
 import type { ExecutionStatus } from './automations.schemas';
-import { type Definition, definitionOf, graphOf, type WorkflowRow } from './automations.service';
+import { type Definition, definitionOf, graphOf, graphProblems, type WorkflowRow } from './automations.service';
 
 export interface ExecutionRow {
   id: string;
@@ -157,4 +157,24 @@ export async function cancelExecutions(em: EntityManager, temporal: TemporalClie
     ),
   );
   return ids;
+}
+
+/**
+ * `POST /workflows/:id/executions`: an execution started by hand for one of the project's contacts,
+ * even of a disabled workflow (to try it out), but only of a graph that can run.
+ */
+export async function startExecutionByHand(
+  em: EntityManager,
+  temporal: TemporalClient,
+  w: WorkflowRow,
+  contactId: string,
+  context: Record<string, unknown>,
+): Promise<ExecutionRow> {
+  const [contact] = await sql(em, `SELECT 1 FROM contacts WHERE project_id = ? AND id = ?`, [w.project_id, contactId]);
+  if (!contact) throw notFound('Contact');
+  const { steps, transitions } = await graphOf(em, w.id);
+  const problems = graphProblems(steps, transitions);
+  if (problems.length) throw badRequest(`This workflow cannot run: ${problems.join('; ')}`, 'WORKFLOW_INVALID', { details: { problems } });
+  // Without a trigger event there is no re-entry rule to refuse it: an execution always starts.
+  return (await startExecution(em, temporal, w, { contactId, context }))!;
 }

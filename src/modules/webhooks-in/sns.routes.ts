@@ -1,59 +1,13 @@
 import type Router from '@koa/router';
 import type { Middleware } from 'koa';
 import { z } from 'zod';
-import type { EntityManager } from '@mikro-orm/postgresql';
-import { sql } from '../../db/orm';
 import { endpoint } from '../../http/endpoint';
 import { AppError, badRequest } from '../../http/errors';
-import { type EmailActivity, recordEmailActivity, type SuppressionRules } from '../emails';
+import type { SuppressionRules } from '../emails';
 import type { ActivityHub } from '../../bus/contact-activity';
 import type { SendingJudge } from '../security';
+import { recordSesNotification } from './ses-notifications.service';
 import type { SnsMessage, SnsVerifier } from './sns-signature';
-
-interface SesEvent {
-  notificationType?: string;
-  eventType?: string;
-  mail?: { messageId?: string; commonHeaders?: { messageId?: string }; headers?: Array<{ name: string; value: string }> };
-  bounce?: { bounceType?: string; bounceSubType?: string; reportingMTA?: string };
-  complaint?: { complaintFeedbackType?: string; userAgent?: string };
-  click?: { link?: string };
-}
-
-const defined = (o: Record<string, unknown>) => Object.fromEntries(Object.entries(o).filter(([, v]) => typeof v === 'string' && v));
-
-function activityOf(e: SesEvent): EmailActivity | undefined {
-  switch (e.eventType ?? e.notificationType) {
-    case 'Delivery':
-      return { kind: 'delivery' };
-    case 'Open':
-      return { kind: 'open' };
-    case 'Click':
-      return { kind: 'click', link: e.click?.link ?? '' };
-    case 'Complaint':
-      return {
-        kind: 'complaint',
-        details: defined({ complaintFeedbackType: e.complaint?.complaintFeedbackType, userAgent: e.complaint?.userAgent, source: 'ses' }),
-      };
-    case 'Bounce': {
-      const t = e.bounce?.bounceType;
-      const details = defined({ bounceSubType: e.bounce?.bounceSubType, reportingMta: e.bounce?.reportingMTA, source: 'ses' });
-      return { kind: 'bounce', bounceType: t === 'Permanent' || t === 'Transient' ? t : 'Undetermined', details };
-    }
-    default:
-      return undefined;
-  }
-}
-
-/** The email an SES event is about: by the provider's message id, else by our own Message-ID header. */
-async function findEmail(em: EntityManager, e: SesEvent): Promise<string | undefined> {
-  const ours = e.mail?.commonHeaders?.messageId ?? e.mail?.headers?.find((h) => h.name.toLowerCase() === 'message-id')?.value;
-  const [row] = await sql<{ id: string }>(
-    em,
-    `SELECT id FROM emails WHERE provider_message_id = ? OR message_id = ? ORDER BY provider_message_id = ? DESC LIMIT 1`,
-    [e.mail?.messageId ?? '', ours ?? '', e.mail?.messageId ?? ''],
-  );
-  return row?.id;
-}
 
 // Documented only: the handler reads the body itself, as SNS sends it (JSON as text/plain), with its own 400s.
 const snsMessage = z.object({
@@ -128,17 +82,7 @@ export function snsRoutes(
         return;
       }
       try {
-        const outcome = await ctx.state.em.transactional(async (tx) => {
-          const fresh = await sql(tx, `INSERT INTO sns_notifications (message_id) VALUES (?) ON CONFLICT DO NOTHING RETURNING 1`, [message.MessageId]);
-          if (fresh.length === 0) return 'duplicate';
-          const event = JSON.parse(message.Message) as SesEvent;
-          const activity = activityOf(event);
-          if (!activity) return 'ignored';
-          const emailId = await findEmail(tx, event);
-          if (!emailId) return 'unknown_email';
-          const recorded = await recordEmailActivity(tx, emailId, activity, deps.rules);
-          return recorded ? ({ result: 'recorded', recorded, judge: activity.kind === 'bounce' || activity.kind === 'complaint' } as const) : 'unknown_email';
-        });
+        const outcome = await recordSesNotification(ctx.state.em, message, deps.rules);
         if (typeof outcome === 'string') {
           ctx.body = { result: outcome };
         } else {
