@@ -1,7 +1,8 @@
 /**
  * One schema truth: the entities say exactly what the migrations made. For every table that has an
  * entity, MikroORM's schema diff against a freshly migrated database is empty, so a change to either
- * that is not made to the other fails here. Tables without an entity yet are left out of the diff.
+ * that is not made to the other fails here. Statements about tables without an entity yet (dropping
+ * them, or their foreign keys) are left out; every other statement is a difference.
  */
 import pino from 'pino';
 import { createOrm } from '../../src/db/orm';
@@ -18,8 +19,11 @@ test('the schema diff against the entities is empty for every table that has one
       .split(';')
       .map((s) => s.trim())
       .filter(Boolean);
-    const ours = statements.filter((s) => tables.some((t) => s.includes(`"${t}"`)));
-    expect(ours).toEqual([]);
+    const aboutUnmodelled = (s: string) => {
+      const table = /^(?:drop table if exists|alter table) "([^"]+)"/.exec(s)?.[1];
+      return table !== undefined && !tables.includes(table);
+    };
+    expect(statements.filter((s) => !aboutUnmodelled(s))).toEqual([]);
   } finally {
     await orm.close();
   }

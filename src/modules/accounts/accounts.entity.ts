@@ -1,4 +1,5 @@
 import { EntitySchema, OptionalProps } from '@mikro-orm/core';
+import { cascadingReference, optionalTimestampColumn, timestampColumn } from '../../db/entity-columns';
 
 export type Role = 'OWNER' | 'ADMIN' | 'MEMBER';
 
@@ -37,7 +38,6 @@ export class ProjectMember {
 
 // Each property says what its column is in the migrated schema (type, default, constraint names), so
 // MikroORM's schema diff against these entities is empty (test/integration/schema.test.ts).
-const timestamp = { type: 'Date', columnType: 'timestamptz', defaultRaw: 'now()' } as const;
 
 export const UserSchema = new EntitySchema<User>({
   class: User,
@@ -47,8 +47,8 @@ export const UserSchema = new EntitySchema<User>({
     email: { type: 'text', unique: 'users_email_key' },
     passwordHash: { type: 'text' },
     emailVerified: { type: 'boolean', default: false },
-    createdAt: { ...timestamp },
-    updatedAt: { ...timestamp, onUpdate: () => new Date() },
+    createdAt: { ...timestampColumn },
+    updatedAt: { ...timestampColumn, onUpdate: () => new Date() },
   },
 });
 
@@ -62,35 +62,22 @@ export const ProjectSchema = new EntitySchema<Project>({
     secretKey: { type: 'text', unique: 'projects_secret_key_key' },
     disabled: { type: 'boolean', default: false },
     disabledReason: { type: 'text', nullable: true },
-    securityReviewedAt: { type: 'Date', columnType: 'timestamptz', nullable: true },
+    securityReviewedAt: { ...optionalTimestampColumn },
     settings: { type: 'json', columnType: 'jsonb', defaultRaw: `'{}'::jsonb` },
-    createdAt: { ...timestamp },
-    updatedAt: { ...timestamp, onUpdate: () => new Date() },
+    createdAt: { ...timestampColumn },
+    updatedAt: { ...timestampColumn, onUpdate: () => new Date() },
   },
 });
-
-/** A member's project and user: foreign keys whose values are the ids themselves (no entity loaded). */
-const memberOf = (entity: 'User' | 'Project', column: string) =>
-  ({
-    kind: 'm:1',
-    entity,
-    mapToPk: true,
-    primary: true,
-    fieldName: column,
-    foreignKeyName: `project_members_${column}_fkey`,
-    deleteRule: 'cascade',
-    updateRule: 'no action',
-  }) as const;
 
 export const ProjectMemberSchema = new EntitySchema<ProjectMember>({
   class: ProjectMember,
   tableName: 'project_members',
   indexes: [{ name: 'project_members_user_idx', properties: ['userId'] }],
   properties: {
-    projectId: memberOf('Project', 'project_id'),
-    userId: memberOf('User', 'user_id'),
+    projectId: cascadingReference('project_members', 'project_id', 'Project', { primary: true }),
+    userId: cascadingReference('project_members', 'user_id', 'User', { primary: true }),
     role: { enum: true, items: ['OWNER', 'ADMIN', 'MEMBER'], type: 'text' },
-    createdAt: { ...timestamp },
+    createdAt: { ...timestampColumn },
   },
 });
 

@@ -1,4 +1,5 @@
 /** The domains module's public surface: the only file other modules import. */
+export { DomainSchema } from './domains.entity';
 export { returnPathVerified } from './domain-records';
 export type { ReturnPathDns } from './domain-records';
 export { assertVerifiedSender, checkDomain, refuseUnverifiedSender, senderDomainOf } from './domains.service';

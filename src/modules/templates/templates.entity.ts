@@ -1,0 +1,50 @@
+import { EntitySchema, OptionalProps } from '@mikro-orm/core';
+import { cascadingReference, timestampColumn } from '../../db/entity-columns';
+
+export type TemplateType = 'TRANSACTIONAL' | 'MARKETING' | 'HEADLESS';
+
+/** A stored template: subject and body with placeholders, its sender and type. */
+export class Template {
+  [OptionalProps]?: 'description' | 'fromName' | 'replyTo' | 'type' | 'tracking' | 'createdAt' | 'updatedAt';
+  id!: string;
+  projectId!: string;
+  name!: string;
+  description: string | null = null;
+  subject!: string;
+  body!: string;
+  fromEmail!: string;
+  fromName: string | null = null;
+  replyTo: string | null = null;
+  type: TemplateType = 'MARKETING';
+  /** Open and click tracking switched on or off for mail of this template; null follows the project. */
+  tracking: { opens?: boolean; clicks?: boolean } | null = null;
+  createdAt: Date = new Date();
+  updatedAt: Date = new Date();
+}
+
+export const TemplateSchema = new EntitySchema<Template>({
+  class: Template,
+  tableName: 'templates',
+  indexes: [
+    { name: 'templates_project_created_idx', properties: ['projectId', 'createdAt'] },
+    {
+      name: 'templates_project_from_domain_idx',
+      expression: `CREATE INDEX templates_project_from_domain_idx ON public.templates USING btree (project_id, split_part(from_email, '@'::text, 2))`,
+    },
+  ],
+  properties: {
+    id: { type: 'uuid', primary: true },
+    projectId: cascadingReference('templates', 'project_id', 'Project'),
+    name: { type: 'text' },
+    description: { type: 'text', nullable: true },
+    subject: { type: 'text' },
+    body: { type: 'text' },
+    fromEmail: { type: 'text' },
+    fromName: { type: 'text', nullable: true },
+    replyTo: { type: 'text', nullable: true },
+    type: { enum: true, items: ['TRANSACTIONAL', 'MARKETING', 'HEADLESS'], type: 'text', default: 'MARKETING' },
+    tracking: { type: 'json', columnType: 'jsonb', nullable: true },
+    createdAt: { ...timestampColumn },
+    updatedAt: { ...timestampColumn, onUpdate: () => new Date() },
+  },
+});
