@@ -1,7 +1,9 @@
 import type { EntitySchema } from '@mikro-orm/core';
 import { accountEntities } from './accounts';
+import { ContactSchema } from './contacts';
 import { DomainSchema } from './domains';
 import { TemplateSchema } from './templates';
+import { WebhookEndpointSchema } from './webhooks-out';
 
 /** Every module's entity schemas, as createOrm registers them with MikroORM. */
-export const entities: EntitySchema[] = [...accountEntities, DomainSchema, TemplateSchema];
+export const entities: EntitySchema[] = [...accountEntities, ContactSchema, DomainSchema, TemplateSchema, WebhookEndpointSchema];

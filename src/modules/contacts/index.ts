@@ -1,4 +1,5 @@
 /** The contacts module's public surface: the only file other modules import. */
+export { ContactSchema } from './contacts.entity';
 export { contactResponse } from './contacts.schemas';
 export { applyData, dataMapSchema, resolveDataMap } from './data-map';
 export type { ResolvedData } from './data-map';
