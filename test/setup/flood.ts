@@ -51,8 +51,12 @@ async function main(): Promise<void> {
       while (next < jobs.length) await jobs[next++]();
     }),
   );
-  // Refusals still on their way (a 421 being written) settle before the count.
-  await new Promise((r) => setTimeout(r, 1000));
+  // Refusals still on their way (a 421 being written) settle before the count: on a loaded machine the
+  // server may take a while to close the last ones, so wait until the count has been still for a second.
+  for (let last = -1, waited = 0; held.size !== last && waited < 15_000; waited += 1000) {
+    last = held.size;
+    await new Promise((r) => setTimeout(r, 1000));
+  }
   process.stdout.write(`${JSON.stringify({ attempted: jobs.length, held: held.size, closedByServer: refused, failed })}\n`);
 }
 
