@@ -68,6 +68,19 @@ export interface TestService extends Service {
  * logger (tests that read what the service logs).
  */
 export async function startTestService(env: Record<string, string> = {}, role: Role = 'all', log?: Logger): Promise<TestService> {
+  // The free port is chosen before the service listens on it, so another test process can take it in
+  // between: a service that found its port taken (it stopped what it had started) tries another.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startTestServiceOnce(env, role, log);
+    } catch (err) {
+      const taken = (err as NodeJS.ErrnoException).code === 'EADDRINUSE';
+      if (!taken || env.PORT !== undefined || attempt >= 3) throw err;
+    }
+  }
+}
+
+async function startTestServiceOnce(env: Record<string, string>, role: Role, log?: Logger): Promise<TestService> {
   const databaseUrl = env.DATABASE_URL ?? (await createTestDatabase());
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'postbox-svc-'));
   // A known port, so PUBLIC_URL (the base of every link in mail) points at this very server.
