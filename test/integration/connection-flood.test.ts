@@ -123,6 +123,23 @@ function pollHealth(): { agent: http.Agent; statuses: number[]; stop(): Promise<
 }
 
 const openDescriptors = () => fs.readdirSync(`/proc/${service.pid}/fd`).length;
+/**
+ * The service's open sockets, counted on its side: the flood's own count of connections it holds also
+ * takes in those still waiting in the kernel's accept queue, which the process has not taken (and holds no
+ * descriptor for) while it is busy.
+ */
+const openSockets = () =>
+  fs.readdirSync(`/proc/${service.pid}/fd`).filter((fd) => {
+    try {
+      return fs.readlinkSync(`/proc/${service.pid}/fd/${fd}`).startsWith('socket:');
+    } catch {
+      return false; // closed between the listing and the read
+    }
+  }).length;
+/** Sockets the service may open of its own during a flood: database and Temporal connections, DNS, mail. */
+const OWN_SOCKETS = 64;
+/** Each server counts the connection its gate is refusing, so a listener holds at most its limit and one. */
+const heldAtMost = (limits: number[]) => limits.reduce((a, b) => a + b + 1, 0);
 
 test('the service runs under a low file limit with room to spare', () => {
   // prlimit execs node, so the service's own pid carries the limit.
@@ -132,9 +149,10 @@ test('the service runs under a low file limit with room to spare', () => {
 
 test('20,000 idle connections to SMTP submission: the API keeps serving new clients, and submission serves again afterwards', async () => {
   const api = new Api(`http://127.0.0.1:${ports.api}`);
+  const before = openSockets();
   const attack = await flood([{ port: ports.submission, count: 20_000 }]);
   try {
-    expect(attack.result.held).toBeLessThanOrEqual(LIMITS.submission);
+    expect(openSockets() - before).toBeLessThanOrEqual(heldAtMost([LIMITS.submission]) + OWN_SOCKETS);
     expect(openDescriptors()).toBeLessThan(FILE_LIMIT / 2);
     // Fresh connections from another address: the API and the Web UI answer; the process is not starved.
     expect((await api.get('/health')).status).toBe(200);
@@ -157,6 +175,7 @@ test('10× the connection limit on every listener at once: /health answers throu
   const api = new Api(`http://127.0.0.1:${ports.api}`);
   const health = pollHealth();
   await new Promise((r) => setTimeout(r, 300));
+  const before = openSockets();
   const attack = await flood([
     { port: ports.api, count: 10 * LIMITS.http },
     { port: ports.submission, count: 10 * LIMITS.submission },
@@ -167,7 +186,7 @@ test('10× the connection limit on every listener at once: /health answers throu
   try {
     const total = Object.values(LIMITS).reduce((a, b) => a + b, 0);
     expect(attack.result.attempted).toBe(10 * total);
-    expect(attack.result.held).toBeLessThanOrEqual(total);
+    expect(openSockets() - before).toBeLessThanOrEqual(heldAtMost(Object.values(LIMITS)) + OWN_SOCKETS);
     expect(openDescriptors()).toBeLessThan(FILE_LIMIT * 0.75);
     // Held as an attacker would: the polls go on, and the worker still runs workflows (a signup's
     // verification mail is one), which need threads and descriptors of their own. Asked over the

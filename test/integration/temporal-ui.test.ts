@@ -4,7 +4,7 @@
  * Schedules page the service's schedules, a ProjectId search finds a project's contact-snooze workflow, its page shows its history
  * and call stack (a query, answered by the worker), and cancelling it from the page cancels it. The page may ask no host but its own.
  *
- * The first run in a checkout builds packages/temporal-devserver/webui/ (about a minute on two cores); later runs reuse it.
+ * `npm ci` builds packages/temporal-devserver/webui/; where it could not, the service builds it on start (about a minute on two cores).
  */
 import fs from 'node:fs';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';

@@ -46,21 +46,28 @@ function hashInputs(dir: string, names: string[]): string {
   return h.digest('hex');
 }
 
-/** Build steps still running; killed if this process exits first (their lock then goes stale). */
+/**
+ * Build steps still running; killed if this process exits first. A process killed outright leaves its
+ * step running, so the lock names the step too and is stale only once both are gone.
+ */
 const running = new Set<ChildProcess>();
 let exitHookInstalled = false;
 
 const readStamp = (file: string) => (fs.existsSync(file) ? fs.readFileSync(file, 'utf8').trim() : undefined);
 
-function run(cmd: string, args: string[], cwd: string, log: Logger, signal?: AbortSignal): Promise<void> {
+function run(cmd: string, args: string[], cwd: string, log: Logger, signal?: AbortSignal, lock?: string): Promise<void> {
   if (!exitHookInstalled) {
     exitHookInstalled = true;
     process.once('exit', () => running.forEach((c) => c.kill()));
   }
   return new Promise((resolve, reject) => {
     signal?.throwIfAborted();
-    const child = spawn(cmd, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'], signal });
+    // Lowest priority, so the build never competes with delivery for the cores; `nice` execs the step, so
+    // every thread and child of it starts niced (setpriority after a spawn would miss the threads already made).
+    const niced = process.platform !== 'win32';
+    const child = spawn(niced ? 'nice' : cmd, niced ? ['-n', '19', cmd, ...args] : args, { cwd, stdio: ['ignore', 'pipe', 'pipe'], signal });
     running.add(child);
+    if (lock && child.pid) fs.writeFileSync(path.join(lock, 'step'), String(child.pid));
     const tail: string[] = [];
     const collect = (chunk: Buffer) => {
       for (const line of chunk.toString().split('\n')) if (line.trim()) tail.push(line);
@@ -95,15 +102,17 @@ function alive(pid: number): boolean {
   }
 }
 
-/** A lock held by a process that is gone, or for longer than any build takes, is stale. */
+/** A lock whose process and build step are both gone, or held for longer than any build takes, is stale. */
 function staleLock(lock: string): boolean {
   const stat = fs.statSync(lock, { throwIfNoEntry: false });
   if (!stat) return false;
+  if (Date.now() - stat.mtimeMs > STALE_LOCK_MS) return true;
   const pid = Number(readStamp(path.join(lock, 'pid')));
-  return Date.now() - stat.mtimeMs > STALE_LOCK_MS || (pid > 0 && !alive(pid));
+  const step = Number(readStamp(path.join(lock, 'step')) ?? 0);
+  return pid > 0 && !alive(pid) && !(step > 0 && alive(step));
 }
 
-async function withLock<T>(dir: string, log: Logger, signal: AbortSignal | undefined, fn: () => Promise<T>): Promise<T> {
+async function withLock<T>(dir: string, log: Logger, signal: AbortSignal | undefined, fn: (lock: string) => Promise<T>): Promise<T> {
   const lock = path.join(dir, LOCK);
   for (let waitedLog = false; ;) {
     signal?.throwIfAborted();
@@ -123,7 +132,7 @@ async function withLock<T>(dir: string, log: Logger, signal: AbortSignal | undef
     }
   }
   try {
-    return await fn();
+    return await fn(lock);
   } finally {
     fs.rmSync(lock, { recursive: true, force: true });
   }
@@ -137,7 +146,7 @@ export async function ensureWebUi(log: Logger, dir = webUiDir(), signal?: AbortS
   const buildDir = path.join(dir, 'build');
   const current = () => hashInputs(dir, INPUTS);
   if (readStamp(path.join(buildDir, STAMP)) === current()) return buildDir;
-  return withLock(dir, log, signal, async () => {
+  return withLock(dir, log, signal, async (lock) => {
     const hash = current();
     if (readStamp(path.join(buildDir, STAMP)) === hash) return buildDir;
     const started = Date.now();
@@ -145,11 +154,11 @@ export async function ensureWebUi(log: Logger, dir = webUiDir(), signal?: AbortS
     if (readStamp(path.join(dir, 'node_modules', DEPS_STAMP)) !== depsHash) {
       log.info('installing the Temporal Web UI build tools (webui/, npm ci; first start only)');
       const npm = npmCommand();
-      await run(npm.cmd, [...npm.pre, 'ci', '--include=dev', '--ignore-scripts', '--no-audit', '--no-fund'], dir, log, signal);
+      await run(npm.cmd, [...npm.pre, 'ci', '--include=dev', '--ignore-scripts', '--no-audit', '--no-fund'], dir, log, signal, lock);
       fs.writeFileSync(path.join(dir, 'node_modules', DEPS_STAMP), depsHash);
     }
     log.info('building the Temporal Web UI (webui/, vite build; first start or after its sources changed)');
-    await run(process.execPath, [path.join(dir, 'node_modules', 'vite', 'bin', 'vite.js'), 'build', '--logLevel', 'warn'], dir, log, signal);
+    await run(process.execPath, [path.join(dir, 'node_modules', 'vite', 'bin', 'vite.js'), 'build', '--logLevel', 'warn'], dir, log, signal, lock);
     fs.writeFileSync(path.join(buildDir, STAMP), hash);
     log.info({ seconds: Math.round((Date.now() - started) / 1000) }, 'Temporal Web UI built');
     return buildDir;
