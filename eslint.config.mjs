@@ -1,5 +1,5 @@
 // ESLint with typescript-eslint's recommended rules, plus the house's room rules: modules meet through
-// their index.ts, and the base (db, mail, net, dns, bus, config, metrics) imports no module.
+// their index.ts, the base (db, mail, net, dns, bus, config, metrics) imports no module, and one transaction API.
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
@@ -23,6 +23,17 @@ export default tseslint.config(
     // Tests and benches read untyped JSON answers and drive libraries without types.
     files: ['test/**/*.ts', 'bench/**/*.ts', 'packages/*/test/**/*.ts'],
     rules: { '@typescript-eslint/no-explicit-any': 'off', '@typescript-eslint/no-require-imports': 'off' },
+  },
+  {
+    // One transaction API (src/db/orm.ts): MikroORM's own would not share a connection with sql().
+    files: ['src/**/*.ts', 'temporal/**/*.ts', 'test/**/*.ts'],
+    rules: {
+      'no-restricted-syntax': [
+        'error',
+        { selector: "CallExpression[callee.property.name='transactional']", message: 'Use transaction(em, fn) from src/db/orm.ts.' },
+        { selector: "CallExpression[callee.property.name='begin'][arguments.length=0]", message: 'Use transaction(em, fn) from src/db/orm.ts.' },
+      ],
+    },
   },
   { files: ['src/modules/*/*.ts'], rules: { 'no-restricted-imports': ['error', { patterns: [moduleInternals(1)] }] } },
   { files: ['src/modules/*/*/**/*.ts'], rules: { 'no-restricted-imports': ['error', { patterns: [moduleInternals(2)] }] } },

@@ -3,7 +3,8 @@
  * to the embedded PostgreSQL over its Unix socket (what the service uses) and over loopback TCP,
  * with the client's CPU per statement (this process) and the server's (its backend, from /proc).
  * Then the same statements through MikroORM's `execute`, as the service's `sql()` sends them, and a
- * transaction of one such statement both ways: BEGIN/COMMIT on the pg client, and MikroORM's `transactional`.
+ * transaction of one such statement three ways: BEGIN/COMMIT on the pg client, the service's `transaction()`,
+ * and MikroORM's `transactional`.
  *
  *   npm run bench:pg-roundtrip               # 5 rounds of 5,000 statements each way
  */
@@ -12,7 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { startEmbeddedPostgres } from '../src/db/embedded-postgres';
-import { createOrm, sql } from '../src/db/orm';
+import { createOrm, sql, transaction } from '../src/db/orm';
 import { entities } from '../src/modules/entities';
 import { createLogger } from '../src/log';
 import { cpuSecondsOf, machine, median } from './service-process';
@@ -71,7 +72,8 @@ async function main(): Promise<void> {
       const em = orm.em.fork();
       const pid = (await sql<{ pid: number }>(em, 'SELECT pg_backend_pid() AS pid'))[0].pid;
       add("MikroORM execute (the service's sql()), Unix socket", await measure(pid, () => sql(em, 'SELECT ?::int', [1])));
-      // What a send's transaction costs apart from its statements: MikroORM's (knex's) transaction machinery.
+      // What a transaction costs apart from its statements: the service's transaction() against MikroORM's own (knex's) machinery.
+      add(`${TX}: transaction() + sql()`, await measure(pid, () => transaction(em, (tx) => sql(tx, 'SELECT ?::int', [1]))));
       add(`${TX}: MikroORM transactional + sql()`, await measure(pid, () => em.fork().transactional((tx) => sql(tx, 'SELECT ?::int', [1]))));
       await orm.close();
     }

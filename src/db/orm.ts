@@ -90,19 +90,19 @@ function prepare(source: string): PreparedText {
 type PooledClient = { acquireConnection(): Promise<pg.PoolClient>; releaseConnection(c: pg.PoolClient): Promise<void> };
 const pooled = (knex: Knex | Knex.Transaction) => knex.client as PooledClient;
 
-/** The connection each `sqlTransaction` holds, by the entity manager it hands its callback. */
-const sqlTransactions = new WeakMap<EntityManager, pg.PoolClient>();
+/** The connection each `transaction` holds, by the entity manager it hands its callback. */
+const transactions = new WeakMap<EntityManager, pg.PoolClient>();
 
 /**
  * Runs SQL with server-side parameters (`?` placeholders, bound by the driver, never inlined) on the
- * entity manager's connection, inside its transaction when it has one (MikroORM's or `sqlTransaction`'s).
+ * entity manager's connection, inside its transaction when it has one.
  * Statements are prepared once per connection (named by their text), which halves the cost of the hot
  * paths compared with unnamed statements. `EntityManager.execute` is not used because it formats
  * parameters into the SQL text. Use jsonb_exists() rather than the `?` operator.
  */
 export async function sql<T = Record<string, unknown>>(em: EntityManager, text: string, params: unknown[] = []): Promise<T[]> {
   const statement = prepare(text);
-  const held = sqlTransactions.get(em);
+  const held = transactions.get(em);
   if (held) return (await held.query<T & pg.QueryResultRow>({ name: statement.name, text: statement.text, values: params })).rows;
   const client = pooled(em.getTransactionContext<Knex.Transaction>() ?? em.getConnection().getKnex());
   const conn = await client.acquireConnection();
@@ -114,27 +114,56 @@ export async function sql<T = Record<string, unknown>>(em: EntityManager, text: 
   }
 }
 
-/** Whether `em` runs in a transaction (MikroORM's or `sqlTransaction`'s), which someone else commits. */
-export const insideTransaction = (em: EntityManager): boolean => sqlTransactions.has(em) || !!em.getTransactionContext();
+/** Whether `em` runs in a transaction, which someone else commits. */
+export const insideTransaction = (em: EntityManager): boolean => transactions.has(em) || !!em.getTransactionContext();
 
 /**
- * Runs `fn` in a transaction for code that reaches the database only through `sql()`: BEGIN and COMMIT
- * (ROLLBACK when `fn` throws) on one pooled connection, without MikroORM's and knex's transaction
- * machinery, which costs CPU per transaction on top of its statements (`npm run bench:pg-roundtrip`).
- * `fn`'s entity manager must not be used for MikroORM's own queries (find, flush, transactional): they
- * would run outside the transaction. Inside a transaction already, `fn` joins it.
+ * For each pooled connection, a knex transaction object bound to it that never begins or ends on its
+ * own: `transaction` sends BEGIN and COMMIT itself and lends it to MikroORM, whose queries (find, flush,
+ * QueryBuilder) then run on the transaction's connection. Made once per connection, not per transaction.
  */
-export async function sqlTransaction<T>(em: EntityManager, fn: (tx: EntityManager) => Promise<T>): Promise<T> {
+const boundContexts = new WeakMap<pg.PoolClient, Knex.Transaction>();
+
+function boundContext(knex: Knex, conn: pg.PoolClient): Promise<Knex.Transaction> {
+  const found = boundContexts.get(conn);
+  if (found) return Promise.resolve(found);
+  return new Promise((resolve, reject) => {
+    type Bound = Promise<unknown> & { begin(): Promise<void> };
+    const trx = (knex.client as { transaction(container: (t: Knex.Transaction) => Promise<never>, config: object): Bound }).transaction(
+      (t) => {
+        boundContexts.set(conn, t);
+        resolve(t);
+        return new Promise<never>(() => undefined); // never commits: COMMIT is transaction()'s
+      },
+      { connection: conn, userParams: {}, doNotRejectOnRollback: true },
+    );
+    // knex begins after a tick; BEGIN is transaction()'s own.
+    trx.begin = () => Promise.resolve();
+    trx.catch(reject);
+  });
+}
+
+/**
+ * The one way to run a transaction. `fn` gets an entity manager whose every query runs in it: `sql()`
+ * statements on the transaction's connection, and MikroORM's own (find, persist and flush, QueryBuilder)
+ * through the same connection; what `fn` persisted is flushed before COMMIT, and ROLLBACK undoes all when
+ * `fn` throws. BEGIN and COMMIT go straight to the driver, which costs a fraction of MikroORM's and
+ * knex's transaction machinery (`npm run bench:pg-roundtrip`). Inside a transaction already, `fn` joins it.
+ */
+export async function transaction<T>(em: EntityManager, fn: (tx: EntityManager) => Promise<T>): Promise<T> {
   if (insideTransaction(em)) return fn(em);
-  const client = pooled(em.getConnection().getKnex());
+  const knex = em.getConnection().getKnex();
+  const client = pooled(knex);
   const conn = await client.acquireConnection();
-  const tx = em.fork();
-  sqlTransactions.set(tx, conn);
+  const tx = em.fork({ clear: false });
+  transactions.set(tx, conn);
   try {
+    tx.setTransactionContext(await boundContext(knex, conn));
     await conn.query('BEGIN');
     let result: T;
     try {
       result = await fn(tx);
+      await tx.flush();
     } catch (err) {
       // A connection that broke is marked by knex itself (its 'error' and 'end' listeners) and dropped by the pool.
       await conn.query('ROLLBACK').catch(() => undefined);
@@ -143,7 +172,8 @@ export async function sqlTransaction<T>(em: EntityManager, fn: (tx: EntityManage
     await conn.query('COMMIT');
     return result;
   } finally {
-    sqlTransactions.delete(tx);
+    transactions.delete(tx);
+    tx.resetTransactionContext();
     await client.releaseConnection(conn);
   }
 }
@@ -165,7 +195,7 @@ export async function holdUntilCommit(tx: EntityManager, key: string): Promise<v
 }
 
 export async function awaitCommit(em: EntityManager, key: string): Promise<void> {
-  await em.fork().transactional((tx) => sql(tx, `SELECT pg_advisory_xact_lock_shared(hashtext(?))`, [key]));
+  await transaction(em.fork(), (tx) => sql(tx, `SELECT pg_advisory_xact_lock_shared(hashtext(?))`, [key]));
 }
 
 /** Runs `read`; when it finds nothing, waits for the writer holding `key` to end, then reads once more. */

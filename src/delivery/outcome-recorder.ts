@@ -2,7 +2,7 @@ import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import type { Logger } from 'pino';
 import type { ActivityHub, EventRecord } from '../bus/contact-activity';
 import { newId } from '../db/ids';
-import { sql } from '../db/orm';
+import { sql, transaction } from '../db/orm';
 import { whileUnreachable } from '../db/unreachable';
 import { classifySmtpReply } from '../inbound/bounce-report';
 import type { DeliveryOutcome } from '../mail/transport';
@@ -146,7 +146,7 @@ async function recordOutcomes(deps: RecorderDeps, items: Outcome[]): Promise<voi
   };
   // Accepted mail alone (nearly always) is one statement, atomic by itself: no transaction's extra round trips.
   const em = deps.orm.em.fork();
-  const recorded = retry.length || rejections.length ? await em.transactional(write) : await write(em);
+  const recorded = retry.length || rejections.length ? await transaction(em, write) : await write(em);
   for (const i of sent) i.report.sent++;
   for (const i of retry) i.report.retried++;
   for (const i of rejections) i.report.failed++;

@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from 'pino';
 import { newId } from '../db/ids';
-import { type Orm, sql, sqlTransaction } from '../db/orm';
+import { type Orm, sql, transaction } from '../db/orm';
 import { StatementBatcher } from '../db/statement-batcher';
 import { type EmailActivity, type RecordedActivity, recordEmailActivity, type SuppressionRules } from '../modules/emails';
 import type { ActivityHub } from '../bus/contact-activity';
@@ -80,7 +80,7 @@ export class InboundReports implements MxHandler {
     this.batcher = new StatementBatcher<Taken, Handled>({
       // The batch's events go in one statement at its end (statement triggers once, not per report).
       write: (items) =>
-        sqlTransaction(this.deps.orm.em.fork(), (tx) =>
+        transaction(this.deps.orm.em.fork(), (tx) =>
           insertEventsTogether(tx, async () => {
             const out: Handled[] = [];
             for (const item of items) out.push(await this.handle(tx, item));

@@ -4,7 +4,7 @@
  */
 import pg from 'pg';
 import pino from 'pino';
-import { createOrm, type Orm } from '../../src/db/orm';
+import { createOrm, type Orm, transaction } from '../../src/db/orm';
 import { entities } from '../../src/modules/entities';
 import { DrainBell, QueueSignal } from '../../src/db/work-queue';
 import { Links } from '../../src/mail/links';
@@ -71,7 +71,7 @@ test('without a running drain here, the transaction NOTIFYs the dispatchers and 
 
 test("inside a caller's transaction the NOTIFY stays in it: the commit is the caller's", async () => {
   const { queue, told } = localQueue(true);
-  await orm.em.fork().transactional(async (tx) => {
+  await transaction(orm.em.fork(), async (tx) => {
     await sendEmails(tx, projectId, input('c@example.org'), { ...deps, queue });
     await settle();
     expect(notifications).toEqual([]);

@@ -1,6 +1,7 @@
 import http from 'node:http';
 import type net from 'node:net';
 import { ZoneDnsServer } from '../../src/dns/zone-server';
+import { transaction } from '../../src/db/orm';
 import { startExecution } from '../../src/modules/automations/executions.service';
 import { dbQuery } from '../setup/db';
 import { verifiedDomain } from '../setup/sender';
@@ -399,7 +400,7 @@ describe('executions', () => {
     const [row] = await dbQuery(svc.databaseUrl, `SELECT * FROM workflows WHERE id = $1`, [w.id]);
     let started: { id: string } | undefined;
     // The workflow starts inside the transaction, which then stays open for a while before committing.
-    await svc.orm.em.fork().transactional(async (tx) => {
+    await transaction(svc.orm.em.fork(), async (tx) => {
       started = await startExecution(tx, svc.temporal, row as never, { contactId: contact.id, context: {} });
       await new Promise((r) => setTimeout(r, 1500));
     });

@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
-import { sql } from '../../db/orm';
+import { sql, transaction } from '../../db/orm';
 import { badRequest } from '../../http/errors';
 import type { Mailer } from '../../mail/transport';
 import type { TemporalClient } from '../../../temporal/client';
@@ -88,7 +88,7 @@ async function useToken(em: EntityManager, token: string, purpose: TokenPurpose)
 }
 
 export async function verifyEmail(em: EntityManager, token: string): Promise<string> {
-  return em.transactional(async (tx) => {
+  return transaction(em, async (tx) => {
     const userId = await useToken(tx, token, 'verify_email');
     await sql(tx, `UPDATE users SET email_verified = true, updated_at = now() WHERE id = ?`, [userId]);
     await acceptInvites(tx, userId);
@@ -99,7 +99,7 @@ export async function verifyEmail(em: EntityManager, token: string): Promise<str
 /** Sets the new password; every other reset link of the user stops working. */
 export async function resetPassword(em: EntityManager, token: string, password: string): Promise<string> {
   const hash = await hashPassword(password);
-  return em.transactional(async (tx) => {
+  return transaction(em, async (tx) => {
     const userId = await useToken(tx, token, 'reset_password');
     await sql(tx, `UPDATE users SET password_hash = ?, updated_at = now() WHERE id = ?`, [hash, userId]);
     await sql(tx, `UPDATE auth_tokens SET used_at = now() WHERE user_id = ? AND purpose = 'reset_password' AND used_at IS NULL`, [userId]);

@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import { UniqueConstraintViolationException, type EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
-import { sql } from '../../db/orm';
+import { sql, transaction } from '../../db/orm';
 import { conflict, forbidden, notFound, unauthorized } from '../../http/errors';
 import { Project, ProjectMember, type Role, User } from './accounts.entity';
 import { DUMMY_HASH, hashPassword, needsRehash, verifyPassword } from './passwords';
@@ -79,7 +79,7 @@ export async function createProject(em: EntityManager, userId: string, name: str
     secretKey: generateKey('sk_'),
   });
   // Members reference projects by a plain column, so the project row must exist first.
-  await em.transactional(async (tx) => {
+  await transaction(em, async (tx) => {
     tx.persist(project);
     await tx.flush();
     tx.persist(tx.create(ProjectMember, { projectId: project.id, userId, role: 'OWNER' }));

@@ -1,6 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
-import { sql } from '../../db/orm';
+import { sql, transaction } from '../../db/orm';
 import { conflict, forbidden, notFound } from '../../http/errors';
 import type { Role } from './accounts.entity';
 
@@ -40,7 +40,7 @@ function mayManage(actor: Role, targetRole: Role, newRole?: Role): void {
  */
 export async function inviteMember(em: EntityManager, projectId: string, actor: Role, invitedBy: string, email: string, role: Role): Promise<MemberDto> {
   mayManage(actor, role, role);
-  return em.transactional(async (tx) => {
+  return transaction(em, async (tx) => {
     const [user] = await sql<{ id: string; email_verified: boolean }>(tx, `SELECT id, email_verified FROM users WHERE email = ?`, [email]);
     if (user) {
       const [existing] = await sql(tx, `SELECT 1 FROM project_members WHERE project_id = ? AND user_id = ?`, [projectId, user.id]);
@@ -71,7 +71,7 @@ async function ownersOf(tx: EntityManager, projectId: string): Promise<number> {
 
 /** Changes a member's (or an invitation's) role; a project always keeps an OWNER. */
 export async function changeRole(em: EntityManager, projectId: string, actor: Role, id: string, role: Role): Promise<void> {
-  await em.transactional(async (tx) => {
+  await transaction(em, async (tx) => {
     // Members are locked first so two demotions cannot both see another OWNER left.
     await sql(tx, `SELECT 1 FROM project_members WHERE project_id = ? FOR UPDATE`, [projectId]);
     const [member] = await sql<{ role: Role }>(tx, `SELECT role FROM project_members WHERE project_id = ? AND user_id = ?`, [projectId, id]);
@@ -92,7 +92,7 @@ export async function changeRole(em: EntityManager, projectId: string, actor: Ro
 
 /** Removes a member or withdraws an invitation; anyone may leave, except the last OWNER. */
 export async function removeMember(em: EntityManager, projectId: string, actor: { userId: string; role: Role }, id: string): Promise<void> {
-  await em.transactional(async (tx) => {
+  await transaction(em, async (tx) => {
     await sql(tx, `SELECT 1 FROM project_members WHERE project_id = ? FOR UPDATE`, [projectId]);
     const [member] = await sql<{ role: Role }>(tx, `SELECT role FROM project_members WHERE project_id = ? AND user_id = ?`, [projectId, id]);
     if (member) {

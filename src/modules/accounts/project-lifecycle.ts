@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { sql } from '../../db/orm';
+import { sql, transaction } from '../../db/orm';
 import type { TemporalClient } from '../../../temporal/client';
 
 /**
@@ -43,7 +43,7 @@ export async function cancelProjectWorkflows(temporal: TemporalClient, projectId
 /** Wipes the project's data in one transaction, after cancelling its running workflows. */
 export async function resetProject(em: EntityManager, temporal: TemporalClient, projectId: string): Promise<{ cancelledWorkflows: number }> {
   const cancelledWorkflows = await cancelProjectWorkflows(temporal, projectId);
-  await em.transactional(async (tx) => {
+  await transaction(em, async (tx) => {
     // Deleting the events writes their negative count deltas in this transaction, so event counts fall
     // to zero without racing the fold; accepted-email counts are billing usage and stay.
     for (const table of PROJECT_DATA) await sql(tx, `DELETE FROM ${table} WHERE project_id = ?`, [projectId]);
@@ -54,7 +54,7 @@ export async function resetProject(em: EntityManager, temporal: TemporalClient, 
 /** Deletes the project and everything it holds, after cancelling its running workflows. */
 export async function deleteProject(em: EntityManager, temporal: TemporalClient, projectId: string): Promise<void> {
   await cancelProjectWorkflows(temporal, projectId);
-  await em.transactional(async (tx) => {
+  await transaction(em, async (tx) => {
     for (const table of PROJECT_DATA) await sql(tx, `DELETE FROM ${table} WHERE project_id = ?`, [projectId]);
     await sql(tx, `DELETE FROM activity_count_deltas WHERE project_id = ?`, [projectId]);
     await sql(tx, `DELETE FROM projects WHERE id = ?`, [projectId]);

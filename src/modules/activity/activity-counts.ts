@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { sql } from '../../db/orm';
+import { sql, transaction } from '../../db/orm';
 
 /** What the counts count: recorded events by name, accepted emails by type. */
 export type CountSource = 'event' | 'email';
@@ -124,7 +124,7 @@ async function rawEventCounts(em: EntityManager, projectId: string, from: Date, 
 async function foldInSlices(em: EntityManager, statement: string, slice: number): Promise<number> {
   let folded = 0;
   for (;;) {
-    const [row] = await em.transactional((tx) => sql<{ n: number }>(tx, statement, [slice]));
+    const [row] = await transaction(em, (tx) => sql<{ n: number }>(tx, statement, [slice]));
     folded += row.n;
     if (row.n < slice) return folded;
   }

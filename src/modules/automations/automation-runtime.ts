@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Logger } from 'pino';
 import type { Resolver } from '../../dns/resolver';
-import { readAfterCommit, sql } from '../../db/orm';
+import { readAfterCommit, sql, transaction } from '../../db/orm';
 import type { Links } from '../../mail/links';
 import { render, templateVariables } from '../../mail/render';
 import { AppError } from '../../http/errors';
@@ -218,7 +218,7 @@ export class AutomationRuntime {
     const recipient = config.recipient as { type: 'CONTACT' | 'CUSTOM'; customEmail?: string } | undefined;
     const { settings, limits } = await sendingContext(em, x.project_id, template.from_email);
     const emailId = derivedId(x.id, seq, 'email');
-    const out = await em.transactional(async (tx) => {
+    const out = await transaction(em, async (tx) => {
       // The billing lock first, as /v1/send takes it, before any contact row; a retried step whose
       // email is already queued is not counted twice.
       const queued = await sql(tx, `SELECT 1 FROM emails WHERE id = ?`, [emailId]);

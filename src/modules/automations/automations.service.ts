@@ -1,7 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { z } from 'zod';
 import { newId } from '../../db/ids';
-import { sql } from '../../db/orm';
+import { sql, transaction } from '../../db/orm';
 import { AppError, badRequest, conflict, notFound, validationError } from '../../http/errors';
 import { ConditionError, type Filter, resolveFilter } from '../segments';
 import { refusePrivateTarget } from '../../net/guarded-http';
@@ -107,7 +107,7 @@ export async function createWorkflow(
   projectId: string,
   input: { name: string; description: string | null; triggerConfig: { eventName: string } },
 ) {
-  return em.transactional(async (tx) => {
+  return transaction(em, async (tx) => {
     const [w] = await sql<WorkflowRow>(
       tx,
       `INSERT INTO workflows (id, project_id, name, description, trigger_config) VALUES (?, ?, ?, ?, ?::jsonb) RETURNING *`,
@@ -216,7 +216,7 @@ export async function updateStep(
  * (single) successor, keeping their branch or outcome, so the chain stays whole.
  */
 export async function deleteStep(em: EntityManager, w: WorkflowRow, stepId: string, splice: boolean): Promise<void> {
-  await em.transactional(async (tx) => {
+  await transaction(em, async (tx) => {
     const step = await getStep(tx, w.id, stepId);
     if (step.type === 'TRIGGER') throw badRequest('The TRIGGER step cannot be deleted', 'TRIGGER_REQUIRED');
     if (splice) {
@@ -313,7 +313,7 @@ export async function updateWorkflow(
   id: string,
   patch: { name?: string; description?: string | null; triggerConfig?: { eventName: string }; enabled?: boolean; allowReentry?: boolean },
 ): Promise<WorkflowRow> {
-  return em.transactional(async (tx) => {
+  return transaction(em, async (tx) => {
     const w = await getWorkflow(tx, projectId, id, true);
     if (patch.enabled === true) {
       const { steps, transitions } = await graphOf(tx, id);

@@ -4,7 +4,7 @@ import type { TemporalClient } from '../../../temporal/client';
 import { searchAttributes, workflowIds } from '../../../temporal/workflow-ids';
 import { automationWorkflow } from '../../../temporal/workflows/automation';
 import { newId } from '../../db/ids';
-import { holdUntilCommit, sql } from '../../db/orm';
+import { holdUntilCommit, sql, transaction } from '../../db/orm';
 import { badRequest, notFound } from '../../http/errors';
 import type { ExecutionStatus } from './automations.schemas';
 import { type Definition, definitionOf, graphOf, graphProblems, type WorkflowRow } from './automations.service';
@@ -65,7 +65,7 @@ export const executionCommitKey = (executionId: string) => `execution:${executio
  */
 export async function startExecution(em: EntityManager, temporal: TemporalClient, w: WorkflowRow, opts: StartOptions): Promise<ExecutionRow | undefined> {
   const id = opts.triggerEventId ? executionIdFor(w.id, opts.triggerEventId) : newId();
-  return em.transactional(async (tx) => {
+  return transaction(em, async (tx) => {
     const [existing] = await sql<ExecutionRow>(tx, `SELECT * FROM workflow_executions WHERE id = ?`, [id]);
     if (existing) return existing;
     if (opts.triggerEventId && !w.allow_reentry) {
@@ -138,7 +138,7 @@ export async function listExecutions(em: EntityManager, workflowId: string, stat
 
 /** Cancels running or waiting executions: the record at once, the Temporal workflow by request. */
 export async function cancelExecutions(em: EntityManager, temporal: TemporalClient, workflowId: string, executionId?: string): Promise<string[]> {
-  const ids = await em.transactional(async (tx) => {
+  const ids = await transaction(em, async (tx) => {
     const rows = await sql<{ id: string }>(
       tx,
       `UPDATE workflow_executions SET status = 'CANCELLED', completed_at = now(), updated_at = now()

@@ -1,6 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { isUuid } from '../../db/ids';
-import { sql } from '../../db/orm';
+import { sql, transaction } from '../../db/orm';
 import { conflict } from '../../http/errors';
 
 export interface StripeEvent {
@@ -22,7 +22,7 @@ export interface StripeEvent {
  */
 export async function applyStripeEvent(em: EntityManager, event: StripeEvent): Promise<'applied' | 'ignored' | 'duplicate' | 'stale'> {
   const created = new Date((event.created ?? Date.now() / 1000) * 1000);
-  return em.transactional(async (tx) => {
+  return transaction(em, async (tx) => {
     const fresh = await sql(tx, `INSERT INTO stripe_events (id, type) VALUES (?, ?) ON CONFLICT DO NOTHING RETURNING 1`, [event.id, event.type]);
     if (!fresh.length) return 'duplicate';
     const o = event.data?.object ?? {};

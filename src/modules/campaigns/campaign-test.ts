@@ -7,6 +7,7 @@ import { composeMessage } from '../../mail/compose';
 import { queueEmail } from '../emails';
 import { sendingContext } from '../emails';
 import type { CampaignRow } from './campaigns.service';
+import { transaction } from '../../db/orm';
 
 /**
  * A test of a campaign to one address, rendered as that address's contact would receive it, marked
@@ -14,7 +15,7 @@ import type { CampaignRow } from './campaigns.service';
  */
 export async function queueTestSend(em: EntityManager, c: CampaignRow, email: string, links: Links) {
   const { settings, limits } = await sendingContext(em, c.project_id, c.from_email);
-  return em.transactional(async (tx) => {
+  return transaction(em, async (tx) => {
     await assertWithinBillingLimits(tx, c.project_id, 1, limits);
     const upsert = await upsertContact(tx, c.project_id, { email, defaultSubscribed: false, data: { set: {}, unset: [] } });
     const emailId = newId();

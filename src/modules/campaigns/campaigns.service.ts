@@ -1,6 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
-import { sql } from '../../db/orm';
+import { sql, transaction } from '../../db/orm';
 import { AppError, badRequest, conflict, notFound } from '../../http/errors';
 import type { TemporalClient } from '../../../temporal/client';
 import { assertWithinBillingLimits, billingPeriod } from '../billing';
@@ -276,7 +276,7 @@ export async function campaignStats(em: EntityManager, c: CampaignRow) {
  * finds the audience fixed. Answers whether delivery should go on.
  */
 export async function startCampaignSend(em: EntityManager, campaignId: string): Promise<{ proceed: boolean; recipients: number }> {
-  return em.transactional(async (tx) => {
+  return transaction(em, async (tx) => {
     const [c] = await sql<CampaignRow & { audience_fixed_at: Date | null }>(tx, `SELECT * FROM campaigns WHERE id = ? FOR UPDATE`, [campaignId]);
     if (!c || (c.status !== 'SCHEDULED' && c.status !== 'SENDING')) return { proceed: false, recipients: 0 };
     if (c.audience_fixed_at) return { proceed: true, recipients: c.total_recipients };
@@ -326,7 +326,7 @@ export async function completeCampaign(em: EntityManager, campaignId: string): P
 
 /** After a cancel: whatever has not left is never sent. */
 export async function cancelCampaignDelivery(em: EntityManager, campaignId: string): Promise<number> {
-  return em.transactional(async (tx) => {
+  return transaction(em, async (tx) => {
     await sql(tx, `UPDATE campaigns SET status = 'CANCELLED', updated_at = now() WHERE id = ? AND status IN ('SCHEDULED', 'SENDING')`, [campaignId]);
     const rows = await sql(
       tx,
@@ -350,7 +350,7 @@ export async function sendCampaign(
   id: string,
   scheduledFor: Parameters<typeof parseSchedule>[0],
 ): Promise<CampaignRow> {
-  return em.transactional(async (tx) => {
+  return transaction(em, async (tx) => {
     const c = await getCampaign(tx, projectId, id, true);
     if (c.status !== 'DRAFT' && c.status !== 'SCHEDULED') {
       throw badRequest(`A ${c.status} campaign cannot be sent; only DRAFT or SCHEDULED campaigns can`, 'CAMPAIGN_NOT_SENDABLE');
@@ -374,7 +374,7 @@ export async function sendCampaign(
 
 /** Cancels a SCHEDULED or SENDING campaign and its workflow, with the row locked. */
 export async function cancelCampaign(em: EntityManager, temporal: TemporalClient, projectId: string, id: string): Promise<CampaignRow> {
-  return em.transactional(async (tx) => {
+  return transaction(em, async (tx) => {
     const c = await getCampaign(tx, projectId, id, true);
     if (c.status !== 'SCHEDULED' && c.status !== 'SENDING') throw badRequest(`A ${c.status} campaign cannot be cancelled`, 'CAMPAIGN_NOT_CANCELLABLE');
     const [updated] = await sql<CampaignRow>(tx, `UPDATE campaigns SET status = 'CANCELLED', updated_at = now() WHERE id = ? RETURNING *`, [id]);

@@ -1,6 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
-import { holdUntilCommit, readAfterCommit, sql } from '../../db/orm';
+import { holdUntilCommit, readAfterCommit, sql, transaction } from '../../db/orm';
 import { notFound } from '../../http/errors';
 import type { TemporalClient } from '../../../temporal/client';
 import { workflowIds } from '../../../temporal/workflow-ids';
@@ -53,7 +53,7 @@ export function toBulkJobDto(j: BulkJobRow) {
  */
 export async function createBulkJob(em: EntityManager, temporal: TemporalClient, projectId: string, kind: BulkKind, contactIds: string[]): Promise<BulkJobRow> {
   const ids = [...new Set(contactIds.map((id) => id.toLowerCase()))];
-  return em.transactional(async (tx) => {
+  return transaction(em, async (tx) => {
     const [row] = await sql<BulkJobRow>(tx, `INSERT INTO bulk_jobs (id, project_id, kind, contact_ids) VALUES (?, ?, ?, ?::uuid[]) RETURNING *`, [
       newId(),
       projectId,
@@ -81,7 +81,7 @@ export async function runBulkJobChunk(
   jobId: string,
 ): Promise<{ done: boolean; projectId?: string; contactIds: string[]; events: EventRecord[] }> {
   const step = () =>
-    em.fork().transactional(async (tx) => {
+    transaction(em.fork(), async (tx) => {
       const [job] = await sql<BulkJobRow>(tx, `SELECT * FROM bulk_jobs WHERE id = ? FOR UPDATE`, [jobId]);
       if (!job) return undefined;
       const chunk = job.contact_ids.slice(job.processed, job.processed + CHUNK);

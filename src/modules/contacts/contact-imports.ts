@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
-import { holdUntilCommit, readAfterCommit, sql } from '../../db/orm';
+import { holdUntilCommit, readAfterCommit, sql, transaction } from '../../db/orm';
 import { notFound } from '../../http/errors';
 import type { TemporalClient } from '../../../temporal/client';
 import { workflowIds } from '../../../temporal/workflow-ids';
@@ -70,7 +70,7 @@ export async function createImport(
   projectId: string,
   file: { path: string; name: string | null; size: number },
 ): Promise<ImportRow> {
-  return em.transactional(async (tx) => {
+  return transaction(em, async (tx) => {
     const id = newId();
     await sql(tx, `INSERT INTO contact_imports (id, project_id, filename, size_bytes, content) VALUES (?, ?, ?, ?, '')`, [id, projectId, file.name, file.size]);
     for await (const piece of fs.createReadStream(file.path, { highWaterMark: UPLOAD_PIECE })) {
@@ -105,7 +105,7 @@ function readHeader(fields: string[]): { columns: string[]; emailColumn: number;
  */
 export async function importNextSlice(em: EntityManager, jobId: string): Promise<{ done: boolean; projectId?: string; contactIds: string[] }> {
   const step = () =>
-    em.fork().transactional(async (tx) => {
+    transaction(em.fork(), async (tx) => {
       const [job] = await sql<ImportRow & { piece: Buffer }>(
         tx,
         `SELECT ${ROW_COLUMNS}, substring(content FROM offset_bytes + 1 FOR ?) AS piece FROM contact_imports WHERE id = ? FOR UPDATE`,

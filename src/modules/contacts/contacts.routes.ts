@@ -32,6 +32,7 @@ import {
   upsertedContactResponse,
 } from './contacts.schemas';
 import { deleteContact, getContact, listContacts, lookupContacts, toContactDto, updateContact, upsertContact } from './contacts.service';
+import { transaction } from '../../db/orm';
 
 export interface ContactHooks {
   /** A snooze is being set: arrange, durably, for the contact to be resubscribed at `until`. */
@@ -64,7 +65,7 @@ export function contactRoutes(router: Router, g: Guards, hooks: ContactHooks): v
         if (raw.email === undefined || raw.email === null || raw.email === '') throw simpleBadRequest('email is required');
         const { email, subscribed, data } = input.body();
         const projectId = ctx.state.project!.id;
-        const result = await ctx.state.em.transactional((tx) =>
+        const result = await transaction(ctx.state.em, (tx) =>
           upsertContact(tx, projectId, { email, subscribed, defaultSubscribed: true, data: resolveDataMap(data) }),
         );
         hooks.hub.publish({ projectId, contactIds: [result.contact.id], events: result.events });

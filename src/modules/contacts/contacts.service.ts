@@ -1,6 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
-import { sql } from '../../db/orm';
+import { sql, transaction } from '../../db/orm';
 import { conflict, notFound, simpleBadRequest } from '../../http/errors';
 import { SYSTEM_EVENTS } from '../events';
 import { type EventRecord, insertEvents, type NewEvent } from '../events';
@@ -209,7 +209,7 @@ export async function updateContact(
   patch: ContactPatch,
   beforeCommit?: (contact: ContactRow) => Promise<void>,
 ): Promise<UpsertResult> {
-  return em.transactional(async (tx) => {
+  return transaction(em, async (tx) => {
     const [current] = await sql<ContactRow>(tx, `SELECT ${COLUMNS} FROM contacts WHERE project_id = ? AND id = ? FOR UPDATE`, [projectId, id]);
     if (!current) throw notFound('Contact');
     if (patch.email && patch.email !== current.email) {
@@ -234,7 +234,7 @@ export async function updateContact(
  * so running it twice, or after the contact changed, does nothing.
  */
 export async function endSnooze(em: EntityManager, contactId: string, snoozedUntil: Date): Promise<{ projectId: string; events: EventRecord[] } | undefined> {
-  return em.transactional(async (tx) => {
+  return transaction(em, async (tx) => {
     const [current] = await sql<ContactRow>(tx, `SELECT ${COLUMNS} FROM contacts WHERE id = ? AND snoozed_until = ? AND snoozed_until <= now() FOR UPDATE`, [
       contactId,
       snoozedUntil,

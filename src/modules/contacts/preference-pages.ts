@@ -2,7 +2,7 @@ import type Router from '@koa/router';
 import type { Context, Middleware } from 'koa';
 import { z } from 'zod';
 import { isUuid } from '../../db/ids';
-import { sql } from '../../db/orm';
+import { sql, transaction } from '../../db/orm';
 import { content, endpoint } from '../../http/endpoint';
 import type { Links } from '../../mail/links';
 import { escapeHtml } from '../../mail/render';
@@ -70,7 +70,7 @@ const oneClickForm = z.object({ 'List-Unsubscribe': z.literal('One-Click').optio
  */
 export function preferencePageRoutes(router: Router, deps: { links: Links; formBody: Middleware; hub: ActivityHub }): void {
   const setSubscribed = async (ctx: Context, contact: PageContact, subscribed: boolean, reason: string) => {
-    const events = await ctx.state.em.transactional((tx) => updateContactSubscription(tx, contact.id, subscribed, { reason }));
+    const events = await transaction(ctx.state.em, (tx) => updateContactSubscription(tx, contact.id, subscribed, { reason }));
     deps.hub.publish({ projectId: contact.project_id, contactIds: [contact.id], events });
   };
   const self = (ctx: Context, link: Link) => `${ctx.path}?token=${encodeURIComponent(link.token ?? '')}`;

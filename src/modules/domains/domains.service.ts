@@ -1,7 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Resolver } from '../../dns/resolver';
 import { newId } from '../../db/ids';
-import { holdUntilCommit, isUniqueViolation, readAfterCommit, sql } from '../../db/orm';
+import { holdUntilCommit, isUniqueViolation, readAfterCommit, sql, transaction } from '../../db/orm';
 import { AppError, conflict, notFound } from '../../http/errors';
 import {
   type CheckedRecord,
@@ -89,7 +89,7 @@ export async function createDomain(
 ): Promise<DomainRow> {
   const keys = generateDkimKeyPair();
   try {
-    return await em.transactional(async (tx) => {
+    return await transaction(em, async (tx) => {
       const [row] = await sql<DomainRow>(
         tx,
         `INSERT INTO domains (id, project_id, domain, verification_token, dkim_selector, dkim_private_key, dkim_public_key, spf_value)

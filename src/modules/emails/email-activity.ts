@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { sql, sqlTransaction } from '../../db/orm';
+import { sql, transaction } from '../../db/orm';
 import { updateContactSubscription } from '../contacts';
 import { type EventRecord, insertEvents } from '../events';
 
@@ -77,8 +77,8 @@ export async function recordEmailActivity(
   activity: EmailActivity,
   rules: SuppressionRules = { softBounceLimit: 0 },
 ): Promise<RecordedActivity | undefined> {
-  // sql() statements only, so the light transaction (joined when the caller is in one already).
-  return sqlTransaction(em, async (tx) => {
+  // Joined when the caller is in a transaction already (an SES notification, a batch of MX reports).
+  return transaction(em, async (tx) => {
     const status = STATUS_OF[activity.kind];
     const downgradable = activity.kind === 'bounce' && activity.bounceType !== 'Permanent';
     // A report about an email already bounced or complained about (a second DSN, the same complaint

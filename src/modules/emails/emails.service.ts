@@ -2,7 +2,7 @@ import { assertWithinBillingLimits } from '../billing';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import addressparser from 'nodemailer/lib/addressparser';
 import { newId } from '../../db/ids';
-import { insideTransaction, isForeignKeyViolation, type Orm, sql, sqlTransaction } from '../../db/orm';
+import { insideTransaction, isForeignKeyViolation, type Orm, sql, transaction } from '../../db/orm';
 import { StatementBatcher } from '../../db/statement-batcher';
 import { AppError, badRequest } from '../../http/errors';
 import { type IdempotencyClaim, markIdempotentSuccess } from '../../db/idempotency-keys';
@@ -324,8 +324,7 @@ export async function sendEmails(
     }
   }
 
-  // Everything below goes through sql(), so the lean transaction serves, without MikroORM's transaction machinery.
-  const result = await sqlTransaction(em, async (tx) => {
+  const result = await transaction(em, async (tx) => {
     await assertWithinBillingLimits(tx, projectId, to.length, limits);
     const emails: SendResult['emails'] = [];
     const events: EventRecord[] = [];

@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { sql } from '../../db/orm';
+import { sql, transaction } from '../../db/orm';
 import { bucketCounts, ceilHour, type CountRow, countsBetween, DAY_MS, sumByName } from '../activity';
 import { badRequest, notFound } from '../../http/errors';
 import { resolveDataMap } from '../contacts';
@@ -28,7 +28,7 @@ export async function trackEvent(em: EntityManager, batcher: TrackBatcher, proje
     });
     return { contactId, event, recorded: [event] };
   }
-  return em.transactional(async (tx) => {
+  return transaction(em, async (tx) => {
     const upsert = await upsertContact(tx, projectId, {
       email: input.email,
       subscribed: input.subscribed,

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
-import { sql } from '../../db/orm';
+import { sql, transaction } from '../../db/orm';
 import { notFound } from '../../http/errors';
 import { countsBetween, DAY_MS, sumByName } from '../activity';
 
@@ -63,7 +63,7 @@ export async function enforceSendingHealth(em: EntityManager, projectId: string,
         : undefined;
   if (!breach) return false;
   const reason = `Suspended: ${breach.metric} rate ${percent(breach.rate)} of ${h.sent} emails sent since ${h.since.toISOString()} is above ${percent(breach.threshold)}`;
-  return em.transactional(async (tx) => {
+  return transaction(em, async (tx) => {
     // Not if an operator reinstated the project since these figures were read.
     const [disabled] = await sql(
       tx,
@@ -180,7 +180,7 @@ export async function securityState(em: EntityManager, projectId: string, t: Sec
  * now. A project disabled for another reason, with no suspension open, stays as it is.
  */
 export async function reinstateProject(em: EntityManager, projectId: string, by: string): Promise<{ lifted: number }> {
-  return em.transactional(async (tx) => {
+  return transaction(em, async (tx) => {
     const [project] = await sql(tx, `SELECT id FROM projects WHERE id = ? FOR UPDATE`, [projectId]);
     if (!project) throw notFound('Project');
     const lifted = await sql(tx, `UPDATE project_suspensions SET lifted_at = now(), lifted_by = ? WHERE project_id = ? AND lifted_at IS NULL RETURNING id`, [

@@ -1,6 +1,6 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Logger } from 'pino';
-import { sql } from '../../db/orm';
+import { sql, transaction } from '../../db/orm';
 import type { ActivityHub, ContactActivity } from '../../bus/contact-activity';
 import { type EventRecord, insertEvents, type NewEvent } from '../events';
 import { evaluateCondition } from './conditions/evaluate';
@@ -69,7 +69,7 @@ export class LiveMembership {
       [projectId],
     );
     if (tracked.length === 0) return [];
-    const events = await em.transactional(async (tx) => {
+    const events = await transaction(em, async (tx) => {
       // Shared with other live evaluations, exclusive with a segment's full recompute.
       for (const s of tracked) await sql(tx, `SELECT pg_advisory_xact_lock_shared(hashtext(?))`, [segmentLockKey(s.id)]);
       const segments = await loadSegmentRefs(tx, projectId);

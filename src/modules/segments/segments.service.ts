@@ -1,7 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { TemporalClient } from '../../../temporal/client';
 import { newId } from '../../db/ids';
-import { holdUntilCommit, sql } from '../../db/orm';
+import { holdUntilCommit, sql, transaction } from '../../db/orm';
 import { conflict, notFound, simpleBadRequest } from '../../http/errors';
 import type { ContactRow } from '../contacts';
 import { type EventRecord, insertEvents, type NewEvent } from '../events';
@@ -97,7 +97,7 @@ export interface SegmentInput {
 
 /** Creates a segment and starts `segment:<id>`, which keeps its count fresh, in one transaction. */
 export async function createRefreshedSegment(em: EntityManager, temporal: TemporalClient, projectId: string, input: SegmentInput): Promise<SegmentRow> {
-  return em.transactional(async (tx) => {
+  return transaction(em, async (tx) => {
     const row = await createSegment(tx, projectId, input);
     // Started before the commit: if it fails nothing is written. Its first activity takes the segment's
     // lock, held here until the commit, so it sees the segment (or, after a rollback, none and ends).
@@ -219,7 +219,7 @@ export async function segmentContacts(em: EntityManager, segment: SegmentRow, pa
  * count that misses the writer's members.
  */
 export async function refreshCount(em: EntityManager, segmentId: string): Promise<SegmentRow | undefined> {
-  return em.transactional(async (tx) => {
+  return transaction(em, async (tx) => {
     const [segment] = await sql<SegmentRow>(tx, `SELECT * FROM segments WHERE id = ? FOR UPDATE`, [segmentId]);
     if (!segment) return undefined;
     const segments = await loadSegmentRefs(tx, segment.project_id);
@@ -250,7 +250,7 @@ export function membershipEvents(segment: Pick<SegmentRow, 'id' | 'name' | 'proj
  * nothing, so every real change is emitted exactly once however often this runs.
  */
 export async function computeMembership(em: EntityManager, segmentId: string): Promise<{ entered: number; exited: number; events: EventRecord[] } | undefined> {
-  return em.transactional(async (tx) => {
+  return transaction(em, async (tx) => {
     await sql(tx, `SELECT pg_advisory_xact_lock(hashtext(?))`, [segmentLockKey(segmentId)]);
     const [segment] = await sql<SegmentRow>(tx, `SELECT * FROM segments WHERE id = ?`, [segmentId]);
     if (!segment) return undefined;
@@ -303,7 +303,7 @@ export async function computeMembership(em: EntityManager, segmentId: string): P
  * records an entry event for each real entry.
  */
 export async function addStaticMembers(em: EntityManager, segment: SegmentRow, emails: string[], opts: { createMissing: boolean; subscribed?: boolean }) {
-  return em.transactional(async (tx) => {
+  return transaction(em, async (tx) => {
     await sql(tx, `SELECT pg_advisory_xact_lock(hashtext(?))`, [segmentLockKey(segment.id)]);
     const unique = [...new Set(emails)];
     let created: Array<{ id: string; email: string }> = [];
@@ -358,7 +358,7 @@ export async function addStaticMembers(em: EntityManager, segment: SegmentRow, e
 }
 
 export async function removeStaticMembers(em: EntityManager, segment: SegmentRow, emails: string[]) {
-  return em.transactional(async (tx) => {
+  return transaction(em, async (tx) => {
     await sql(tx, `SELECT pg_advisory_xact_lock(hashtext(?))`, [segmentLockKey(segment.id)]);
     const unique = [...new Set(emails)];
     const exited = await sql<{ contact_id: string; email: string }>(

@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { sql } from '../../db/orm';
+import { sql, transaction } from '../../db/orm';
 import { type EmailActivity, recordEmailActivity, type RecordedActivity, type SuppressionRules } from '../emails';
 import type { SnsMessage } from './sns-signature';
 
@@ -56,7 +56,7 @@ export type SesOutcome = 'duplicate' | 'ignored' | 'unknown_email' | { result: '
  * records about the email (delivery, open, click, bounce, complaint).
  */
 export async function recordSesNotification(em: EntityManager, message: SnsMessage, rules: SuppressionRules): Promise<SesOutcome> {
-  return em.transactional(async (tx) => {
+  return transaction(em, async (tx) => {
     const fresh = await sql(tx, `INSERT INTO sns_notifications (message_id) VALUES (?) ON CONFLICT DO NOTHING RETURNING 1`, [message.MessageId]);
     if (fresh.length === 0) return 'duplicate';
     const event = JSON.parse(message.Message) as SesEvent;
