@@ -2,8 +2,9 @@ import type { EntitySchema } from '@mikro-orm/core';
 import { accountEntities } from './accounts';
 import { ContactSchema } from './contacts';
 import { DomainSchema } from './domains';
+import { ContactEventSchema } from './events';
 import { TemplateSchema } from './templates';
 import { WebhookEndpointSchema } from './webhooks-out';
 
 /** Every module's entity schemas, as createOrm registers them with MikroORM. */
-export const entities: EntitySchema[] = [...accountEntities, ContactSchema, DomainSchema, TemplateSchema, WebhookEndpointSchema];
+export const entities: EntitySchema[] = [...accountEntities, ContactSchema, ContactEventSchema, DomainSchema, TemplateSchema, WebhookEndpointSchema];
