@@ -1,5 +1,15 @@
 import type { EntitySchema } from '@mikro-orm/core';
 import { accountEntities } from './accounts';
+import {
+  AutomationOutboxEntrySchema,
+  WorkflowEntrySchema,
+  WorkflowExecutionSchema,
+  WorkflowExecutionStepSchema,
+  WorkflowSchema,
+  WorkflowStepSchema,
+  WorkflowTransitionSchema,
+  WorkflowWaitSchema,
+} from './automations';
 import { CampaignSchema } from './campaigns';
 import { ContactSchema } from './contacts';
 import { DomainSchema } from './domains';
@@ -11,6 +21,7 @@ import { WebhookEndpointSchema } from './webhooks-out';
 /** Every module's entity schemas, as createOrm registers them with MikroORM. */
 export const entities: EntitySchema[] = [
   ...accountEntities,
+  AutomationOutboxEntrySchema,
   CampaignSchema,
   ContactSchema,
   ContactEventSchema,
@@ -19,4 +30,11 @@ export const entities: EntitySchema[] = [
   SegmentMembershipSchema,
   TemplateSchema,
   WebhookEndpointSchema,
+  WorkflowSchema,
+  WorkflowStepSchema,
+  WorkflowTransitionSchema,
+  WorkflowEntrySchema,
+  WorkflowExecutionSchema,
+  WorkflowExecutionStepSchema,
+  WorkflowWaitSchema,
 ];
