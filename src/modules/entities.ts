@@ -16,7 +16,7 @@ import { DomainSchema } from './domains';
 import { ContactEventSchema } from './events';
 import { SegmentMembershipSchema, SegmentSchema } from './segments';
 import { TemplateSchema } from './templates';
-import { WebhookEndpointSchema } from './webhooks-out';
+import { WebhookDeliverySchema, WebhookEndpointSchema } from './webhooks-out';
 
 /** Every module's entity schemas, as createOrm registers them with MikroORM. */
 export const entities: EntitySchema[] = [
@@ -30,6 +30,7 @@ export const entities: EntitySchema[] = [
   SegmentMembershipSchema,
   TemplateSchema,
   WebhookEndpointSchema,
+  WebhookDeliverySchema,
   WorkflowSchema,
   WorkflowStepSchema,
   WorkflowTransitionSchema,
