@@ -11,7 +11,7 @@ import {
   WorkflowWaitSchema,
 } from './automations';
 import { CampaignSchema } from './campaigns';
-import { ContactSchema } from './contacts';
+import { BulkJobSchema, ContactCountDeltaSchema, ContactCountSchema, ContactImportSchema, ContactSchema } from './contacts';
 import { DomainSchema } from './domains';
 import { ContactEventSchema } from './events';
 import { SegmentMembershipSchema, SegmentSchema } from './segments';
@@ -24,6 +24,10 @@ export const entities: EntitySchema[] = [
   AutomationOutboxEntrySchema,
   CampaignSchema,
   ContactSchema,
+  BulkJobSchema,
+  ContactImportSchema,
+  ContactCountSchema,
+  ContactCountDeltaSchema,
   ContactEventSchema,
   DomainSchema,
   SegmentSchema,
