@@ -1,5 +1,8 @@
 /** The contacts module's public surface: the only file other modules import. */
 export { ContactSchema } from './contacts.entity';
+export { BulkJobSchema } from './bulk-jobs.entity';
+export { ContactImportSchema } from './contact-imports.entity';
+export { ContactCountDeltaSchema, ContactCountSchema } from './contact-counts.entity';
 export { contactResponse } from './contacts.schemas';
 export { applyData, dataMapSchema, resolveDataMap } from './data-map';
 export type { ResolvedData } from './data-map';

@@ -1,4 +1,5 @@
 /** The events module's public surface: the only file other modules import. */
+export { ContactEventSchema } from './events.entity';
 export { SEGMENT_MEMBERSHIP, SYSTEM_EVENTS, isReservedEventName } from './event-names';
 export { eventNameSchema } from './events.schemas';
 export { insertEvents, insertEventsTogether, toEventRecord } from './events.store';

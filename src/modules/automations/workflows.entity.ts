@@ -1,0 +1,110 @@
+import { EntitySchema, OptionalProps } from '@mikro-orm/core';
+import { cascadingReference, timestampColumn } from '../../db/entity-columns';
+import type { StepType } from './automations.schemas';
+
+/** An automation workflow of a project: the event that starts it, whether it is on, and whether a contact may re-enter. */
+export class Workflow {
+  [OptionalProps]?: 'description' | 'triggerType' | 'enabled' | 'allowReentry' | 'createdAt' | 'updatedAt';
+  id!: string;
+  projectId!: string;
+  name!: string;
+  description: string | null = null;
+  triggerType = 'EVENT' as const;
+  triggerConfig!: { eventName: string };
+  enabled = false;
+  allowReentry = false;
+  createdAt: Date = new Date();
+  updatedAt: Date = new Date();
+}
+
+/** A step of a workflow's definition: its type, its configuration and where the editor draws it. */
+export class WorkflowStep {
+  [OptionalProps]?: 'config' | 'position' | 'createdAt' | 'updatedAt';
+  id!: string;
+  workflowId!: string;
+  type!: StepType;
+  name!: string;
+  config: Record<string, unknown> = {};
+  position: Record<string, unknown> | null = null;
+  createdAt: Date = new Date();
+  updatedAt: Date = new Date();
+}
+
+/** An edge of a workflow's definition: from one step to the next, on a condition's branch or a wait's outcome. */
+export class WorkflowTransition {
+  [OptionalProps]?: 'branch' | 'outcome' | 'createdAt';
+  id!: string;
+  workflowId!: string;
+  fromStepId!: string;
+  toStepId!: string;
+  branch: 'yes' | 'no' | null = null;
+  outcome: 'event' | 'timeout' | null = null;
+  createdAt: Date = new Date();
+}
+
+export const WorkflowSchema = new EntitySchema<Workflow>({
+  class: Workflow,
+  tableName: 'workflows',
+  indexes: [
+    { name: 'workflows_project_idx', properties: ['projectId', 'createdAt'] },
+    // Which enabled workflows an event starts: looked up for every recorded event.
+    {
+      name: 'workflows_trigger_idx',
+      expression: `CREATE INDEX workflows_trigger_idx ON public.workflows USING btree (project_id, ((trigger_config ->> 'eventName'::text))) WHERE enabled`,
+    },
+  ],
+  properties: {
+    id: { type: 'uuid', primary: true },
+    projectId: cascadingReference('workflows', 'project_id', 'Project'),
+    name: { type: 'text' },
+    description: { type: 'text', nullable: true },
+    triggerType: { enum: true, items: ['EVENT'], type: 'text', default: 'EVENT' },
+    triggerConfig: { type: 'json', columnType: 'jsonb' },
+    enabled: { type: 'boolean', default: false },
+    allowReentry: { type: 'boolean', default: false },
+    createdAt: { ...timestampColumn },
+    updatedAt: { ...timestampColumn, onUpdate: () => new Date() },
+  },
+});
+
+export const WorkflowStepSchema = new EntitySchema<WorkflowStep>({
+  class: WorkflowStep,
+  tableName: 'workflow_steps',
+  indexes: [
+    { name: 'workflow_steps_workflow_idx', properties: ['workflowId', 'createdAt'] },
+    // Which workflow steps send a template: its usage, asked for before it is deleted.
+    {
+      name: 'workflow_steps_template_idx',
+      expression: `CREATE INDEX workflow_steps_template_idx ON public.workflow_steps USING btree (((config ->> 'templateId'::text))) WHERE (type = 'SEND_EMAIL'::text)`,
+    },
+  ],
+  properties: {
+    id: { type: 'uuid', primary: true },
+    workflowId: cascadingReference('workflow_steps', 'workflow_id', 'Workflow'),
+    type: {
+      enum: true,
+      items: ['TRIGGER', 'SEND_EMAIL', 'DELAY', 'WAIT_FOR_EVENT', 'CONDITION', 'WEBHOOK', 'UPDATE_CONTACT', 'EXIT'],
+      type: 'text',
+    },
+    name: { type: 'text' },
+    config: { type: 'json', columnType: 'jsonb', defaultRaw: `'{}'::jsonb` },
+    position: { type: 'json', columnType: 'jsonb', nullable: true },
+    createdAt: { ...timestampColumn },
+    updatedAt: { ...timestampColumn, onUpdate: () => new Date() },
+  },
+});
+
+export const WorkflowTransitionSchema = new EntitySchema<WorkflowTransition>({
+  class: WorkflowTransition,
+  tableName: 'workflow_transitions',
+  indexes: [{ name: 'workflow_transitions_workflow_idx', properties: ['workflowId'] }],
+  properties: {
+    id: { type: 'uuid', primary: true },
+    workflowId: cascadingReference('workflow_transitions', 'workflow_id', 'Workflow'),
+    fromStepId: cascadingReference('workflow_transitions', 'from_step_id', 'WorkflowStep'),
+    toStepId: cascadingReference('workflow_transitions', 'to_step_id', 'WorkflowStep'),
+    branch: { enum: true, items: ['yes', 'no'], type: 'text', nullable: true },
+    outcome: { enum: true, items: ['event', 'timeout'], type: 'text', nullable: true },
+    createdAt: { ...timestampColumn },
+  },
+});

@@ -1,0 +1,119 @@
+import { EntitySchema, OptionalProps } from '@mikro-orm/core';
+import { cascadingReference, optionalTimestampColumn, timestampColumn } from '../../db/entity-columns';
+import type { TrackingOverride } from '../accounts';
+import type { ConditionTree } from '../segments';
+import type { CampaignStatus } from './campaigns.schemas';
+
+/** A campaign: one message sent to an audience (all contacts, a segment or a condition), with its delivery counts. */
+export class Campaign {
+  [OptionalProps]?:
+    | 'description'
+    | 'fromName'
+    | 'replyTo'
+    | 'type'
+    | 'tracking'
+    | 'status'
+    | 'segmentId'
+    | 'audienceCondition'
+    | 'scheduledFor'
+    | 'totalRecipients'
+    | 'sentCount'
+    | 'deliveredCount'
+    | 'openedCount'
+    | 'clickedCount'
+    | 'bouncedCount'
+    | 'complainedCount'
+    | 'failedCount'
+    | 'audienceFixedAt'
+    | 'sentAt'
+    | 'createdAt'
+    | 'updatedAt';
+  id!: string;
+  projectId!: string;
+  name!: string;
+  description: string | null = null;
+  subject!: string;
+  body!: string;
+  fromEmail!: string;
+  fromName: string | null = null;
+  replyTo: string | null = null;
+  type: 'TRANSACTIONAL' | 'MARKETING' | 'HEADLESS' = 'MARKETING';
+  /** Open and click tracking switched on or off for this campaign's mail; null follows the project. */
+  tracking: TrackingOverride | null = null;
+  status: CampaignStatus = 'DRAFT';
+  audienceType!: 'ALL' | 'SEGMENT' | 'FILTERED';
+  segmentId: string | null = null;
+  audienceCondition: ConditionTree | null = null;
+  scheduledFor: Date | null = null;
+  totalRecipients = 0;
+  sentCount = 0;
+  deliveredCount = 0;
+  openedCount = 0;
+  clickedCount = 0;
+  bouncedCount = 0;
+  complainedCount = 0;
+  failedCount = 0;
+  /** When sending started and the audience was fixed (its recipients' emails queued). */
+  audienceFixedAt: Date | null = null;
+  sentAt: Date | null = null;
+  createdAt: Date = new Date();
+  updatedAt: Date = new Date();
+}
+
+const countColumn = { type: 'integer', default: 0 } as const;
+
+export const CampaignSchema = new EntitySchema<Campaign>({
+  class: Campaign,
+  tableName: 'campaigns',
+  indexes: [
+    { name: 'campaigns_project_created_idx', properties: ['projectId', 'createdAt'] },
+    {
+      name: 'campaigns_segment_idx',
+      expression: 'CREATE INDEX campaigns_segment_idx ON public.campaigns USING btree (segment_id) WHERE (segment_id IS NOT NULL)',
+    },
+    {
+      name: 'campaigns_project_scheduled_idx',
+      expression: `CREATE INDEX campaigns_project_scheduled_idx ON public.campaigns USING btree (project_id, scheduled_for) WHERE (status = 'SCHEDULED'::text)`,
+    },
+  ],
+  properties: {
+    id: { type: 'uuid', primary: true },
+    projectId: cascadingReference('campaigns', 'project_id', 'Project'),
+    name: { type: 'text' },
+    description: { type: 'text', nullable: true },
+    subject: { type: 'text' },
+    body: { type: 'text' },
+    fromEmail: { type: 'text' },
+    fromName: { type: 'text', nullable: true },
+    replyTo: { type: 'text', nullable: true },
+    type: { enum: true, items: ['TRANSACTIONAL', 'MARKETING', 'HEADLESS'], type: 'text', default: 'MARKETING' },
+    tracking: { type: 'json', columnType: 'jsonb', nullable: true },
+    status: { enum: true, items: ['DRAFT', 'SCHEDULED', 'SENDING', 'SENT', 'CANCELLED'], type: 'text', default: 'DRAFT' },
+    audienceType: { enum: true, items: ['ALL', 'SEGMENT', 'FILTERED'], type: 'text' },
+    // A segment in use by a campaign cannot be deleted.
+    segmentId: {
+      kind: 'm:1',
+      entity: 'Segment',
+      mapToPk: true,
+      fieldName: 'segment_id',
+      nullable: true,
+      foreignKeyName: 'campaigns_segment_id_fkey',
+      deleteRule: 'restrict',
+      updateRule: 'no action',
+    },
+    audienceCondition: { type: 'json', columnType: 'jsonb', nullable: true },
+    scheduledFor: { ...optionalTimestampColumn },
+    totalRecipients: { ...countColumn },
+    sentCount: { ...countColumn },
+    deliveredCount: { ...countColumn },
+    openedCount: { ...countColumn },
+    clickedCount: { ...countColumn },
+    bouncedCount: { ...countColumn },
+    complainedCount: { ...countColumn },
+    failedCount: { ...countColumn },
+    audienceFixedAt: { ...optionalTimestampColumn },
+    sentAt: { ...optionalTimestampColumn },
+    createdAt: { ...timestampColumn },
+    updatedAt: { ...timestampColumn, onUpdate: () => new Date() },
+  },
+});
