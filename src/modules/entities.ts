@@ -1,4 +1,6 @@
 import type { EntitySchema } from '@mikro-orm/core';
+import { IdempotencyKeySchema } from '../db/idempotency-keys.entity';
+import { RateLimitWindowSchema } from '../db/rate-limit-windows.entity';
 import { accountEntities } from './accounts';
 import { ContactSchema } from './contacts';
 import { DomainSchema } from './domains';
@@ -6,4 +8,12 @@ import { TemplateSchema } from './templates';
 import { WebhookEndpointSchema } from './webhooks-out';
 
 /** Every module's entity schemas, as createOrm registers them with MikroORM. */
-export const entities: EntitySchema[] = [...accountEntities, ContactSchema, DomainSchema, TemplateSchema, WebhookEndpointSchema];
+export const entities: EntitySchema[] = [
+  ...accountEntities,
+  ContactSchema,
+  DomainSchema,
+  IdempotencyKeySchema,
+  RateLimitWindowSchema,
+  TemplateSchema,
+  WebhookEndpointSchema,
+];
