@@ -2,6 +2,7 @@ import type { EntitySchema } from '@mikro-orm/core';
 import { IdempotencyKeySchema } from '../db/idempotency-keys.entity';
 import { RateLimitWindowSchema } from '../db/rate-limit-windows.entity';
 import { accountEntities } from './accounts';
+import { ActivityCountDailySchema, ActivityCountDeltaSchema, ActivityCountSchema } from './activity';
 import { ContactSchema } from './contacts';
 import { DomainSchema } from './domains';
 import { TemplateSchema } from './templates';
@@ -10,6 +11,9 @@ import { WebhookEndpointSchema } from './webhooks-out';
 /** Every module's entity schemas, as createOrm registers them with MikroORM. */
 export const entities: EntitySchema[] = [
   ...accountEntities,
+  ActivityCountSchema,
+  ActivityCountDailySchema,
+  ActivityCountDeltaSchema,
   ContactSchema,
   DomainSchema,
   IdempotencyKeySchema,
