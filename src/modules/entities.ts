@@ -3,6 +3,7 @@ import { IdempotencyKeySchema } from '../db/idempotency-keys.entity';
 import { RateLimitWindowSchema } from '../db/rate-limit-windows.entity';
 import { accountEntities } from './accounts';
 import { ActivityCountDailySchema, ActivityCountDeltaSchema, ActivityCountSchema } from './activity';
+import { ProcessedStripeEventSchema, ProjectBillingSchema } from './billing';
 import { ContactSchema } from './contacts';
 import { DomainSchema } from './domains';
 import { TemplateSchema } from './templates';
@@ -17,6 +18,8 @@ export const entities: EntitySchema[] = [
   ContactSchema,
   DomainSchema,
   IdempotencyKeySchema,
+  ProcessedStripeEventSchema,
+  ProjectBillingSchema,
   RateLimitWindowSchema,
   TemplateSchema,
   WebhookEndpointSchema,
