@@ -6,6 +6,7 @@ import { ActivityCountDailySchema, ActivityCountDeltaSchema, ActivityCountSchema
 import { ProcessedStripeEventSchema, ProjectBillingSchema } from './billing';
 import { ContactSchema } from './contacts';
 import { DomainSchema } from './domains';
+import { ProjectSuspensionSchema } from './security';
 import { TemplateSchema } from './templates';
 import { WebhookEndpointSchema } from './webhooks-out';
 
@@ -20,6 +21,7 @@ export const entities: EntitySchema[] = [
   IdempotencyKeySchema,
   ProcessedStripeEventSchema,
   ProjectBillingSchema,
+  ProjectSuspensionSchema,
   RateLimitWindowSchema,
   TemplateSchema,
   WebhookEndpointSchema,
