@@ -8,6 +8,7 @@ import { ContactSchema } from './contacts';
 import { DomainSchema } from './domains';
 import { ProjectSuspensionSchema } from './security';
 import { TemplateSchema } from './templates';
+import { SnsNotificationSchema } from './webhooks-in';
 import { WebhookEndpointSchema } from './webhooks-out';
 
 /** Every module's entity schemas, as createOrm registers them with MikroORM. */
@@ -23,6 +24,7 @@ export const entities: EntitySchema[] = [
   ProjectBillingSchema,
   ProjectSuspensionSchema,
   RateLimitWindowSchema,
+  SnsNotificationSchema,
   TemplateSchema,
   WebhookEndpointSchema,
 ];
