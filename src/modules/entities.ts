@@ -5,6 +5,7 @@ import { accountEntities } from './accounts';
 import { ActivityCountDailySchema, ActivityCountDeltaSchema, ActivityCountSchema } from './activity';
 import { ProcessedStripeEventSchema, ProjectBillingSchema } from './billing';
 import { ContactSchema } from './contacts';
+import { DevMailboxMessageSchema } from './dev-mailbox';
 import { DomainSchema } from './domains';
 import { ProjectSuspensionSchema } from './security';
 import { TemplateSchema } from './templates';
@@ -18,6 +19,7 @@ export const entities: EntitySchema[] = [
   ActivityCountDailySchema,
   ActivityCountDeltaSchema,
   ContactSchema,
+  DevMailboxMessageSchema,
   DomainSchema,
   IdempotencyKeySchema,
   ProcessedStripeEventSchema,
