@@ -7,6 +7,7 @@ import { ProcessedStripeEventSchema, ProjectBillingSchema } from './billing';
 import { ContactSchema } from './contacts';
 import { DevMailboxMessageSchema } from './dev-mailbox';
 import { DomainSchema } from './domains';
+import { EmailAttachmentSchema, EmailSchema } from './emails';
 import { ProjectSuspensionSchema } from './security';
 import { TemplateSchema } from './templates';
 import { SnsNotificationSchema } from './webhooks-in';
@@ -21,6 +22,8 @@ export const entities: EntitySchema[] = [
   ContactSchema,
   DevMailboxMessageSchema,
   DomainSchema,
+  EmailSchema,
+  EmailAttachmentSchema,
   IdempotencyKeySchema,
   ProcessedStripeEventSchema,
   ProjectBillingSchema,
