@@ -1,6 +1,7 @@
 import type { EntitySchema } from '@mikro-orm/core';
 import { IdempotencyKeySchema } from '../db/idempotency-keys.entity';
 import { RateLimitWindowSchema } from '../db/rate-limit-windows.entity';
+import { InboundReportSchema } from '../inbound/inbound-reports.entity';
 import { accountEntities } from './accounts';
 import { ActivityCountDailySchema, ActivityCountDeltaSchema, ActivityCountSchema } from './activity';
 import { ProcessedStripeEventSchema, ProjectBillingSchema } from './billing';
@@ -25,6 +26,7 @@ export const entities: EntitySchema[] = [
   EmailSchema,
   EmailAttachmentSchema,
   IdempotencyKeySchema,
+  InboundReportSchema,
   ProcessedStripeEventSchema,
   ProjectBillingSchema,
   ProjectSuspensionSchema,
