@@ -1,5 +1,9 @@
 import type { EntitySchema } from '@mikro-orm/core';
+import { IdempotencyKeySchema } from '../db/idempotency-keys.entity';
+import { RateLimitWindowSchema } from '../db/rate-limit-windows.entity';
+import { InboundReportSchema } from '../inbound/inbound-reports.entity';
 import { accountEntities } from './accounts';
+import { ActivityCountDailySchema, ActivityCountDeltaSchema, ActivityCountSchema } from './activity';
 import {
   AutomationOutboxEntrySchema,
   WorkflowEntrySchema,
@@ -10,31 +14,49 @@ import {
   WorkflowTransitionSchema,
   WorkflowWaitSchema,
 } from './automations';
+import { ProcessedStripeEventSchema, ProjectBillingSchema } from './billing';
 import { CampaignSchema } from './campaigns';
 import { BulkJobSchema, ContactCountDeltaSchema, ContactCountSchema, ContactImportSchema, ContactSchema } from './contacts';
+import { DevMailboxMessageSchema } from './dev-mailbox';
 import { DomainSchema } from './domains';
+import { EmailAttachmentSchema, EmailSchema } from './emails';
 import { ContactEventSchema } from './events';
+import { ProjectSuspensionSchema } from './security';
 import { SegmentMembershipSchema, SegmentSchema } from './segments';
 import { TemplateSchema } from './templates';
+import { SnsNotificationSchema } from './webhooks-in';
 import { WebhookDeliverySchema, WebhookEndpointSchema } from './webhooks-out';
 
-/** Every module's entity schemas, as createOrm registers them with MikroORM. */
+/** Every table's entity schema, as createOrm registers them with MikroORM. */
 export const entities: EntitySchema[] = [
   ...accountEntities,
+  ActivityCountSchema,
+  ActivityCountDailySchema,
+  ActivityCountDeltaSchema,
   AutomationOutboxEntrySchema,
+  BulkJobSchema,
   CampaignSchema,
   ContactSchema,
-  BulkJobSchema,
-  ContactImportSchema,
   ContactCountSchema,
   ContactCountDeltaSchema,
   ContactEventSchema,
+  ContactImportSchema,
+  DevMailboxMessageSchema,
   DomainSchema,
+  EmailSchema,
+  EmailAttachmentSchema,
+  IdempotencyKeySchema,
+  InboundReportSchema,
+  ProcessedStripeEventSchema,
+  ProjectBillingSchema,
+  ProjectSuspensionSchema,
+  RateLimitWindowSchema,
   SegmentSchema,
   SegmentMembershipSchema,
+  SnsNotificationSchema,
   TemplateSchema,
-  WebhookEndpointSchema,
   WebhookDeliverySchema,
+  WebhookEndpointSchema,
   WorkflowSchema,
   WorkflowStepSchema,
   WorkflowTransitionSchema,

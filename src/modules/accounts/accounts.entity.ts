@@ -1,5 +1,6 @@
 import { EntitySchema, OptionalProps } from '@mikro-orm/core';
 import { cascadingReference, optionalTimestampColumn, timestampColumn } from '../../db/entity-columns';
+import type { TokenPurpose } from './account-emails';
 
 export type Role = 'OWNER' | 'ADMIN' | 'MEMBER';
 
@@ -33,6 +34,29 @@ export class ProjectMember {
   projectId!: string;
   userId!: string;
   role!: Role;
+  createdAt: Date = new Date();
+}
+
+/** A single-use, expiring token mailed to a user (email verification, password reset), kept only as its hash. */
+export class AuthToken {
+  [OptionalProps]?: 'usedAt' | 'createdAt';
+  tokenHash!: string;
+  userId!: string;
+  purpose!: TokenPurpose;
+  expiresAt!: Date;
+  usedAt: Date | null = null;
+  createdAt: Date = new Date();
+}
+
+/** An invitation to a project for an address that has no verified account yet. */
+export class ProjectInvite {
+  [OptionalProps]?: 'invitedBy' | 'createdAt';
+  id!: string;
+  projectId!: string;
+  email!: string;
+  role!: Role;
+  /** The user who invited; null once their account is gone. */
+  invitedBy: string | null = null;
   createdAt: Date = new Date();
 }
 
@@ -81,5 +105,34 @@ export const ProjectMemberSchema = new EntitySchema<ProjectMember>({
   },
 });
 
+export const AuthTokenSchema = new EntitySchema<AuthToken>({
+  class: AuthToken,
+  tableName: 'auth_tokens',
+  indexes: [{ name: 'auth_tokens_user_idx', properties: ['userId', 'purpose'] }],
+  properties: {
+    tokenHash: { type: 'text', primary: true },
+    userId: cascadingReference('auth_tokens', 'user_id', 'User'),
+    purpose: { enum: true, items: ['verify_email', 'reset_password'], type: 'text' },
+    expiresAt: { type: 'Date', columnType: 'timestamptz' },
+    usedAt: { ...optionalTimestampColumn },
+    createdAt: { ...timestampColumn },
+  },
+});
+
+export const ProjectInviteSchema = new EntitySchema<ProjectInvite>({
+  class: ProjectInvite,
+  tableName: 'project_invites',
+  uniques: [{ name: 'project_invites_project_id_email_key', properties: ['projectId', 'email'] }],
+  indexes: [{ name: 'project_invites_email_idx', properties: ['email'] }],
+  properties: {
+    id: { type: 'uuid', primary: true },
+    projectId: cascadingReference('project_invites', 'project_id', 'Project'),
+    email: { type: 'text' },
+    role: { enum: true, items: ['OWNER', 'ADMIN', 'MEMBER'], type: 'text' },
+    invitedBy: { ...cascadingReference('project_invites', 'invited_by', 'User'), deleteRule: 'set null', nullable: true },
+    createdAt: { ...timestampColumn },
+  },
+});
+
 /** What createOrm registers for this module. */
-export const accountEntities = [UserSchema, ProjectSchema, ProjectMemberSchema];
+export const accountEntities = [UserSchema, ProjectSchema, ProjectMemberSchema, AuthTokenSchema, ProjectInviteSchema];
