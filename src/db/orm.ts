@@ -71,17 +71,11 @@ interface PreparedText {
 }
 const prepared = new Map<string, PreparedText>();
 
-/** `?` placeholders become `$1..$n` (outside quoted literals); the statement is named by its text's hash. */
-function prepare(source: string): PreparedText {
+/** `?` placeholders become `$1..$n` by knex's own binding rule (`\\?` is a literal `?`); the statement is named by its text's hash. */
+function prepare(em: EntityManager, source: string): PreparedText {
   let found = prepared.get(source);
   if (found) return found;
-  let n = 0;
-  let quoted = false;
-  let text = '';
-  for (const ch of source) {
-    if (ch === "'") quoted = !quoted;
-    text += ch === '?' && !quoted ? `$${++n}` : ch;
-  }
+  const text = (em.getConnection().getKnex().client as { positionBindings(sql: string): string }).positionBindings(source);
   found = { text, name: 'q' + crypto.createHash('sha1').update(text).digest('hex').slice(0, 20) };
   prepared.set(source, found);
   return found;
@@ -94,14 +88,14 @@ const pooled = (knex: Knex | Knex.Transaction) => knex.client as PooledClient;
 const transactions = new WeakMap<EntityManager, pg.PoolClient>();
 
 /**
- * Runs SQL with server-side parameters (`?` placeholders, bound by the driver, never inlined) on the
+ * Runs SQL with server-side parameters (knex's `?` placeholders, bound by the driver, never inlined) on the
  * entity manager's connection, inside its transaction when it has one.
  * Statements are prepared once per connection (named by their text), which halves the cost of the hot
  * paths compared with unnamed statements. `EntityManager.execute` is not used because it formats
- * parameters into the SQL text. Use jsonb_exists() rather than the `?` operator.
+ * parameters into the SQL text. A literal `?` (the jsonb operator, a jsonpath filter) is written `\\?`.
  */
 export async function sql<T = Record<string, unknown>>(em: EntityManager, text: string, params: unknown[] = []): Promise<T[]> {
-  const statement = prepare(text);
+  const statement = prepare(em, text);
   const held = transactions.get(em);
   if (held) return (await held.query<T & pg.QueryResultRow>({ name: statement.name, text: statement.text, values: params })).rows;
   const client = pooled(em.getTransactionContext<Knex.Transaction>() ?? em.getConnection().getKnex());

@@ -66,7 +66,7 @@ export async function fieldUsage(em: EntityManager, projectId: string, field: st
   // As a filter's field at any depth of a condition tree: exactly "data.<field>", or a nested path under it.
   // (A filter value that merely reads "data.<field>" is no reference.)
   const inCondition = (column: string) =>
-    `jsonb_path_exists(${column}, '$.**.filters[*].field ? (@ == $f || @ starts with $p)', jsonb_build_object('f', ?::text, 'p', ?::text))`;
+    `jsonb_path_exists(${column}, '$.**.filters[*].field \\? (@ == $f || @ starts with $p)', jsonb_build_object('f', ?::text, 'p', ?::text))`;
   const segments = await sql<{ id: string; name: string }>(
     em,
     `SELECT id, name FROM segments WHERE project_id = ? AND ${inCondition('condition')} ORDER BY name`,

@@ -154,7 +154,7 @@ export async function eventUsage(em: EntityManager, projectId: string, name: str
   const segments = await sql<{ id: string; name: string }>(
     em,
     `SELECT id, name FROM segments
-     WHERE project_id = ? AND jsonb_path_exists(condition, '$.**.filters[*].field ? (@ == $f)', jsonb_build_object('f', ?::text))
+     WHERE project_id = ? AND jsonb_path_exists(condition, '$.**.filters[*].field \\? (@ == $f)', jsonb_build_object('f', ?::text))
      ORDER BY name`,
     [projectId, `event.${name}`],
   );
