@@ -1,7 +1,6 @@
 import type { Context, Next } from 'koa';
 import jwt from 'jsonwebtoken';
-import { sql } from '../db/orm';
-import type { ProjectKeyCache } from '../modules/accounts';
+import { type ProjectKeyCache, sessionUser } from '../modules/accounts';
 import { documented } from './endpoint';
 import { forbidden, unauthorized } from './errors';
 
@@ -78,7 +77,7 @@ export function session(secret: string) {
       } catch {
         throw unauthorized('Session is invalid or expired');
       }
-      const [user] = await sql<{ id: string; email: string }>(ctx.state.em, `SELECT id, email FROM users WHERE id = ?`, [claims.sub]);
+      const user = await sessionUser(ctx.state.em, claims.sub);
       if (!user) throw unauthorized('Session is invalid or expired');
       ctx.state.user = user;
       await next();

@@ -1,12 +1,14 @@
 import crypto from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
-import { sql, transaction } from '../../db/orm';
+import { transaction } from '../../db/orm';
 import { badRequest } from '../../http/errors';
 import type { Mailer } from '../../mail/transport';
 import type { TemporalClient } from '../../../temporal/client';
 import { workflowIds } from '../../../temporal/workflow-ids';
 import { accountEmailWorkflow } from '../../../temporal/workflows/account-email';
+import { AuthToken, Project, User } from './accounts.entity';
+import { useToken } from './accounts.queries';
 import { acceptInvites } from './members.service';
 import { hashPassword } from './passwords';
 
@@ -43,7 +45,7 @@ async function mail(deps: MailDeps, to: string, subject: string, text: string): 
 /** The activity's work: an invitation, or a fresh token (its hash stored) and the mail that carries it. */
 export async function sendAccountEmail(em: EntityManager, deps: MailDeps, input: AccountEmail): Promise<{ sent: boolean }> {
   if ('invite' in input) {
-    const [project] = await sql<{ name: string }>(em, `SELECT name FROM projects WHERE id = ?`, [input.invite.projectId]);
+    const project = await em.findOne(Project, { id: input.invite.projectId });
     if (!project) return { sent: false };
     return mail(
       deps,
@@ -53,15 +55,12 @@ export async function sendAccountEmail(em: EntityManager, deps: MailDeps, input:
         ` (or sign up with it and verify the address) to see it.`,
     );
   }
-  const [user] = await sql<{ email: string; email_verified: boolean }>(em, `SELECT email, email_verified FROM users WHERE id = ?`, [input.userId]);
-  if (!user || (input.purpose === 'verify_email' && user.email_verified)) return { sent: false };
+  const user = await em.findOne(User, { id: input.userId });
+  if (!user || (input.purpose === 'verify_email' && user.emailVerified)) return { sent: false };
   const token = crypto.randomBytes(32).toString('base64url');
-  await sql(em, `INSERT INTO auth_tokens (token_hash, user_id, purpose, expires_at) VALUES (?, ?, ?, now() + make_interval(hours => ?))`, [
-    hashToken(token),
-    input.userId,
-    input.purpose,
-    LIFETIME_HOURS[input.purpose],
-  ]);
+  const expiresAt = new Date(Date.now() + LIFETIME_HOURS[input.purpose] * 3600_000);
+  em.create(AuthToken, { tokenHash: hashToken(token), userId: input.userId, purpose: input.purpose, expiresAt });
+  await em.flush();
   const link = `${deps.publicUrl}/${input.purpose === 'verify_email' ? 'verify-email' : 'reset-password'}?token=${token}`;
   const [subject, text] =
     input.purpose === 'verify_email'
@@ -77,22 +76,18 @@ export async function sendAccountEmail(em: EntityManager, deps: MailDeps, input:
 }
 
 /** Uses a token once: answers its user, or 400 when it is unknown, used, expired or for something else. */
-async function useToken(em: EntityManager, token: string, purpose: TokenPurpose): Promise<string> {
-  const [row] = await sql<{ user_id: string }>(
-    em,
-    `UPDATE auth_tokens SET used_at = now() WHERE token_hash = ? AND purpose = ? AND used_at IS NULL AND expires_at > now() RETURNING user_id`,
-    [hashToken(token), purpose],
-  );
-  if (!row) throw badRequest('This link is invalid, expired or already used', 'INVALID_TOKEN');
-  return row.user_id;
+async function usedToken(tx: EntityManager, token: string, purpose: TokenPurpose): Promise<User> {
+  const userId = await useToken(tx, hashToken(token), purpose);
+  if (!userId) throw badRequest('This link is invalid, expired or already used', 'INVALID_TOKEN');
+  return tx.findOneOrFail(User, { id: userId });
 }
 
 export async function verifyEmail(em: EntityManager, token: string): Promise<string> {
   return transaction(em, async (tx) => {
-    const userId = await useToken(tx, token, 'verify_email');
-    await sql(tx, `UPDATE users SET email_verified = true, updated_at = now() WHERE id = ?`, [userId]);
-    await acceptInvites(tx, userId);
-    return userId;
+    const user = await usedToken(tx, token, 'verify_email');
+    user.emailVerified = true;
+    await acceptInvites(tx, user);
+    return user.id;
   });
 }
 
@@ -100,14 +95,14 @@ export async function verifyEmail(em: EntityManager, token: string): Promise<str
 export async function resetPassword(em: EntityManager, token: string, password: string): Promise<string> {
   const hash = await hashPassword(password);
   return transaction(em, async (tx) => {
-    const userId = await useToken(tx, token, 'reset_password');
-    await sql(tx, `UPDATE users SET password_hash = ?, updated_at = now() WHERE id = ?`, [hash, userId]);
-    await sql(tx, `UPDATE auth_tokens SET used_at = now() WHERE user_id = ? AND purpose = 'reset_password' AND used_at IS NULL`, [userId]);
-    return userId;
+    const user = await usedToken(tx, token, 'reset_password');
+    user.passwordHash = hash;
+    await tx.nativeUpdate(AuthToken, { userId: user.id, purpose: 'reset_password', usedAt: null }, { usedAt: new Date() });
+    return user.id;
   });
 }
 
 export async function userIdByEmail(em: EntityManager, email: string): Promise<string | undefined> {
-  const [row] = await sql<{ id: string }>(em, `SELECT id FROM users WHERE email = ?`, [email]);
-  return row?.id;
+  const user = await em.findOne(User, { email });
+  return user?.id;
 }

@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import { UniqueConstraintViolationException, type EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
-import { sql, transaction } from '../../db/orm';
+import { transaction } from '../../db/orm';
 import { conflict, forbidden, notFound, unauthorized } from '../../http/errors';
 import { Project, ProjectMember, type Role, User } from './accounts.entity';
 import { DUMMY_HASH, hashPassword, needsRehash, verifyPassword } from './passwords';
@@ -64,6 +64,12 @@ export async function getUser(em: EntityManager, id: string): Promise<User> {
   return user;
 }
 
+/** Who a session's token names, while that account exists. */
+export async function sessionUser(em: EntityManager, id: string): Promise<{ id: string; email: string } | undefined> {
+  const user = await em.findOne(User, { id });
+  return user ? { id: user.id, email: user.email } : undefined;
+}
+
 export async function listProjects(em: EntityManager, userId: string) {
   const memberships = await em.find(ProjectMember, { userId }, { orderBy: { createdAt: 'asc' } });
   const projects = await em.find(Project, { id: { $in: memberships.map((m) => m.projectId) } });
@@ -89,9 +95,9 @@ export async function createProject(em: EntityManager, userId: string, name: str
 
 /** The caller's membership of a project; 404 when there is none, so other projects stay invisible. */
 export async function membership(em: EntityManager, userId: string, projectId: string): Promise<Role> {
-  const [row] = await sql<{ role: Role }>(em, `SELECT role FROM project_members WHERE user_id = ? AND project_id = ?`, [userId, projectId]);
-  if (!row) throw notFound('Project');
-  return row.role;
+  const member = await em.findOne(ProjectMember, { userId, projectId });
+  if (!member) throw notFound('Project');
+  return member.role;
 }
 
 export function requireRole(role: Role, allowed: Role[], action: string): void {

@@ -6,5 +6,5 @@ export type { ProjectSettings, TrackingOverride } from './project-settings';
 export { sendAccountEmail } from './account-emails';
 export type { AccountEmail } from './account-emails';
 export { ProjectKeyCache } from './project-keys';
-export { membership, requireRole } from './accounts.service';
+export { membership, requireRole, sessionUser } from './accounts.service';
 export { accountRoutes } from './accounts.routes';

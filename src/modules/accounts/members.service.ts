@@ -1,8 +1,8 @@
-import type { EntityManager } from '@mikro-orm/postgresql';
+import { LockMode, UniqueConstraintViolationException, type EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
-import { sql, transaction } from '../../db/orm';
+import { transaction } from '../../db/orm';
 import { conflict, forbidden, notFound } from '../../http/errors';
-import type { Role } from './accounts.entity';
+import { ProjectInvite, ProjectMember, type Role, User } from './accounts.entity';
 
 export interface MemberDto {
   /** The user's id, or the invitation's while it waits for the address to be verified. */
@@ -14,16 +14,32 @@ export interface MemberDto {
   createdAt: string;
 }
 
+const activeDto = (m: ProjectMember, email: string): MemberDto => ({
+  id: m.userId,
+  userId: m.userId,
+  email,
+  role: m.role,
+  status: 'ACTIVE',
+  createdAt: m.createdAt.toISOString(),
+});
+
+const invitedDto = (i: ProjectInvite): MemberDto => ({
+  id: i.id,
+  userId: null,
+  email: i.email,
+  role: i.role,
+  status: 'INVITED',
+  createdAt: i.createdAt.toISOString(),
+});
+
+/** Members and invitations together, oldest first (then by address). */
 export async function listMembers(em: EntityManager, projectId: string): Promise<MemberDto[]> {
-  const rows = await sql<{ id: string; user_id: string | null; email: string; role: Role; status: 'ACTIVE' | 'INVITED'; created_at: Date }>(
-    em,
-    `SELECT u.id, u.id AS user_id, u.email, m.role, 'ACTIVE' AS status, m.created_at FROM project_members m JOIN users u ON u.id = m.user_id WHERE m.project_id = ?
-     UNION ALL
-     SELECT i.id, NULL, i.email, i.role, 'INVITED', i.created_at FROM project_invites i WHERE i.project_id = ?
-     ORDER BY created_at, email`,
-    [projectId, projectId],
-  );
-  return rows.map((r) => ({ id: r.id, userId: r.user_id, email: r.email, role: r.role, status: r.status, createdAt: new Date(r.created_at).toISOString() }));
+  const members = await em.find(ProjectMember, { projectId });
+  const invites = await em.find(ProjectInvite, { projectId });
+  const users = await em.find(User, { id: { $in: members.map((m) => m.userId) } });
+  const emails = new Map(users.map((u) => [u.id, u.email]));
+  const all = [...members.filter((m) => emails.has(m.userId)).map((m) => activeDto(m, emails.get(m.userId)!)), ...invites.map(invitedDto)];
+  return all.sort((a, b) => a.createdAt.localeCompare(b.createdAt) || (a.email < b.email ? -1 : a.email > b.email ? 1 : 0));
 }
 
 /** Only an OWNER gives or takes the OWNER role; OWNER and ADMIN manage everyone else. */
@@ -41,81 +57,83 @@ function mayManage(actor: Role, targetRole: Role, newRole?: Role): void {
 export async function inviteMember(em: EntityManager, projectId: string, actor: Role, invitedBy: string, email: string, role: Role): Promise<MemberDto> {
   mayManage(actor, role, role);
   return transaction(em, async (tx) => {
-    const [user] = await sql<{ id: string; email_verified: boolean }>(tx, `SELECT id, email_verified FROM users WHERE email = ?`, [email]);
-    if (user) {
-      const [existing] = await sql(tx, `SELECT 1 FROM project_members WHERE project_id = ? AND user_id = ?`, [projectId, user.id]);
-      if (existing) throw conflict('This user is already a member of the project', 'ALREADY_MEMBER');
+    const user = await tx.findOne(User, { email });
+    if (user && (await tx.count(ProjectMember, { projectId, userId: user.id }))) {
+      throw conflict('This user is already a member of the project', 'ALREADY_MEMBER');
     }
-    if (user?.email_verified) {
-      const [m] = await sql<{ created_at: Date }>(tx, `INSERT INTO project_members (project_id, user_id, role) VALUES (?, ?, ?) RETURNING created_at`, [
-        projectId,
-        user.id,
-        role,
-      ]);
-      return { id: user.id, userId: user.id, email, role, status: 'ACTIVE', createdAt: new Date(m.created_at).toISOString() };
+    if (user?.emailVerified) {
+      const member = tx.create(ProjectMember, { projectId, userId: user.id, role });
+      await tx.flush();
+      return activeDto(member, email);
     }
-    const [invite] = await sql<{ id: string; created_at: Date }>(
-      tx,
-      `INSERT INTO project_invites (id, project_id, email, role, invited_by) VALUES (?, ?, ?, ?, ?) ON CONFLICT (project_id, email) DO NOTHING RETURNING id, created_at`,
-      [newId(), projectId, email, role, invitedBy],
-    );
-    if (!invite) throw conflict('This address is already invited to the project', 'ALREADY_INVITED');
-    return { id: invite.id, userId: null, email, role, status: 'INVITED', createdAt: new Date(invite.created_at).toISOString() };
+    const invite = tx.create(ProjectInvite, { id: newId(), projectId, email, role, invitedBy });
+    try {
+      await tx.flush();
+    } catch (err) {
+      if (err instanceof UniqueConstraintViolationException) throw conflict('This address is already invited to the project', 'ALREADY_INVITED');
+      throw err;
+    }
+    return invitedDto(invite);
   });
 }
 
-async function ownersOf(tx: EntityManager, projectId: string): Promise<number> {
-  const [{ n }] = await sql<{ n: number }>(tx, `SELECT count(*)::int AS n FROM project_members WHERE project_id = ? AND role = 'OWNER'`, [projectId]);
-  return n;
-}
+/**
+ * The project's members, each row locked until the transaction ends, so two demotions or removals
+ * cannot both see another OWNER left.
+ */
+const lockMembers = (tx: EntityManager, projectId: string) => tx.find(ProjectMember, { projectId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
+
+const isLastOwner = (members: ProjectMember[], member: ProjectMember) => member.role === 'OWNER' && members.filter((m) => m.role === 'OWNER').length === 1;
 
 /** Changes a member's (or an invitation's) role; a project always keeps an OWNER. */
 export async function changeRole(em: EntityManager, projectId: string, actor: Role, id: string, role: Role): Promise<void> {
   await transaction(em, async (tx) => {
-    // Members are locked first so two demotions cannot both see another OWNER left.
-    await sql(tx, `SELECT 1 FROM project_members WHERE project_id = ? FOR UPDATE`, [projectId]);
-    const [member] = await sql<{ role: Role }>(tx, `SELECT role FROM project_members WHERE project_id = ? AND user_id = ?`, [projectId, id]);
+    const members = await lockMembers(tx, projectId);
+    const member = members.find((m) => m.userId === id);
     if (member) {
       mayManage(actor, member.role, role);
-      if (member.role === 'OWNER' && role !== 'OWNER' && (await ownersOf(tx, projectId)) === 1) {
+      if (role !== 'OWNER' && isLastOwner(members, member)) {
         throw conflict('The last OWNER of a project keeps that role; make someone else OWNER first', 'LAST_OWNER');
       }
-      await sql(tx, `UPDATE project_members SET role = ? WHERE project_id = ? AND user_id = ?`, [role, projectId, id]);
+      member.role = role;
       return;
     }
-    const [invite] = await sql<{ role: Role }>(tx, `SELECT role FROM project_invites WHERE project_id = ? AND id = ?`, [projectId, id]);
+    const invite = await tx.findOne(ProjectInvite, { projectId, id });
     if (!invite) throw notFound('Member');
     mayManage(actor, invite.role, role);
-    await sql(tx, `UPDATE project_invites SET role = ? WHERE id = ?`, [role, id]);
+    invite.role = role;
   });
 }
 
 /** Removes a member or withdraws an invitation; anyone may leave, except the last OWNER. */
 export async function removeMember(em: EntityManager, projectId: string, actor: { userId: string; role: Role }, id: string): Promise<void> {
   await transaction(em, async (tx) => {
-    await sql(tx, `SELECT 1 FROM project_members WHERE project_id = ? FOR UPDATE`, [projectId]);
-    const [member] = await sql<{ role: Role }>(tx, `SELECT role FROM project_members WHERE project_id = ? AND user_id = ?`, [projectId, id]);
+    const members = await lockMembers(tx, projectId);
+    const member = members.find((m) => m.userId === id);
     if (member) {
       if (id !== actor.userId) mayManage(actor.role, member.role);
-      if (member.role === 'OWNER' && (await ownersOf(tx, projectId)) === 1) {
+      if (isLastOwner(members, member)) {
         throw conflict('The last OWNER of a project cannot be removed; make someone else OWNER first', 'LAST_OWNER');
       }
-      await sql(tx, `DELETE FROM project_members WHERE project_id = ? AND user_id = ?`, [projectId, id]);
+      tx.remove(member);
       return;
     }
-    const [invite] = await sql<{ role: Role }>(tx, `SELECT role FROM project_invites WHERE project_id = ? AND id = ?`, [projectId, id]);
+    const invite = await tx.findOne(ProjectInvite, { projectId, id });
     if (!invite) throw notFound('Member');
     mayManage(actor.role, invite.role);
-    await sql(tx, `DELETE FROM project_invites WHERE id = ?`, [id]);
+    tx.remove(invite);
   });
 }
 
-/** Called when an address is verified: its invitations become memberships. */
-export async function acceptInvites(tx: EntityManager, userId: string): Promise<void> {
-  await sql(
-    tx,
-    `WITH i AS (DELETE FROM project_invites WHERE email = (SELECT email FROM users WHERE id = ?) RETURNING project_id, role)
-     INSERT INTO project_members (project_id, user_id, role) SELECT project_id, ?, role FROM i ON CONFLICT DO NOTHING`,
-    [userId, userId],
-  );
+/** Called when an address is verified: its invitations become memberships (a membership already there stays as it is). */
+export async function acceptInvites(tx: EntityManager, user: User): Promise<void> {
+  const invites = await tx.find(ProjectInvite, { email: user.email });
+  if (!invites.length) return;
+  await tx
+    .createQueryBuilder(ProjectMember)
+    .insert(invites.map((i) => ({ projectId: i.projectId, userId: user.id, role: i.role })))
+    .onConflict()
+    .ignore();
+  // By id: an invitation made meanwhile waits for the next verification rather than vanishing.
+  await tx.nativeDelete(ProjectInvite, { id: { $in: invites.map((i) => i.id) } });
 }

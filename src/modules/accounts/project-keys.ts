@@ -1,7 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from 'pino';
 import { PgListener } from '../../db/listener';
-import { sql } from '../../db/orm';
+import { projectByKey } from './accounts.queries';
 
 /** Notified by a trigger on `projects` whenever keys or status change (see the foundation migration). */
 export const PROJECT_CHANGED_CHANNEL = 'postbox_project_changed';
@@ -57,15 +57,9 @@ export class ProjectKeyCache {
   async lookup(em: EntityManager, kind: 'public' | 'secret', key: string): Promise<KeyOwner | undefined> {
     const hit = this.entries.get(key);
     if (hit && this.listener.isListening && Date.now() - hit.at < TTL_MS) return hit;
-    const column = kind === 'public' ? 'public_key' : 'secret_key';
     const generation = this.generation;
-    const [row] = await sql<{ id: string; disabled: boolean; disabled_reason: string | null }>(
-      em,
-      `SELECT id, disabled, disabled_reason FROM projects WHERE ${column} = ?`,
-      [key],
-    );
-    if (!row) return undefined;
-    const owner = { projectId: row.id, disabled: row.disabled, disabledReason: row.disabled_reason };
+    const owner = await projectByKey(em, kind, key);
+    if (!owner) return undefined;
     if (this.listener.isListening && generation === this.generation) {
       if (this.entries.size >= MAX_ENTRIES) this.entries.clear();
       this.entries.set(key, { ...owner, at: Date.now() });

@@ -1,31 +1,8 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { sql, transaction } from '../../db/orm';
+import { transaction } from '../../db/orm';
 import type { TemporalClient } from '../../../temporal/client';
-
-/**
- * Everything a project holds, in an order its foreign keys accept (campaigns before the segments
- * they RESTRICT, everything hanging off contacts by cascade). The project, its keys, its members
- * and invitations, and its rate-limit window stay.
- */
-const PROJECT_DATA = [
-  // Its deliveries go with it (cascade).
-  'webhook_endpoints',
-  'automation_outbox',
-  'workflows',
-  'campaigns',
-  'segments',
-  'templates',
-  'domains',
-  'contacts',
-  'events',
-  'emails',
-  'contact_counts',
-  // After `contacts`, whose deletion writes the deltas.
-  'contact_count_deltas',
-  'bulk_jobs',
-  'contact_imports',
-  'idempotency_keys',
-];
+import { deleteProjectData } from './accounts.queries';
+import { Project } from './accounts.entity';
 
 /** Cancels every running workflow of the project (found by its ProjectId search attribute). */
 export async function cancelProjectWorkflows(temporal: TemporalClient, projectId: string): Promise<number> {
@@ -43,11 +20,9 @@ export async function cancelProjectWorkflows(temporal: TemporalClient, projectId
 /** Wipes the project's data in one transaction, after cancelling its running workflows. */
 export async function resetProject(em: EntityManager, temporal: TemporalClient, projectId: string): Promise<{ cancelledWorkflows: number }> {
   const cancelledWorkflows = await cancelProjectWorkflows(temporal, projectId);
-  await transaction(em, async (tx) => {
-    // Deleting the events writes their negative count deltas in this transaction, so event counts fall
-    // to zero without racing the fold; accepted-email counts are billing usage and stay.
-    for (const table of PROJECT_DATA) await sql(tx, `DELETE FROM ${table} WHERE project_id = ?`, [projectId]);
-  });
+  // Deleting the events writes their negative count deltas in this transaction, so event counts fall
+  // to zero without racing the fold; accepted-email counts are billing usage and stay.
+  await transaction(em, (tx) => deleteProjectData(tx, projectId, { activityCounts: false }));
   return { cancelledWorkflows };
 }
 
@@ -55,8 +30,7 @@ export async function resetProject(em: EntityManager, temporal: TemporalClient, 
 export async function deleteProject(em: EntityManager, temporal: TemporalClient, projectId: string): Promise<void> {
   await cancelProjectWorkflows(temporal, projectId);
   await transaction(em, async (tx) => {
-    for (const table of PROJECT_DATA) await sql(tx, `DELETE FROM ${table} WHERE project_id = ?`, [projectId]);
-    await sql(tx, `DELETE FROM activity_count_deltas WHERE project_id = ?`, [projectId]);
-    await sql(tx, `DELETE FROM projects WHERE id = ?`, [projectId]);
+    await deleteProjectData(tx, projectId, { activityCounts: true });
+    await tx.nativeDelete(Project, { id: projectId });
   });
 }

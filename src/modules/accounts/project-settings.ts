@@ -1,6 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
-import { sql } from '../../db/orm';
+import { Project } from './accounts.entity';
 
 /** What a project may change about how its mail is sent. */
 export const projectSettingsSchema = z
@@ -36,6 +36,6 @@ export function withDefaults(stored: unknown): ProjectSettings {
 }
 
 export async function projectSettings(em: EntityManager, projectId: string): Promise<ProjectSettings> {
-  const [row] = await sql<{ settings: unknown }>(em, `SELECT settings FROM projects WHERE id = ?`, [projectId]);
-  return withDefaults(row?.settings);
+  const project = await em.findOne(Project, { id: projectId });
+  return withDefaults(project?.settings);
 }
