@@ -51,10 +51,7 @@ export async function cancelActiveExecutions(tx: EntityManager, workflowId: stri
   return rows.map((r) => r.id);
 }
 
-/**
- * Atomic, on every wake-up: the wait ends, its step run is completed and the event merged into the
- * context, and the execution is read back, in one statement.
- */
+// Atomic, on every wake-up: the wait ends, its step run completes, the event merges into the context and the execution is read back.
 export async function closeWait(
   em: EntityManager,
   executionId: string,
