@@ -1,26 +1,28 @@
 import crypto from 'node:crypto';
-import type { MikroORM } from '@mikro-orm/postgresql';
+import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import type { Logger } from 'pino';
 import type { Resolver } from '../../dns/resolver';
-import { readAfterCommit, sql, transaction } from '../../db/orm';
+import { readAfterCommit, transaction } from '../../db/orm';
 import type { Links } from '../../mail/links';
 import { render, templateVariables } from '../../mail/render';
 import { AppError } from '../../http/errors';
 import { assertWithinBillingLimits } from '../billing';
 import { resolveDataMap } from '../contacts';
-import { type ContactRow, updateContact, upsertContact } from '../contacts';
-import { sendingContext } from '../emails';
+import { ContactSchema, updateContact, upsertContact } from '../contacts';
+import { EmailSchema, sendingContext } from '../emails';
 import { composeMessage } from '../../mail/compose';
 import { queueEmail } from '../emails';
 import type { ActivityHub } from '../../bus/contact-activity';
 import { evaluateCondition } from '../segments';
 import { loadContactFacts, loadSegmentRefs } from '../segments';
 import { eventNamesOf } from '../segments';
-import type { TemplateRow } from '../templates';
-import { executionCommitKey, type ExecutionRow } from './executions.service';
+import { TemplateSchema } from '../templates';
+import { executionCommitKey } from './executions.service';
 import { callWebhook, WebhookError } from '../../net/guarded-http';
 import { conditionFilter, type Definition } from './automations.service';
+import { beginStepRun, closeWait, endExecution, mergeContext, recordTriggerRun, setResumeAt } from './automations.queries';
 import { type ExecutionStatus, UNIT_SECONDS } from './automations.schemas';
+import { WorkflowExecution, WorkflowExecutionStep, WorkflowWait } from './executions.entity';
 
 export interface RuntimeDeps {
   orm: MikroORM;
@@ -33,6 +35,14 @@ export interface RuntimeDeps {
 
 /** `next` follows the step's single transition; `yes`/`no` a CONDITION's branch; `exit` ends the execution. */
 export type StepOutcome = 'next' | 'yes' | 'no' | 'exit';
+
+/** What a step reads of its contact (the contacts module answers its own row type for an upsert). */
+interface StepContact {
+  id: string;
+  email: string;
+  subscribed: boolean;
+  data: Record<string, unknown>;
+}
 
 export interface LoadedExecution {
   status: ExecutionStatus;
@@ -74,26 +84,18 @@ export class AutomationRuntime {
    * The execution, after recording the end of the wait it leaves (`closed`), in one statement. An
    * execution not there yet may belong to a transaction that has not committed: wait for it once.
    */
-  private async execution(executionId: string, closed?: WaitEnd): Promise<ExecutionRow | undefined> {
-    const read = () =>
+  private async execution(executionId: string, closed?: WaitEnd): Promise<WorkflowExecution | undefined> {
+    const read = async () =>
       closed
-        ? sql<ExecutionRow>(
+        ? closeWait(
             this.em(),
-            `WITH w AS (DELETE FROM workflow_waits WHERE execution_id = ?),
-                  s AS (UPDATE workflow_execution_steps SET status = 'COMPLETED', output = ?::jsonb, completed_at = coalesce(completed_at, now()) WHERE id = ?)
-             UPDATE workflow_executions SET context = context || ?::jsonb, updated_at = now(),
-                    status = CASE WHEN status = 'WAITING' THEN 'RUNNING' ELSE status END
-             WHERE id = ? RETURNING *`,
-            [
-              executionId,
-              JSON.stringify({ outcome: closed.outcome, ...(closed.event ? { eventId: closed.event.id } : {}) }),
-              derivedId(executionId, closed.seq, 'step'),
-              JSON.stringify(closed.event ? { ...closed.event.data, lastEvent: { id: closed.event.id, name: closed.event.name } } : {}),
-              executionId,
-            ],
+            executionId,
+            derivedId(executionId, closed.seq, 'step'),
+            { outcome: closed.outcome, ...(closed.event ? { eventId: closed.event.id } : {}) },
+            closed.event ? { ...closed.event.data, lastEvent: { id: closed.event.id, name: closed.event.name } } : {},
           )
-        : sql<ExecutionRow>(this.em(), `SELECT * FROM workflow_executions WHERE id = ?`, [executionId]);
-    return readAfterCommit(this.deps.orm.em, executionCommitKey(executionId), async () => (await read())[0]);
+        : ((await this.em().findOne(WorkflowExecution, executionId)) ?? undefined);
+    return readAfterCommit(this.deps.orm.em, executionCommitKey(executionId), read);
   }
 
   /** The first activity of a run: the definition, and on a fresh start the TRIGGER step recorded (sequence 1). */
@@ -101,49 +103,25 @@ export class AutomationRuntime {
     const x = await this.execution(executionId);
     if (!x) return undefined;
     const trigger = x.definition.steps.find((s) => s.type === 'TRIGGER');
-    if (recordTrigger && trigger) {
-      await sql(
-        this.em(),
-        `WITH s AS (
-           INSERT INTO workflow_execution_steps (id, execution_id, step_id, type, status, output, completed_at)
-           VALUES (?, ?, ?, 'TRIGGER', 'COMPLETED', ?::jsonb, now()) ON CONFLICT (id) DO NOTHING
-         )
-         UPDATE workflow_executions SET current_step_id = ?, updated_at = now() WHERE id = ?`,
-        [derivedId(x.id, 1, 'step'), x.id, trigger.id, JSON.stringify({ context: x.context }), trigger.id, x.id],
-      );
-    }
+    if (recordTrigger && trigger) await recordTriggerRun(this.em(), x.id, derivedId(x.id, 1, 'step'), trigger.id, { context: x.context });
     return { status: x.status, definition: x.definition };
   }
 
-  private async beginStep(x: ExecutionRow, stepId: string, type: string, seq: number, status: 'RUNNING' | 'WAITING'): Promise<string> {
+  private async beginStep(x: WorkflowExecution, stepId: string, type: string, seq: number, status: 'RUNNING' | 'WAITING'): Promise<string> {
     const id = derivedId(x.id, seq, 'step');
-    await sql(
-      this.em(),
-      `WITH s AS (
-         INSERT INTO workflow_execution_steps (id, execution_id, step_id, type, status) VALUES (?, ?, ?, ?, ?)
-         ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status
-       )
-       UPDATE workflow_executions SET current_step_id = ?, status = CASE WHEN status IN ('RUNNING', 'WAITING') THEN ? ELSE status END, updated_at = now() WHERE id = ?`,
-      [id, x.id, stepId, type, status, stepId, status, x.id],
-    );
+    await beginStepRun(this.em(), { id, executionId: x.id, stepId, type, status });
     return id;
   }
 
-  private async endStep(stepRunId: string, status: 'COMPLETED' | 'SKIPPED' | 'FAILED', output: unknown, error?: string): Promise<void> {
-    await sql(this.em(), `UPDATE workflow_execution_steps SET status = ?, output = ?::jsonb, error = ?, completed_at = now() WHERE id = ?`, [
-      status,
-      output === undefined ? null : JSON.stringify(output),
-      error ?? null,
-      stepRunId,
-    ]);
+  private async endStep(stepRunId: string, status: 'COMPLETED' | 'SKIPPED' | 'FAILED', output: object): Promise<void> {
+    await this.em().nativeUpdate(WorkflowExecutionStep, { id: stepRunId }, { status, output, error: null, completedAt: new Date() });
   }
 
-  private async contact(x: ExecutionRow): Promise<ContactRow | undefined> {
-    const [c] = await sql<ContactRow>(this.em(), `SELECT * FROM contacts WHERE id = ?`, [x.contact_id]);
-    return c;
+  private async contact(em: EntityManager, x: WorkflowExecution): Promise<StepContact | null> {
+    return em.findOne(ContactSchema, { projectId: x.projectId, id: x.contactId });
   }
 
-  private vars(x: ExecutionRow, c: ContactRow) {
+  private vars(x: WorkflowExecution, c: StepContact) {
     return templateVariables({ contact: { id: c.id, email: c.email, data: c.data }, values: x.context, links: this.deps.links.contactLinks(c.id) });
   }
 
@@ -160,7 +138,7 @@ export class AutomationRuntime {
     return outcome;
   }
 
-  private async step(x: ExecutionRow, stepId: string, seq: number): Promise<StepOutcome> {
+  private async step(x: WorkflowExecution, stepId: string, seq: number): Promise<StepOutcome> {
     const step = x.definition.steps.find((s) => s.id === stepId);
     if (!step) throw new Error(`step ${stepId} is not in the execution's definition`);
     const run = await this.beginStep(x, step.id, step.type, seq, 'RUNNING');
@@ -188,7 +166,7 @@ export class AutomationRuntime {
     }
   }
 
-  private async condition(x: ExecutionRow, config: Record<string, unknown>): Promise<boolean> {
+  private async condition(x: WorkflowExecution, config: Record<string, unknown>): Promise<boolean> {
     const { filter, scope } = conditionFilter(config);
     const tree = { logic: 'AND' as const, groups: [{ filters: [filter] }] };
     const now = Date.now();
@@ -205,34 +183,33 @@ export class AutomationRuntime {
       return evaluateCondition(tree, facts, { now, segments: new Map() });
     }
     const em = this.em();
-    const facts = (await loadContactFacts(em, x.project_id, [x.contact_id], eventNamesOf(tree, now))).get(x.contact_id);
+    const facts = (await loadContactFacts(em, x.projectId, [x.contactId], eventNamesOf(tree, now))).get(x.contactId);
     if (!facts) return false;
-    return evaluateCondition(tree, facts, { now, segments: await loadSegmentRefs(em, x.project_id) });
+    return evaluateCondition(tree, facts, { now, segments: await loadSegmentRefs(em, x.projectId) });
   }
 
   /** Queues the template, rendered with the contact's data and the execution's context. MARKETING mail honours subscription. */
-  private async sendEmail(x: ExecutionRow, config: Record<string, unknown>, seq: number) {
+  private async sendEmail(x: WorkflowExecution, config: Record<string, unknown>, seq: number) {
     const em = this.em();
-    const [template] = await sql<TemplateRow>(em, `SELECT * FROM templates WHERE project_id = ? AND id = ?`, [x.project_id, config.templateId]);
+    const template = await em.findOne(TemplateSchema, { projectId: x.projectId, id: config.templateId as string });
     if (!template) throw new Error('the template of this step no longer exists');
     const recipient = config.recipient as { type: 'CONTACT' | 'CUSTOM'; customEmail?: string } | undefined;
-    const { settings, limits } = await sendingContext(em, x.project_id, template.from_email);
+    const { settings, limits } = await sendingContext(em, x.projectId, template.fromEmail);
     const emailId = derivedId(x.id, seq, 'email');
     const out = await transaction(em, async (tx) => {
       // The billing lock first, as /v1/send takes it, before any contact row; a retried step whose
       // email is already queued is not counted twice.
-      const queued = await sql(tx, `SELECT 1 FROM emails WHERE id = ?`, [emailId]);
-      if (!queued.length) {
-        const refusal = await assertWithinBillingLimits(tx, x.project_id, 1, limits).then(
+      if (!(await tx.count(EmailSchema, { projectId: x.projectId, id: emailId }))) {
+        const refusal = await assertWithinBillingLimits(tx, x.projectId, 1, limits).then(
           () => undefined,
           (err) => (err instanceof AppError && err.code === 'BILLING_LIMIT_REACHED' ? err.message : Promise.reject(err)),
         );
         if (refusal) return { sent: false, reason: refusal };
       }
-      let contact = await this.contact(x);
+      let contact = await this.contact(tx, x);
       if (!contact) return { sent: false, reason: 'the contact no longer exists' };
       if (recipient?.type === 'CUSTOM' && recipient.customEmail) {
-        contact = (await upsertContact(tx, x.project_id, { email: recipient.customEmail, defaultSubscribed: false, data: { set: {}, unset: [] } })).contact;
+        contact = (await upsertContact(tx, x.projectId, { email: recipient.customEmail, defaultSubscribed: false, data: { set: {}, unset: [] } })).contact;
       }
       if (template.type === 'MARKETING' && !contact.subscribed) return { sent: false, reason: 'the contact is not subscribed to marketing email' };
       const message = composeMessage({
@@ -249,12 +226,12 @@ export class AutomationRuntime {
       });
       await queueEmail(tx, {
         id: emailId,
-        projectId: x.project_id,
+        projectId: x.projectId,
         contactId: contact.id,
         templateId: template.id,
         type: template.type,
-        from: { email: template.from_email, name: template.from_name },
-        replyTo: template.reply_to ?? template.from_email,
+        from: { email: template.fromEmail, name: template.fromName },
+        replyTo: template.replyTo ?? template.fromEmail,
         to: { email: contact.email, name: null },
         message,
       });
@@ -263,14 +240,14 @@ export class AutomationRuntime {
     return out;
   }
 
-  private async updateContact(x: ExecutionRow, config: Record<string, unknown>) {
+  private async updateContact(x: WorkflowExecution, config: Record<string, unknown>) {
     const action = config.subscriptionAction as 'none' | 'subscribe' | 'unsubscribe' | undefined;
     const updates = config.updates as Record<string, unknown> | undefined;
-    const result = await updateContact(this.em(), x.project_id, x.contact_id, {
+    const result = await updateContact(this.em(), x.projectId, x.contactId, {
       data: updates ? resolveDataMap(updates) : undefined,
       subscribed: action === 'subscribe' ? true : action === 'unsubscribe' ? false : undefined,
     });
-    this.deps.hub.publish({ projectId: x.project_id, contactIds: [x.contact_id], events: result.events });
+    this.deps.hub.publish({ projectId: x.projectId, contactIds: [x.contactId], events: result.events });
     return { updated: result.isUpdate, data: result.contact.data, subscribed: result.contact.subscribed };
   }
 
@@ -283,18 +260,10 @@ export class AutomationRuntime {
     const config = step.config as { amount?: number; unit?: keyof typeof UNIT_SECONDS; timeout?: number };
     const waitSeconds = step.type === 'DELAY' ? Number(config.amount) * UNIT_SECONDS[config.unit!] : config.timeout ? Number(config.timeout) : null;
     // From the step's first start, so a retried activity does not move it.
-    await sql(
-      this.em(),
-      `UPDATE workflow_executions SET resume_at = (SELECT started_at FROM workflow_execution_steps WHERE id = ?) + ?::float8 * interval '1 second' WHERE id = ?`,
-      [run, waitSeconds, x.id],
-    );
+    await setResumeAt(this.em(), x.id, run, waitSeconds);
     if (eventName) {
-      await sql(
-        this.em(),
-        `INSERT INTO workflow_waits (execution_id, project_id, contact_id, event_name) VALUES (?, ?, ?, ?)
-         ON CONFLICT (execution_id) DO UPDATE SET event_name = EXCLUDED.event_name, created_at = now()`,
-        [x.id, x.project_id, x.contact_id, eventName],
-      );
+      // A retried activity registers the same wait again.
+      await this.em().upsert(WorkflowWait, { executionId: x.id, projectId: x.projectId, contactId: x.contactId, eventName, createdAt: new Date() });
     }
   }
 
@@ -304,7 +273,7 @@ export class AutomationRuntime {
     if (!x) return { status: 0 };
     const step = x.definition.steps.find((s) => s.id === stepId)!;
     const run = await this.beginStep(x, stepId, 'WEBHOOK', seq, 'RUNNING');
-    const contact = await this.contact(x);
+    const contact = await this.contact(this.em(), x);
     const vars = contact ? this.vars(x, contact) : { ...x.context };
     const config = step.config as { url: string; method?: string; headers?: Record<string, string>; body?: unknown };
     const renderJson = (v: unknown): unknown =>
@@ -337,16 +306,13 @@ export class AutomationRuntime {
       } catch {
         /* text */
       }
-      await sql(this.em(), `UPDATE workflow_executions SET context = context || ?::jsonb, updated_at = now() WHERE id = ?`, [
-        JSON.stringify({ webhook: { status: res.status, body: parsed } }),
-        x.id,
-      ]);
+      await mergeContext(this.em(), x.id, { webhook: { status: res.status, body: parsed } });
       await this.endStep(run, 'COMPLETED', { status: res.status, attempts: attempt });
       return { status: res.status };
     } catch (err) {
       const retryable = err instanceof WebhookError ? err.retryable : true;
       if (err instanceof WebhookError && err.detail) this.deps.log.warn({ executionId: x.id, detail: err.detail }, `WEBHOOK step refused: ${err.message}`);
-      await sql(this.em(), `UPDATE workflow_execution_steps SET error = ? WHERE id = ?`, [(err as Error).message, run]);
+      await this.em().nativeUpdate(WorkflowExecutionStep, { id: run }, { error: (err as Error).message });
       throw Object.assign(new Error((err as Error).message), { retryable });
     }
   }
@@ -355,18 +321,9 @@ export class AutomationRuntime {
   async finish(executionId: string, status: 'COMPLETED' | 'EXITED' | 'FAILED' | 'CANCELLED', error?: string, closed?: WaitEnd): Promise<void> {
     if (closed) await this.execution(executionId, closed);
     const em = this.em();
-    await sql(
-      em,
-      `WITH w AS (DELETE FROM workflow_waits WHERE execution_id = ?)
-       UPDATE workflow_executions SET status = ?, error = ?, completed_at = coalesce(completed_at, now()), updated_at = now()
-       WHERE id = ? AND status IN ('RUNNING', 'WAITING')`,
-      [executionId, status, error ?? null, executionId],
-    );
+    await endExecution(em, executionId, status, error ?? null);
     if (status === 'FAILED' || status === 'CANCELLED') {
-      await sql(em, `UPDATE workflow_execution_steps SET status = ?, completed_at = now() WHERE execution_id = ? AND status IN ('RUNNING', 'WAITING')`, [
-        status,
-        executionId,
-      ]);
+      await em.nativeUpdate(WorkflowExecutionStep, { executionId, status: { $in: ['RUNNING', 'WAITING'] } }, { status, completedAt: new Date() });
     }
   }
 }

@@ -346,7 +346,7 @@ export function workflowRoutes(router: Router, g: Guards, deps: { temporal: Temp
         const x = await getExecution(ctx.state.em, w.id, input.param('executionId'));
         if (x.status !== 'RUNNING' && x.status !== 'WAITING') throw badRequest(`A ${x.status} execution cannot be cancelled`, 'EXECUTION_FINISHED');
         await cancelExecutions(ctx.state.em, deps.temporal, w.id, x.id);
-        ctx.body = toExecutionDto(await getExecution(ctx.state.em, w.id, x.id));
+        ctx.body = toExecutionDto(await getExecution(ctx.state.em, w.id, x.id, true));
       },
     ),
   );

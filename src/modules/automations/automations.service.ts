@@ -1,42 +1,16 @@
-import type { EntityManager } from '@mikro-orm/postgresql';
+import { type EntityManager, LockMode } from '@mikro-orm/postgresql';
 import type { z } from 'zod';
 import { newId } from '../../db/ids';
-import { sql, transaction } from '../../db/orm';
+import { transaction } from '../../db/orm';
 import { AppError, badRequest, conflict, notFound, validationError } from '../../http/errors';
+import { ContactEventSchema } from '../events';
 import { ConditionError, type Filter, resolveFilter } from '../segments';
+import { TemplateSchema } from '../templates';
 import { refusePrivateTarget } from '../../net/guarded-http';
+import { connectPredecessors, contactDataKeys, executionCounts } from './automations.queries';
 import { type StepType, stepConfigSchemas } from './automations.schemas';
-
-export interface WorkflowRow {
-  id: string;
-  project_id: string;
-  name: string;
-  description: string | null;
-  trigger_type: 'EVENT';
-  trigger_config: { eventName: string };
-  enabled: boolean;
-  allow_reentry: boolean;
-  created_at: Date;
-  updated_at: Date;
-}
-
-export interface StepRow {
-  id: string;
-  workflow_id: string;
-  type: StepType;
-  name: string;
-  config: Record<string, unknown>;
-  position: Record<string, unknown> | null;
-}
-
-export interface TransitionRow {
-  id: string;
-  workflow_id: string;
-  from_step_id: string;
-  to_step_id: string;
-  branch: 'yes' | 'no' | null;
-  outcome: 'event' | 'timeout' | null;
-}
+import { WorkflowExecution } from './executions.entity';
+import { Workflow, WorkflowStep, WorkflowTransition } from './workflows.entity';
 
 /** A workflow's steps and transitions: what an execution snapshots when it starts. */
 export interface Definition {
@@ -46,59 +20,69 @@ export interface Definition {
   transitions: Array<{ fromStepId: string; toStepId: string; branch: 'yes' | 'no' | null; outcome: 'event' | 'timeout' | null }>;
 }
 
-export const toStepDto = (s: StepRow) => ({ id: s.id, type: s.type, name: s.name, config: s.config, position: s.position });
-export const toTransitionDto = (t: TransitionRow) => ({
+export const toStepDto = (s: WorkflowStep) => ({ id: s.id, type: s.type, name: s.name, config: s.config, position: s.position });
+export const toTransitionDto = (t: WorkflowTransition) => ({
   id: t.id,
-  fromStepId: t.from_step_id,
-  toStepId: t.to_step_id,
+  fromStepId: t.fromStepId,
+  toStepId: t.toStepId,
   branch: t.branch,
   outcome: t.outcome,
 });
 
-export function toWorkflowDto(w: WorkflowRow, steps: StepRow[], transitions: TransitionRow[]) {
+export function toWorkflowDto(w: Workflow, steps: WorkflowStep[], transitions: WorkflowTransition[]) {
   return {
     id: w.id,
     name: w.name,
     description: w.description,
-    triggerType: w.trigger_type,
-    triggerConfig: w.trigger_config,
+    triggerType: w.triggerType,
+    triggerConfig: w.triggerConfig,
     enabled: w.enabled,
-    allowReentry: w.allow_reentry,
+    allowReentry: w.allowReentry,
     steps: steps.map(toStepDto),
     transitions: transitions.map(toTransitionDto),
-    projectId: w.project_id,
-    createdAt: new Date(w.created_at).toISOString(),
-    updatedAt: new Date(w.updated_at).toISOString(),
+    projectId: w.projectId,
+    createdAt: w.createdAt.toISOString(),
+    updatedAt: w.updatedAt.toISOString(),
   };
 }
 
-export async function getWorkflow(em: EntityManager, projectId: string, id: string, lock = false): Promise<WorkflowRow> {
-  const [w] = await sql<WorkflowRow>(em, `SELECT * FROM workflows WHERE project_id = ? AND id = ?${lock ? ' FOR UPDATE' : ''}`, [projectId, id]);
+/** The project's workflow; `lock` holds its row until the caller's transaction ends. */
+export async function getWorkflow(em: EntityManager, projectId: string, id: string, lock = false): Promise<Workflow> {
+  const w = await em.findOne(Workflow, { projectId, id }, lock ? { lockMode: LockMode.PESSIMISTIC_WRITE } : {});
   if (!w) throw notFound('Workflow');
   return w;
 }
 
-export async function graphOf(em: EntityManager, workflowId: string): Promise<{ steps: StepRow[]; transitions: TransitionRow[] }> {
-  const steps = await sql<StepRow>(em, `SELECT * FROM workflow_steps WHERE workflow_id = ? ORDER BY created_at, id`, [workflowId]);
-  const transitions = await sql<TransitionRow>(em, `SELECT * FROM workflow_transitions WHERE workflow_id = ? ORDER BY created_at, id`, [workflowId]);
-  return { steps, transitions };
+/** The steps and transitions of the given workflows, each in the order they were made, by workflow id. */
+async function graphsOf(em: EntityManager, workflowIds: string[]) {
+  const order = { orderBy: { createdAt: 'asc', id: 'asc' } } as const;
+  const steps = await em.find(WorkflowStep, { workflowId: { $in: workflowIds } }, order);
+  const transitions = await em.find(WorkflowTransition, { workflowId: { $in: workflowIds } }, order);
+  return (workflowId: string) => ({
+    steps: steps.filter((s) => s.workflowId === workflowId),
+    transitions: transitions.filter((t) => t.workflowId === workflowId),
+  });
 }
 
-export async function workflowDto(em: EntityManager, w: WorkflowRow) {
+export async function graphOf(em: EntityManager, workflowId: string): Promise<{ steps: WorkflowStep[]; transitions: WorkflowTransition[] }> {
+  return (await graphsOf(em, [workflowId]))(workflowId);
+}
+
+export async function workflowDto(em: EntityManager, w: Workflow) {
   const { steps, transitions } = await graphOf(em, w.id);
   return toWorkflowDto(w, steps, transitions);
 }
 
 export async function listWorkflows(em: EntityManager, projectId: string) {
-  const rows = await sql<WorkflowRow & { active: number; total: number }>(
-    em,
-    `SELECT w.*,
-            (SELECT count(*)::int FROM workflow_executions x WHERE x.workflow_id = w.id AND x.status IN ('RUNNING', 'WAITING')) AS active,
-            (SELECT count(*)::int FROM workflow_executions x WHERE x.workflow_id = w.id) AS total
-       FROM workflows w WHERE w.project_id = ? ORDER BY w.created_at, w.id`,
-    [projectId],
-  );
-  return Promise.all(rows.map(async (w) => ({ ...(await workflowDto(em, w)), executions: { active: w.active, total: w.total } })));
+  const workflows = await em.find(Workflow, { projectId }, { orderBy: { createdAt: 'asc', id: 'asc' } });
+  if (!workflows.length) return [];
+  const ids = workflows.map((w) => w.id);
+  const graph = await graphsOf(em, ids);
+  const counts = await executionCounts(em, ids);
+  return workflows.map((w) => {
+    const { steps, transitions } = graph(w.id);
+    return { ...toWorkflowDto(w, steps, transitions), executions: counts.get(w.id) ?? { active: 0, total: 0 } };
+  });
 }
 
 /** Creates the workflow with its entry step (TRIGGER): disabled, without re-entry. */
@@ -106,16 +90,21 @@ export async function createWorkflow(
   em: EntityManager,
   projectId: string,
   input: { name: string; description: string | null; triggerConfig: { eventName: string } },
-) {
-  return transaction(em, async (tx) => {
-    const [w] = await sql<WorkflowRow>(
-      tx,
-      `INSERT INTO workflows (id, project_id, name, description, trigger_config) VALUES (?, ?, ?, ?, ?::jsonb) RETURNING *`,
-      [newId(), projectId, input.name, input.description, JSON.stringify(input.triggerConfig)],
-    );
-    await sql(tx, `INSERT INTO workflow_steps (id, workflow_id, type, name, config) VALUES (?, ?, 'TRIGGER', 'Trigger', '{}'::jsonb)`, [newId(), w.id]);
-    return w;
+): Promise<Workflow> {
+  const now = new Date();
+  const w = em.create(Workflow, {
+    id: newId(),
+    projectId,
+    name: input.name,
+    description: input.description,
+    triggerConfig: input.triggerConfig,
+    createdAt: now,
+    updatedAt: now,
   });
+  const trigger = em.create(WorkflowStep, { id: newId(), workflowId: w.id, type: 'TRIGGER', name: 'Trigger', config: {} });
+  // One flush: both rows or neither.
+  await em.persist([w, trigger]).flush();
+  return w;
 }
 
 /** A CONDITION step's filter in the condition engine's terms, and what it is evaluated against. */
@@ -150,8 +139,7 @@ export async function checkStepConfig(
   const value = parsed.data as Record<string, unknown>;
   if (type === 'WEBHOOK') refusePrivateTarget(value.url as string, 'config.url', policy.allowPrivateWebhooks);
   if (type === 'SEND_EMAIL') {
-    const [t] = await sql(em, `SELECT 1 FROM templates WHERE project_id = ? AND id = ?`, [projectId, value.templateId]);
-    if (!t) {
+    if (!(await em.count(TemplateSchema, { projectId, id: value.templateId as string }))) {
       throw new AppError(422, 'VALIDATION_ERROR', 'Request validation failed', {
         errors: [{ field: 'config.templateId', message: 'No such template in this project', code: 'invalid_string' }],
       });
@@ -170,128 +158,111 @@ export async function checkStepConfig(
   return value;
 }
 
-export async function getStep(em: EntityManager, workflowId: string, stepId: string): Promise<StepRow> {
-  const [s] = await sql<StepRow>(em, `SELECT * FROM workflow_steps WHERE workflow_id = ? AND id = ?`, [workflowId, stepId]);
+export async function getStep(em: EntityManager, workflowId: string, stepId: string): Promise<WorkflowStep> {
+  const s = await em.findOne(WorkflowStep, { workflowId, id: stepId });
   if (!s) throw notFound('Step');
   return s;
 }
 
 export async function addStep(
   em: EntityManager,
-  w: WorkflowRow,
+  w: Workflow,
   input: { type: StepType; name: string; config?: unknown; position?: Record<string, unknown> | null },
   policy: StepPolicy,
-): Promise<StepRow> {
+): Promise<WorkflowStep> {
   if (input.type === 'TRIGGER') throw badRequest('A workflow has exactly one TRIGGER step, created with it', 'TRIGGER_EXISTS');
-  const config = await checkStepConfig(em, w.project_id, input.type, input.config, policy);
-  const [s] = await sql<StepRow>(
-    em,
-    `INSERT INTO workflow_steps (id, workflow_id, type, name, config, position) VALUES (?, ?, ?, ?, ?::jsonb, ?::jsonb) RETURNING *`,
-    [newId(), w.id, input.type, input.name, JSON.stringify(config), input.position ? JSON.stringify(input.position) : null],
-  );
-  await touch(em, w.id);
-  return s;
+  const config = await checkStepConfig(em, w.projectId, input.type, input.config, policy);
+  const step = em.create(WorkflowStep, { id: newId(), workflowId: w.id, type: input.type, name: input.name, config, position: input.position || null });
+  await em.persist(step).flush();
+  await touch(em, w);
+  return step;
 }
 
 export async function updateStep(
   em: EntityManager,
-  w: WorkflowRow,
+  w: Workflow,
   stepId: string,
   patch: { name?: string; config?: unknown; position?: Record<string, unknown> | null },
   policy: StepPolicy,
-): Promise<StepRow> {
+): Promise<WorkflowStep> {
   const step = await getStep(em, w.id, stepId);
-  const config = patch.config !== undefined ? await checkStepConfig(em, w.project_id, step.type, patch.config, policy) : step.config;
-  const [s] = await sql<StepRow>(
-    em,
-    `UPDATE workflow_steps SET name = ?, config = ?::jsonb, position = ?::jsonb, updated_at = now() WHERE id = ? RETURNING *`,
-    [patch.name ?? step.name, JSON.stringify(config), patch.position !== undefined ? JSON.stringify(patch.position) : JSON.stringify(step.position), stepId],
-  );
-  await touch(em, w.id);
-  return s;
+  if (patch.config !== undefined) step.config = await checkStepConfig(em, w.projectId, step.type, patch.config, policy);
+  if (patch.name !== undefined) step.name = patch.name;
+  if (patch.position !== undefined) step.position = patch.position;
+  // As the workflow's: even a patch that changes nothing counts as an update.
+  step.updatedAt = new Date();
+  await em.flush();
+  await touch(em, w);
+  return step;
 }
 
 /**
  * Deletes a step with its transitions. With `splice`, the step's predecessors are connected to its
  * (single) successor, keeping their branch or outcome, so the chain stays whole.
  */
-export async function deleteStep(em: EntityManager, w: WorkflowRow, stepId: string, splice: boolean): Promise<void> {
+export async function deleteStep(em: EntityManager, w: Workflow, stepId: string, splice: boolean): Promise<void> {
   await transaction(em, async (tx) => {
     const step = await getStep(tx, w.id, stepId);
     if (step.type === 'TRIGGER') throw badRequest('The TRIGGER step cannot be deleted', 'TRIGGER_REQUIRED');
     if (splice) {
-      const outgoing = await sql<TransitionRow>(tx, `SELECT * FROM workflow_transitions WHERE from_step_id = ?`, [stepId]);
+      const outgoing = await tx.find(WorkflowTransition, { workflowId: w.id, fromStepId: stepId });
       if (outgoing.length > 1) throw badRequest('A step with several outgoing transitions cannot be spliced out', 'CANNOT_SPLICE');
-      if (outgoing.length === 1) {
-        await sql(
-          tx,
-          `INSERT INTO workflow_transitions (id, workflow_id, from_step_id, to_step_id, branch, outcome)
-           SELECT gen_random_uuid(), workflow_id, from_step_id, ?, branch, outcome FROM workflow_transitions
-           WHERE to_step_id = ? AND from_step_id <> ?`,
-          [outgoing[0].to_step_id, stepId, outgoing[0].to_step_id],
-        );
-      }
+      if (outgoing.length === 1) await connectPredecessors(tx, w.id, stepId, outgoing[0].toStepId);
     }
-    await sql(tx, `DELETE FROM workflow_steps WHERE id = ?`, [stepId]);
-    await touch(tx, w.id);
+    // Its transitions go with it (ON DELETE CASCADE); em.remove would first null the ones it has loaded.
+    await tx.nativeDelete(WorkflowStep, { workflowId: w.id, id: step.id });
+    await touch(tx, w);
   });
 }
 
 export async function addTransition(
   em: EntityManager,
-  w: WorkflowRow,
+  w: Workflow,
   input: { fromStepId: string; toStepId: string; branch?: 'yes' | 'no'; outcome?: 'event' | 'timeout' },
-): Promise<TransitionRow> {
+): Promise<WorkflowTransition> {
   const from = await getStep(em, w.id, input.fromStepId).catch(() => {
     throw badRequest('fromStepId is not a step of this workflow', 'UNKNOWN_STEP');
   });
-  await getStep(em, w.id, input.toStepId).catch(() => {
+  const to = await getStep(em, w.id, input.toStepId).catch(() => {
     throw badRequest('toStepId is not a step of this workflow', 'UNKNOWN_STEP');
   });
   if (input.toStepId === input.fromStepId) throw badRequest('A step cannot lead to itself', 'INVALID_TRANSITION');
-  const toTrigger = await sql(em, `SELECT 1 FROM workflow_steps WHERE id = ? AND type = 'TRIGGER'`, [input.toStepId]);
-  if (toTrigger.length) throw badRequest('No transition can lead to the TRIGGER step', 'INVALID_TRANSITION');
+  if (to.type === 'TRIGGER') throw badRequest('No transition can lead to the TRIGGER step', 'INVALID_TRANSITION');
   if (from.type === 'CONDITION' && !input.branch) throw badRequest('A transition out of a CONDITION step needs branch yes or no', 'BRANCH_REQUIRED');
   if (from.type !== 'CONDITION' && input.branch) throw badRequest('Only transitions out of a CONDITION step take a branch', 'INVALID_TRANSITION');
   if (from.type === 'WAIT_FOR_EVENT' && !input.outcome)
     throw badRequest('A transition out of a WAIT_FOR_EVENT step needs outcome event or timeout', 'OUTCOME_REQUIRED');
   if (from.type !== 'WAIT_FOR_EVENT' && input.outcome) throw badRequest('Only transitions out of a WAIT_FOR_EVENT step take an outcome', 'INVALID_TRANSITION');
   if (from.type === 'EXIT') throw badRequest('An EXIT step ends the execution; nothing follows it', 'INVALID_TRANSITION');
-  const [taken] = await sql(
-    em,
-    `SELECT 1 FROM workflow_transitions WHERE from_step_id = ? AND branch IS NOT DISTINCT FROM ? AND outcome IS NOT DISTINCT FROM ?`,
-    [input.fromStepId, input.branch ?? null, input.outcome ?? null],
-  );
-  if (taken) throw conflict('That step already has a transition for this branch or outcome', 'TRANSITION_EXISTS');
-  const [t] = await sql<TransitionRow>(
-    em,
-    `INSERT INTO workflow_transitions (id, workflow_id, from_step_id, to_step_id, branch, outcome) VALUES (?, ?, ?, ?, ?, ?) RETURNING *`,
-    [newId(), w.id, input.fromStepId, input.toStepId, input.branch ?? null, input.outcome ?? null],
-  );
-  await touch(em, w.id);
+  const edge = { workflowId: w.id, fromStepId: input.fromStepId, branch: input.branch ?? null, outcome: input.outcome ?? null };
+  if (await em.count(WorkflowTransition, edge)) throw conflict('That step already has a transition for this branch or outcome', 'TRANSITION_EXISTS');
+  const t = em.create(WorkflowTransition, { id: newId(), ...edge, toStepId: input.toStepId });
+  await em.persist(t).flush();
+  await touch(em, w);
   return t;
 }
 
-export async function deleteTransition(em: EntityManager, w: WorkflowRow, transitionId: string): Promise<void> {
-  const rows = await sql(em, `DELETE FROM workflow_transitions WHERE workflow_id = ? AND id = ? RETURNING id`, [w.id, transitionId]);
-  if (rows.length === 0) throw notFound('Transition');
-  await touch(em, w.id);
+export async function deleteTransition(em: EntityManager, w: Workflow, transitionId: string): Promise<void> {
+  const deleted = await em.nativeDelete(WorkflowTransition, { workflowId: w.id, id: transitionId });
+  if (deleted === 0) throw notFound('Transition');
+  await touch(em, w);
 }
 
-async function touch(em: EntityManager, workflowId: string): Promise<void> {
-  await sql(em, `UPDATE workflows SET updated_at = now() WHERE id = ?`, [workflowId]);
+/** A change to a workflow's graph is a change to the workflow. */
+async function touch(em: EntityManager, w: Workflow): Promise<void> {
+  await em.nativeUpdate(Workflow, { projectId: w.projectId, id: w.id }, { updatedAt: new Date() });
 }
 
 /** Why a graph cannot run, or nothing: checked when a workflow is enabled. */
-export function graphProblems(steps: StepRow[], transitions: TransitionRow[]): string[] {
+export function graphProblems(steps: WorkflowStep[], transitions: WorkflowTransition[]): string[] {
   const problems: string[] = [];
   const triggers = steps.filter((s) => s.type === 'TRIGGER');
   if (triggers.length !== 1) problems.push('the workflow needs exactly one TRIGGER step');
   const ids = new Set(steps.map((s) => s.id));
   for (const t of transitions) {
-    if (!ids.has(t.from_step_id) || !ids.has(t.to_step_id)) problems.push(`transition ${t.id} leads to or from a step that does not exist`);
+    if (!ids.has(t.fromStepId) || !ids.has(t.toStepId)) problems.push(`transition ${t.id} leads to or from a step that does not exist`);
   }
-  const out = (id: string) => transitions.filter((t) => t.from_step_id === id);
+  const out = (id: string) => transitions.filter((t) => t.fromStepId === id);
   if (triggers[0] && out(triggers[0].id).length === 0) problems.push('the TRIGGER step leads nowhere');
   for (const s of steps) {
     if (s.type === 'CONDITION') {
@@ -312,7 +283,7 @@ export async function updateWorkflow(
   projectId: string,
   id: string,
   patch: { name?: string; description?: string | null; triggerConfig?: { eventName: string }; enabled?: boolean; allowReentry?: boolean },
-): Promise<WorkflowRow> {
+): Promise<Workflow> {
   return transaction(em, async (tx) => {
     const w = await getWorkflow(tx, projectId, id, true);
     if (patch.enabled === true) {
@@ -320,58 +291,51 @@ export async function updateWorkflow(
       const problems = graphProblems(steps, transitions);
       if (problems.length) throw badRequest(`This workflow cannot run: ${problems.join('; ')}`, 'WORKFLOW_INVALID', { details: { problems } });
     }
-    const [row] = await sql<WorkflowRow>(
-      tx,
-      `UPDATE workflows SET name = ?, description = ?, trigger_config = ?::jsonb, enabled = ?, allow_reentry = ?, updated_at = now()
-       WHERE id = ? RETURNING *`,
-      [
-        patch.name ?? w.name,
-        patch.description !== undefined ? patch.description : w.description,
-        JSON.stringify(patch.triggerConfig ?? w.trigger_config),
-        patch.enabled ?? w.enabled,
-        patch.allowReentry ?? w.allow_reentry,
-        id,
-      ],
-    );
-    return row;
+    if (patch.name !== undefined) w.name = patch.name;
+    if (patch.description !== undefined) w.description = patch.description;
+    if (patch.triggerConfig !== undefined) w.triggerConfig = patch.triggerConfig;
+    if (patch.enabled !== undefined) w.enabled = patch.enabled;
+    if (patch.allowReentry !== undefined) w.allowReentry = patch.allowReentry;
+    // Even a patch that changes nothing counts as an update.
+    w.updatedAt = new Date();
+    await tx.flush();
+    return w;
   });
 }
 
 export async function activeExecutions(em: EntityManager, workflowId: string): Promise<number> {
-  const [{ n }] = await sql<{ n: number }>(
-    em,
-    `SELECT count(*)::int AS n FROM workflow_executions WHERE workflow_id = ? AND status IN ('RUNNING', 'WAITING')`,
-    [workflowId],
-  );
-  return n;
+  return em.count(WorkflowExecution, { workflowId, status: { $in: ['RUNNING', 'WAITING'] } });
 }
 
 export async function deleteWorkflow(em: EntityManager, projectId: string, id: string): Promise<void> {
-  await getWorkflow(em, projectId, id);
+  const w = await getWorkflow(em, projectId, id);
   const active = await activeExecutions(em, id);
   if (active > 0) {
     throw conflict(`The workflow has ${active} active execution(s); cancel them or let them finish first`, 'WORKFLOW_ACTIVE', { details: { active } });
   }
-  await sql(em, `DELETE FROM workflows WHERE id = ?`, [id]);
+  // Its steps, transitions and executions go with it (ON DELETE CASCADE).
+  await em.nativeDelete(Workflow, { projectId, id: w.id });
 }
 
-export function definitionOf(w: WorkflowRow, steps: StepRow[], transitions: TransitionRow[]): Definition {
+export function definitionOf(w: Workflow, steps: WorkflowStep[], transitions: WorkflowTransition[]): Definition {
   return {
     workflowId: w.id,
     name: w.name,
     steps: steps.map((s) => ({ id: s.id, type: s.type, name: s.name, config: s.config })),
-    transitions: transitions.map((t) => ({ fromStepId: t.from_step_id, toStepId: t.to_step_id, branch: t.branch, outcome: t.outcome })),
+    transitions: transitions.map((t) => ({ fromStepId: t.fromStepId, toStepId: t.toStepId, branch: t.branch, outcome: t.outcome })),
   };
 }
 
 /** What CONDITION steps can look at: contact fields, the project's data keys and event names, context values. */
 export async function conditionFields(em: EntityManager, projectId: string) {
-  const dataKeys = await sql<{ key: string }>(
-    em,
-    `SELECT DISTINCT k AS key FROM (SELECT jsonb_object_keys(data) AS k FROM contacts WHERE project_id = ? LIMIT 100000) s ORDER BY k LIMIT 500`,
-    [projectId],
-  );
-  const events = await sql<{ name: string }>(em, `SELECT DISTINCT name FROM events WHERE project_id = ? ORDER BY name LIMIT 500`, [projectId]);
+  const dataKeys = await contactDataKeys(em, projectId);
+  const events = await em
+    .createQueryBuilder(ContactEventSchema)
+    .select('name', true)
+    .where({ projectId })
+    .orderBy({ name: 'asc' })
+    .limit(500)
+    .execute<Array<{ name: string }>>('all');
   const valueOperators = [
     'equals',
     'notEquals',
@@ -391,7 +355,7 @@ export async function conditionFields(em: EntityManager, projectId: string) {
       { field: 'contact.email', type: 'string', operators: ['equals', 'notEquals', 'contains', 'notContains'] },
       { field: 'contact.subscribed', type: 'boolean', operators: ['equals', 'notEquals'] },
     ],
-    data: dataKeys.map((k) => ({ field: `data.${k.key}`, operators: valueOperators })),
+    data: dataKeys.map((key) => ({ field: `data.${key}`, operators: valueOperators })),
     events: events.map((e) => ({
       field: `event.${e.name}`,
       operators: ['triggered', 'notTriggered', 'triggeredWithin', 'triggeredOlderThan', 'notTriggeredWithin'],

@@ -4,39 +4,27 @@ import type { TemporalClient } from '../../../temporal/client';
 import { searchAttributes, workflowIds } from '../../../temporal/workflow-ids';
 import { automationWorkflow } from '../../../temporal/workflows/automation';
 import { newId } from '../../db/ids';
-import { holdUntilCommit, sql, transaction } from '../../db/orm';
+import { holdUntilCommit, transaction } from '../../db/orm';
 import { badRequest, notFound } from '../../http/errors';
+import { ContactSchema } from '../contacts';
+import { admitEntry, cancelActiveExecutions } from './automations.queries';
 import type { ExecutionStatus } from './automations.schemas';
-import { type Definition, definitionOf, graphOf, graphProblems, type WorkflowRow } from './automations.service';
+import { definitionOf, graphOf, graphProblems } from './automations.service';
+import { WorkflowExecution, WorkflowExecutionStep, WorkflowWait } from './executions.entity';
+import { Workflow } from './workflows.entity';
 
-export interface ExecutionRow {
-  id: string;
-  workflow_id: string;
-  project_id: string;
-  contact_id: string;
-  status: ExecutionStatus;
-  context: Record<string, unknown>;
-  definition: Definition;
-  current_step_id: string | null;
-  trigger_event_id: string | null;
-  error: string | null;
-  created_at: Date;
-  updated_at: Date;
-  completed_at: Date | null;
-}
-
-export const toExecutionDto = (x: ExecutionRow) => ({
+export const toExecutionDto = (x: WorkflowExecution) => ({
   id: x.id,
-  workflowId: x.workflow_id,
-  contactId: x.contact_id,
+  workflowId: x.workflowId,
+  contactId: x.contactId,
   status: x.status,
   context: x.context,
-  currentStepId: x.current_step_id,
-  triggerEventId: x.trigger_event_id,
+  currentStepId: x.currentStepId,
+  triggerEventId: x.triggerEventId,
   error: x.error,
-  createdAt: new Date(x.created_at).toISOString(),
-  updatedAt: new Date(x.updated_at).toISOString(),
-  completedAt: x.completed_at ? new Date(x.completed_at).toISOString() : null,
+  createdAt: x.createdAt.toISOString(),
+  updatedAt: x.updatedAt.toISOString(),
+  completedAt: x.completedAt ? x.completedAt.toISOString() : null,
 });
 
 /** One event never starts a workflow twice: its execution id is derived from both. */
@@ -62,91 +50,85 @@ export const executionCommitKey = (executionId: string) => `execution:${executio
  * Starts an execution: snapshots the definition, records the execution and starts
  * `automation:<executionId>` before committing (its first activity waits for the commit). A workflow without re-entry admits each contact once
  * (workflow_entries). Answers undefined when the contact may not enter.
+ * The workflow is taken by id and read in the transaction (from the identity map when the caller has loaded it).
  */
-export async function startExecution(em: EntityManager, temporal: TemporalClient, w: WorkflowRow, opts: StartOptions): Promise<ExecutionRow | undefined> {
-  const id = opts.triggerEventId ? executionIdFor(w.id, opts.triggerEventId) : newId();
+export async function startExecution(
+  em: EntityManager,
+  temporal: TemporalClient,
+  workflow: Pick<Workflow, 'id'>,
+  opts: StartOptions,
+): Promise<WorkflowExecution | undefined> {
   return transaction(em, async (tx) => {
-    const [existing] = await sql<ExecutionRow>(tx, `SELECT * FROM workflow_executions WHERE id = ?`, [id]);
+    const w = await tx.findOneOrFail(Workflow, workflow.id);
+    const id = opts.triggerEventId ? executionIdFor(w.id, opts.triggerEventId) : newId();
+    const existing = await tx.findOne(WorkflowExecution, { projectId: w.projectId, id });
     if (existing) return existing;
-    if (opts.triggerEventId && !w.allow_reentry) {
-      const admitted = await sql(tx, `INSERT INTO workflow_entries (workflow_id, contact_id) VALUES (?, ?) ON CONFLICT DO NOTHING RETURNING 1`, [
-        w.id,
-        opts.contactId,
-      ]);
-      if (admitted.length === 0) return undefined;
-    }
+    if (opts.triggerEventId && !w.allowReentry && !(await admitEntry(tx, w.id, opts.contactId))) return undefined;
     const { steps, transitions } = await graphOf(tx, w.id);
     await holdUntilCommit(tx, executionCommitKey(id));
-    const [row] = await sql<ExecutionRow>(
-      tx,
-      `INSERT INTO workflow_executions (id, workflow_id, project_id, contact_id, status, context, definition, trigger_event_id)
-       VALUES (?, ?, ?, ?, 'RUNNING', ?::jsonb, ?::jsonb, ?) RETURNING *`,
-      [id, w.id, w.project_id, opts.contactId, JSON.stringify(opts.context), JSON.stringify(definitionOf(w, steps, transitions)), opts.triggerEventId ?? null],
-    );
+    const now = new Date();
+    const x = tx.create(WorkflowExecution, {
+      id,
+      workflowId: w.id,
+      projectId: w.projectId,
+      contactId: opts.contactId,
+      status: 'RUNNING',
+      context: opts.context,
+      definition: definitionOf(w, steps, transitions),
+      triggerEventId: opts.triggerEventId ?? null,
+      createdAt: now,
+      updatedAt: now,
+    });
+    // Recorded before the workflow starts: a refused row starts nothing.
+    await tx.persist(x).flush();
     await temporal.client.workflow.start(automationWorkflow, {
       workflowId: workflowIds.automation(id),
       taskQueue: temporal.taskQueue,
       args: [{ executionId: id }],
       workflowIdConflictPolicy: 'USE_EXISTING',
       typedSearchAttributes: [
-        { key: searchAttributes.ProjectId, value: w.project_id },
+        { key: searchAttributes.ProjectId, value: w.projectId },
         { key: searchAttributes.ExecutionId, value: id },
         { key: searchAttributes.ContactId, value: opts.contactId },
       ],
     });
-    return row;
+    return x;
   });
 }
 
-export async function getExecution(em: EntityManager, workflowId: string, id: string): Promise<ExecutionRow> {
-  const [x] = await sql<ExecutionRow>(em, `SELECT * FROM workflow_executions WHERE workflow_id = ? AND id = ?`, [workflowId, id]);
+/** `refresh`: read again, over what this entity manager has loaded before. */
+export async function getExecution(em: EntityManager, workflowId: string, id: string, refresh = false): Promise<WorkflowExecution> {
+  const x = await em.findOne(WorkflowExecution, { workflowId, id }, { refresh });
   if (!x) throw notFound('Execution');
   return x;
 }
 
 export async function executionSteps(em: EntityManager, executionId: string) {
-  const rows = await sql<{
-    id: string;
-    step_id: string;
-    type: string;
-    status: string;
-    output: unknown;
-    error: string | null;
-    started_at: Date;
-    completed_at: Date | null;
-  }>(em, `SELECT * FROM workflow_execution_steps WHERE execution_id = ? ORDER BY started_at, id`, [executionId]);
+  const rows = await em.find(WorkflowExecutionStep, { executionId }, { orderBy: { startedAt: 'asc', id: 'asc' } });
   return rows.map((r) => ({
     id: r.id,
-    stepId: r.step_id,
+    stepId: r.stepId,
     type: r.type,
-    status: r.status,
+    // Published as a plain string (executionDetailResponse).
+    status: r.status as string,
     output: r.output,
     error: r.error,
-    startedAt: new Date(r.started_at).toISOString(),
-    completedAt: r.completed_at ? new Date(r.completed_at).toISOString() : null,
+    startedAt: r.startedAt.toISOString(),
+    completedAt: r.completedAt ? r.completedAt.toISOString() : null,
   }));
 }
 
 export async function listExecutions(em: EntityManager, workflowId: string, status?: ExecutionStatus, limit = 100, offset = 0) {
-  const rows = await sql<ExecutionRow>(
-    em,
-    `SELECT * FROM workflow_executions WHERE workflow_id = ? ${status ? 'AND status = ?' : ''} ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`,
-    [workflowId, ...(status ? [status] : []), limit, offset],
-  );
+  const rows = await em.find(WorkflowExecution, { workflowId, ...(status ? { status } : {}) }, { orderBy: { createdAt: 'desc', id: 'desc' }, limit, offset });
   return rows.map(toExecutionDto);
 }
 
 /** Cancels running or waiting executions: the record at once, the Temporal workflow by request. */
 export async function cancelExecutions(em: EntityManager, temporal: TemporalClient, workflowId: string, executionId?: string): Promise<string[]> {
   const ids = await transaction(em, async (tx) => {
-    const rows = await sql<{ id: string }>(
-      tx,
-      `UPDATE workflow_executions SET status = 'CANCELLED', completed_at = now(), updated_at = now()
-       WHERE workflow_id = ? ${executionId ? 'AND id = ?' : ''} AND status IN ('RUNNING', 'WAITING') RETURNING id`,
-      [workflowId, ...(executionId ? [executionId] : [])],
-    );
-    await sql(tx, `DELETE FROM workflow_waits WHERE execution_id = ANY(?::uuid[])`, [rows.map((r) => r.id)]);
-    return rows.map((r) => r.id);
+    const cancelled = await cancelActiveExecutions(tx, workflowId, executionId);
+    if (cancelled.length) await tx.nativeDelete(WorkflowWait, { executionId: { $in: cancelled } });
+    return cancelled;
   });
   await Promise.all(
     ids.map((id) =>
@@ -166,12 +148,11 @@ export async function cancelExecutions(em: EntityManager, temporal: TemporalClie
 export async function startExecutionByHand(
   em: EntityManager,
   temporal: TemporalClient,
-  w: WorkflowRow,
+  w: Workflow,
   contactId: string,
   context: Record<string, unknown>,
-): Promise<ExecutionRow> {
-  const [contact] = await sql(em, `SELECT 1 FROM contacts WHERE project_id = ? AND id = ?`, [w.project_id, contactId]);
-  if (!contact) throw notFound('Contact');
+): Promise<WorkflowExecution> {
+  if (!(await em.count(ContactSchema, { projectId: w.projectId, id: contactId }))) throw notFound('Contact');
   const { steps, transitions } = await graphOf(em, w.id);
   const problems = graphProblems(steps, transitions);
   if (problems.length) throw badRequest(`This workflow cannot run: ${problems.join('; ')}`, 'WORKFLOW_INVALID', { details: { problems } });
