@@ -1,5 +1,5 @@
 /** The contacts module's public surface: the only file other modules import. */
-export { ContactSchema } from './contacts.entity';
+export { Contact, ContactSchema } from './contacts.entity';
 export { BulkJobSchema } from './bulk-jobs.entity';
 export { ContactImportSchema } from './contact-imports.entity';
 export { ContactCountDeltaSchema, ContactCountSchema } from './contact-counts.entity';
