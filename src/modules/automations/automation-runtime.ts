@@ -8,7 +8,7 @@ import { render, templateVariables } from '../../mail/render';
 import { AppError } from '../../http/errors';
 import { assertWithinBillingLimits } from '../billing';
 import { resolveDataMap } from '../contacts';
-import { type ContactRow, updateContact, upsertContact } from '../contacts';
+import { type Contact, updateContact, upsertContact } from '../contacts';
 import { sendingContext } from '../emails';
 import { composeMessage } from '../../mail/compose';
 import { queueEmail } from '../emails';
@@ -30,6 +30,9 @@ export interface RuntimeDeps {
   allowPrivateWebhooks: boolean;
   log: Logger;
 }
+
+/** What a step reads of the contact (a row of `SELECT *`, or the contact an upsert answers). */
+type ContactFields = Pick<Contact, 'id' | 'email' | 'subscribed' | 'data'>;
 
 /** `next` follows the step's single transition; `yes`/`no` a CONDITION's branch; `exit` ends the execution. */
 export type StepOutcome = 'next' | 'yes' | 'no' | 'exit';
@@ -138,12 +141,12 @@ export class AutomationRuntime {
     ]);
   }
 
-  private async contact(x: ExecutionRow): Promise<ContactRow | undefined> {
-    const [c] = await sql<ContactRow>(this.em(), `SELECT * FROM contacts WHERE id = ?`, [x.contact_id]);
+  private async contact(x: ExecutionRow): Promise<ContactFields | undefined> {
+    const [c] = await sql<ContactFields>(this.em(), `SELECT * FROM contacts WHERE id = ?`, [x.contact_id]);
     return c;
   }
 
-  private vars(x: ExecutionRow, c: ContactRow) {
+  private vars(x: ExecutionRow, c: ContactFields) {
     return templateVariables({ contact: { id: c.id, email: c.email, data: c.data }, values: x.context, links: this.deps.links.contactLinks(c.id) });
   }
 
