@@ -8,7 +8,7 @@ import { classifySmtpReply } from '../inbound/bounce-report';
 import type { DeliveryOutcome } from '../mail/transport';
 import type { Metrics } from '../metrics';
 import { recordEmailActivity } from '../modules/emails';
-import { type EventRow, toEventRecord } from '../modules/events';
+import { EVENT_RECORD_COLUMNS, type ReturnedEvent, toEventRecord } from '../modules/events';
 import type { DrainReport, QueuedEmail } from './queued-email';
 
 type SmtpVerdict = ReturnType<typeof classifySmtpReply>;
@@ -196,7 +196,7 @@ async function recordRejectedForGood(
  * `email.sent` event is written, only for the rows that really changed (so recording twice records once).
  */
 async function recordSent(em: EntityManager, sent: Array<Outcome & { outcome: Extract<DeliveryOutcome, { kind: 'sent' }> }>): Promise<EventRecord[]> {
-  const rows = await sql<EventRow>(
+  const rows = await sql<ReturnedEvent>(
     em,
     // An open or click can be recorded before this (the recipient was quick): keep the higher status.
     // A campaign cancelled while this was in flight still sent it: what left is recorded as sent.
@@ -215,7 +215,7 @@ async function recordSent(em: EntityManager, sent: Array<Outcome & { outcome: Ex
      )
      INSERT INTO events (id, project_id, contact_id, name, data, created_at)
      SELECT v.event_id, u.project_id, u.contact_id, 'email.sent', v.data, now() FROM updated u JOIN v ON v.id = u.id
-     RETURNING id, name, contact_id, data, created_at`,
+     RETURNING ${EVENT_RECORD_COLUMNS}`,
     [
       sent.map((s) => s.email.id),
       sent.map((s) => s.email.attempts),

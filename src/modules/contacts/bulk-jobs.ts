@@ -1,49 +1,36 @@
+import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
-import { holdUntilCommit, readAfterCommit, sql, transaction } from '../../db/orm';
+import { holdUntilCommit, readAfterCommit, transaction } from '../../db/orm';
 import { notFound } from '../../http/errors';
 import type { TemporalClient } from '../../../temporal/client';
 import { workflowIds } from '../../../temporal/workflow-ids';
 import type { EventRecord } from '../events';
+import { BulkJob } from './bulk-jobs.entity';
 import { deleteContactsOf, setSubscriptionOf } from './contacts.service';
 import { bulkJobWorkflow } from '../../../temporal/workflows/bulk-job';
 import { startJobWorkflow } from './job-workflow';
 
 export type BulkKind = 'subscribe' | 'unsubscribe' | 'delete';
 
-interface BulkJobRow {
-  id: string;
-  project_id: string;
-  kind: BulkKind;
-  status: 'QUEUED' | 'RUNNING' | 'COMPLETED';
-  contact_ids: string[];
-  processed: number;
-  changed: number;
-  unchanged: number;
-  not_found: string[];
-  created_at: Date;
-  updated_at: Date;
-  completed_at: Date | null;
-}
-
 /** Contacts handled per activity (and per transaction). */
 const CHUNK = 100;
 
 const commitKey = (jobId: string) => `bulk-job:${jobId}`;
 
-export function toBulkJobDto(j: BulkJobRow) {
+export function toBulkJobDto(j: BulkJob) {
   return {
     jobId: j.id,
     type: j.kind,
     status: j.status,
-    total: j.contact_ids.length,
+    total: j.contactIds.length,
     processed: j.processed,
     changed: j.changed,
     unchanged: j.unchanged,
-    notFound: j.not_found,
-    createdAt: new Date(j.created_at).toISOString(),
-    updatedAt: new Date(j.updated_at).toISOString(),
-    completedAt: j.completed_at ? new Date(j.completed_at).toISOString() : null,
+    notFound: j.notFound,
+    createdAt: j.createdAt.toISOString(),
+    updatedAt: j.updatedAt.toISOString(),
+    completedAt: j.completedAt ? j.completedAt.toISOString() : null,
   };
 }
 
@@ -51,25 +38,21 @@ export function toBulkJobDto(j: BulkJobRow) {
  * Records the job and starts its `bulk-job:<jobId>` workflow in one transaction: the workflow is
  * started before the commit (a failed start writes nothing) and waits for it (holdUntilCommit).
  */
-export async function createBulkJob(em: EntityManager, temporal: TemporalClient, projectId: string, kind: BulkKind, contactIds: string[]): Promise<BulkJobRow> {
+export async function createBulkJob(em: EntityManager, temporal: TemporalClient, projectId: string, kind: BulkKind, contactIds: string[]): Promise<BulkJob> {
   const ids = [...new Set(contactIds.map((id) => id.toLowerCase()))];
   return transaction(em, async (tx) => {
-    const [row] = await sql<BulkJobRow>(tx, `INSERT INTO bulk_jobs (id, project_id, kind, contact_ids) VALUES (?, ?, ?, ?::uuid[]) RETURNING *`, [
-      newId(),
-      projectId,
-      kind,
-      ids,
-    ]);
-    await holdUntilCommit(tx, commitKey(row.id));
-    await startJobWorkflow(temporal, bulkJobWorkflow, workflowIds.bulkJob(row.id), { id: row.id, projectId });
-    return row;
+    const job = tx.create(BulkJob, { id: newId(), projectId, kind, contactIds: ids });
+    await tx.persist(job).flush();
+    await holdUntilCommit(tx, commitKey(job.id));
+    await startJobWorkflow(temporal, bulkJobWorkflow, workflowIds.bulkJob(job.id), { id: job.id, projectId });
+    return job;
   });
 }
 
-export async function getBulkJob(em: EntityManager, projectId: string, id: string): Promise<BulkJobRow> {
-  const [row] = await sql<BulkJobRow>(em, `SELECT * FROM bulk_jobs WHERE project_id = ? AND id = ?`, [projectId, id]);
-  if (!row) throw notFound('Bulk job');
-  return row;
+export async function getBulkJob(em: EntityManager, projectId: string, id: string): Promise<BulkJob> {
+  const job = await em.findOne(BulkJob, { projectId, id });
+  if (!job) throw notFound('Bulk job');
+  return job;
 }
 
 /**
@@ -82,25 +65,24 @@ export async function runBulkJobChunk(
 ): Promise<{ done: boolean; projectId?: string; contactIds: string[]; events: EventRecord[] }> {
   const step = () =>
     transaction(em.fork(), async (tx) => {
-      const [job] = await sql<BulkJobRow>(tx, `SELECT * FROM bulk_jobs WHERE id = ? FOR UPDATE`, [jobId]);
+      const job = await tx.findOne(BulkJob, { id: jobId }, { lockMode: LockMode.PESSIMISTIC_WRITE, refresh: true });
       if (!job) return undefined;
-      const chunk = job.contact_ids.slice(job.processed, job.processed + CHUNK);
+      const chunk = job.contactIds.slice(job.processed, job.processed + CHUNK);
       let changed: string[];
       let unchanged: string[] = [];
       let missing: string[];
       let events: EventRecord[] = [];
-      if (job.kind === 'delete') ({ deleted: changed, missing } = await deleteContactsOf(tx, job.project_id, chunk));
-      else ({ changed, unchanged, missing, events } = await setSubscriptionOf(tx, job.project_id, chunk, job.kind === 'subscribe', { source: 'bulk', jobId }));
-      const processed = job.processed + chunk.length;
-      const done = processed >= job.contact_ids.length;
-      await sql(
-        tx,
-        `UPDATE bulk_jobs SET processed = ?, changed = changed + ?, unchanged = unchanged + ?, not_found = not_found || ?::uuid[],
-           status = ?, updated_at = now(), completed_at = CASE WHEN ? THEN now() END
-         WHERE id = ?`,
-        [processed, changed.length, unchanged.length, missing, done ? 'COMPLETED' : 'RUNNING', done, jobId],
-      );
-      return { done, projectId: job.project_id, contactIds: changed, events };
+      if (job.kind === 'delete') ({ deleted: changed, missing } = await deleteContactsOf(tx, job.projectId, chunk));
+      else ({ changed, unchanged, missing, events } = await setSubscriptionOf(tx, job.projectId, chunk, job.kind === 'subscribe', { source: 'bulk', jobId }));
+      // Written at the commit; the job stays locked until then.
+      job.processed += chunk.length;
+      job.changed += changed.length;
+      job.unchanged += unchanged.length;
+      job.notFound = [...job.notFound, ...missing];
+      const done = job.processed >= job.contactIds.length;
+      job.status = done ? 'COMPLETED' : 'RUNNING';
+      job.completedAt = done ? new Date() : null;
+      return { done, projectId: job.projectId, contactIds: changed, events };
     });
   // Not there after the creating transaction ended means it rolled back.
   return (await readAfterCommit(em, commitKey(jobId), step)) ?? { done: true, contactIds: [], events: [] };

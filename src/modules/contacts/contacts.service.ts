@@ -1,21 +1,12 @@
+import { type FilterQuery, LockMode, raw } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
-import { sql, transaction } from '../../db/orm';
+import { transaction } from '../../db/orm';
 import { conflict, notFound, simpleBadRequest } from '../../http/errors';
-import { SYSTEM_EVENTS } from '../events';
-import { type EventRecord, insertEvents, type NewEvent } from '../events';
+import { type EventRecord, insertEvents, type NewEvent, SYSTEM_EVENTS } from '../events';
+import { Contact } from './contacts.entity';
+import { type ContactState, contactTotal, deleteContactsIn, insertContactIfNew, lockContactByEmail, saveContactChange } from './contacts.queries';
 import { applyData, type ResolvedData } from './data-map';
-
-export interface ContactRow {
-  id: string;
-  project_id: string;
-  email: string;
-  subscribed: boolean;
-  snoozed_until: Date | null;
-  data: Record<string, unknown>;
-  created_at: Date;
-  updated_at: Date;
-}
 
 export interface ContactDto {
   id: string;
@@ -27,16 +18,14 @@ export interface ContactDto {
   updatedAt: string;
 }
 
-const COLUMNS = 'id, project_id, email, subscribed, snoozed_until, data, created_at, updated_at';
-
-export const toContactDto = (r: ContactRow): ContactDto => ({
-  id: r.id,
-  email: r.email,
-  subscribed: r.subscribed,
-  snoozedUntil: r.snoozed_until ? new Date(r.snoozed_until).toISOString() : null,
-  data: r.data ?? {},
-  createdAt: new Date(r.created_at).toISOString(),
-  updatedAt: new Date(r.updated_at).toISOString(),
+export const toContactDto = (c: Contact): ContactDto => ({
+  id: c.id,
+  email: c.email,
+  subscribed: c.subscribed,
+  snoozedUntil: c.snoozedUntil ? c.snoozedUntil.toISOString() : null,
+  data: c.data ?? {},
+  createdAt: c.createdAt.toISOString(),
+  updatedAt: c.updatedAt.toISOString(),
 });
 
 export interface UpsertInput {
@@ -49,7 +38,7 @@ export interface UpsertInput {
 }
 
 export interface UpsertResult {
-  contact: ContactRow;
+  contact: Contact;
   isNew: boolean;
   /** Data or subscription actually changed on an existing contact. */
   isUpdate: boolean;
@@ -74,19 +63,17 @@ const sameJson = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringif
  * Must run inside a transaction.
  */
 export async function upsertContact(em: EntityManager, projectId: string, input: UpsertInput): Promise<UpsertResult> {
-  const initial = applyData({}, input.data);
-  const [created] = await sql<ContactRow>(
-    em,
-    `INSERT INTO contacts (id, project_id, email, subscribed, data, created_at, updated_at)
-     VALUES (?, ?, ?, ?, ?::jsonb, now(), now())
-     ON CONFLICT (project_id, email) DO NOTHING
-     RETURNING ${COLUMNS}`,
-    [newId(), projectId, input.email, input.subscribed ?? input.defaultSubscribed, JSON.stringify(initial)],
-  );
+  const created = await insertContactIfNew(em, {
+    id: newId(),
+    projectId,
+    email: input.email,
+    subscribed: input.subscribed ?? input.defaultSubscribed,
+    data: applyData({}, input.data),
+  });
   if (created) return { contact: created, isNew: true, isUpdate: false, events: [] };
 
-  const [current] = await sql<ContactRow>(em, `SELECT ${COLUMNS} FROM contacts WHERE project_id = ? AND email = ? FOR UPDATE`, [projectId, input.email]);
-  return updateLocked(em, current, { subscribed: input.subscribed, data: input.data });
+  const current = await lockContactByEmail(em, projectId, input.email);
+  return updateLocked(em, current, { subscribed: input.subscribed, data: input.data }, (next) => saveContactChange(em, current.id, next));
 }
 
 interface Change {
@@ -99,11 +86,11 @@ interface Change {
   eventData?: Record<string, unknown>;
 }
 
-/** Applies a change to a row locked FOR UPDATE by the caller's transaction. */
-async function updateLocked(em: EntityManager, current: ContactRow, change: Change): Promise<UpsertResult> {
+/** What a change makes of the contact; undefined when it changes nothing. */
+function nextState(current: Contact, change: Change): ContactState | undefined {
   const data = change.data ? applyData(current.data ?? {}, change.data) : current.data;
   let subscribed = current.subscribed;
-  let snoozedUntil = current.snoozed_until;
+  let snoozedUntil = current.snoozedUntil;
   if (change.snoozedUntil) {
     subscribed = false;
     snoozedUntil = change.snoozedUntil;
@@ -114,79 +101,44 @@ async function updateLocked(em: EntityManager, current: ContactRow, change: Chan
   }
   const email = change.email ?? current.email;
   const changed =
-    email !== current.email || subscribed !== current.subscribed || String(snoozedUntil) !== String(current.snoozed_until) || !sameJson(data, current.data);
-  if (!changed) return { contact: current, isNew: false, isUpdate: false, events: [] };
-
-  const [updated] = await sql<ContactRow>(
-    em,
-    `UPDATE contacts SET email = ?, subscribed = ?, snoozed_until = ?, data = ?::jsonb, updated_at = now()
-     WHERE id = ? RETURNING ${COLUMNS}`,
-    [email, subscribed, snoozedUntil, JSON.stringify(data), current.id],
-  );
-  const events =
-    subscribed !== current.subscribed ? await insertEvents(em, [subscriptionEvent(current.project_id, current.id, subscribed, change.eventData ?? {})]) : [];
-  return { contact: updated, isNew: false, isUpdate: true, events };
+    email !== current.email ||
+    subscribed !== current.subscribed ||
+    snoozedUntil?.getTime() !== current.snoozedUntil?.getTime() ||
+    !sameJson(data, current.data);
+  return changed ? { email, subscribed, snoozedUntil, data } : undefined;
 }
 
-export interface ContactEventInput {
-  projectId: string;
-  email: string;
-  data: Pick<ResolvedData, 'set' | 'unset'>;
-  event: { name: string; data: Record<string, unknown> };
-}
+/** Writes a contact's new state through the unit of work. */
+const flushed = (em: EntityManager, contact: Contact) => async (next: ContactState) => {
+  Object.assign(contact, next);
+  await em.flush();
+  return contact;
+};
 
 /**
- * Upserts each item's contact (subscribed when new, data merged) and records its event, all in one
- * statement. Each (project, email) may appear once: ON CONFLICT cannot change a row twice. Rows are
- * locked in (project, email) order, so concurrent calls cannot deadlock on each other. Answers in
- * the order of `items`. Subscription cannot change here, so no lock beyond the rows' own is needed.
+ * Applies a change to a contact locked FOR UPDATE by the caller's transaction; `write` stores the new
+ * state and answers the contact as stored.
  */
-export async function upsertContactsAndInsertEvents(em: EntityManager, items: ContactEventInput[]): Promise<Array<{ contactId: string; event: EventRecord }>> {
-  const input = items.map((i) => ({
-    project_id: i.projectId,
-    email: i.email,
-    set_data: i.data.set,
-    unset_keys: i.data.unset,
-    new_contact_id: newId(),
-    event_id: newId(),
-    name: i.event.name,
-    event_data: i.event.data,
-  }));
-  const rows = await sql<{ contact_id: string; id: string; name: string; data: Record<string, unknown>; created_at: Date }>(
-    em,
-    `WITH input AS (
-       SELECT * FROM jsonb_to_recordset(?::jsonb) AS x(project_id uuid, email text, set_data jsonb, unset_keys text[],
-         new_contact_id uuid, event_id uuid, name text, event_data jsonb)
-       ORDER BY project_id, email
-     ), c AS (
-       INSERT INTO contacts AS t (id, project_id, email, subscribed, data, created_at, updated_at)
-       SELECT new_contact_id, project_id, email, true, set_data, now(), now() FROM input
-       ON CONFLICT (project_id, email) DO UPDATE
-         SET data = (t.data || EXCLUDED.data) - (SELECT unset_keys FROM input i WHERE i.project_id = t.project_id AND i.email = t.email),
-             updated_at = CASE WHEN (t.data || EXCLUDED.data) - (SELECT unset_keys FROM input i WHERE i.project_id = t.project_id AND i.email = t.email) = t.data
-               THEN t.updated_at ELSE now() END
-       RETURNING t.id, t.project_id, t.email
-     )
-     INSERT INTO events (id, project_id, contact_id, name, data, created_at)
-     SELECT i.event_id, i.project_id, c.id, i.name, i.event_data, now() FROM input i JOIN c ON c.project_id = i.project_id AND c.email = i.email
-     RETURNING contact_id, id, name, data, created_at`,
-    [JSON.stringify(input)],
-  );
-  const byEvent = new Map(rows.map((r) => [r.id, r]));
-  return input.map((i) => {
-    const row = byEvent.get(i.event_id)!;
-    return {
-      contactId: row.contact_id,
-      event: { id: row.id, name: row.name, contactId: row.contact_id, data: row.data, createdAt: new Date(row.created_at).toISOString() },
-    };
-  });
+async function updateLocked(em: EntityManager, current: Contact, change: Change, write: (next: ContactState) => Promise<Contact>): Promise<UpsertResult> {
+  const next = nextState(current, change);
+  if (!next) return { contact: current, isNew: false, isUpdate: false, events: [] };
+  const wasSubscribed = current.subscribed;
+  const contact = await write(next);
+  const events =
+    next.subscribed !== wasSubscribed
+      ? await insertEvents(em, [subscriptionEvent(contact.projectId, contact.id, next.subscribed, change.eventData ?? {})])
+      : [];
+  return { contact, isNew: false, isUpdate: true, events };
 }
 
-export async function getContact(em: EntityManager, projectId: string, id: string): Promise<ContactRow> {
-  const [row] = await sql<ContactRow>(em, `SELECT ${COLUMNS} FROM contacts WHERE project_id = ? AND id = ?`, [projectId, id]);
-  if (!row) throw notFound('Contact');
-  return row;
+export async function getContact(em: EntityManager, projectId: string, id: string): Promise<Contact> {
+  const contact = await em.findOne(Contact, { projectId, id });
+  if (!contact) throw notFound('Contact');
+  return contact;
 }
+
+/** A contact read to be changed: locked FOR UPDATE in the caller's transaction, and read afresh. */
+const forUpdate = { lockMode: LockMode.PESSIMISTIC_WRITE, refresh: true } as const;
 
 export interface ContactPatch {
   email?: string;
@@ -207,23 +159,23 @@ export async function updateContact(
   projectId: string,
   id: string,
   patch: ContactPatch,
-  beforeCommit?: (contact: ContactRow) => Promise<void>,
+  beforeCommit?: (contact: Contact) => Promise<void>,
 ): Promise<UpsertResult> {
   return transaction(em, async (tx) => {
-    const [current] = await sql<ContactRow>(tx, `SELECT ${COLUMNS} FROM contacts WHERE project_id = ? AND id = ? FOR UPDATE`, [projectId, id]);
+    const current = await tx.findOne(Contact, { projectId, id }, forUpdate);
     if (!current) throw notFound('Contact');
-    if (patch.email && patch.email !== current.email) {
-      const [taken] = await sql(tx, `SELECT 1 FROM contacts WHERE project_id = ? AND email = ?`, [projectId, patch.email]);
-      if (taken) throw conflict(`A contact with email ${patch.email} already exists`, 'CONTACT_EXISTS');
+    if (patch.email && patch.email !== current.email && (await tx.count(Contact, { projectId, email: patch.email })) > 0) {
+      throw conflict(`A contact with email ${patch.email} already exists`, 'CONTACT_EXISTS');
     }
-    const snoozeEnded = patch.endSnooze && current.snoozed_until !== null;
-    const result = await updateLocked(tx, current, {
+    const snoozeEnded = patch.endSnooze && current.snoozedUntil !== null;
+    const change: Change = {
       email: patch.email,
       data: patch.data,
       subscribed: snoozeEnded ? true : patch.subscribed,
       snoozedUntil: patch.snoozedUntil,
       eventData: patch.snoozedUntil ? { reason: 'snooze', snoozedUntil: patch.snoozedUntil.toISOString() } : snoozeEnded ? { reason: 'snooze_cancelled' } : {},
-    });
+    };
+    const result = await updateLocked(tx, current, change, flushed(tx, current));
     await beforeCommit?.(result.contact);
     return result;
   });
@@ -235,13 +187,10 @@ export async function updateContact(
  */
 export async function endSnooze(em: EntityManager, contactId: string, snoozedUntil: Date): Promise<{ projectId: string; events: EventRecord[] } | undefined> {
   return transaction(em, async (tx) => {
-    const [current] = await sql<ContactRow>(tx, `SELECT ${COLUMNS} FROM contacts WHERE id = ? AND snoozed_until = ? AND snoozed_until <= now() FOR UPDATE`, [
-      contactId,
-      snoozedUntil,
-    ]);
+    const current = await tx.findOne(Contact, { id: contactId, snoozedUntil: { $eq: snoozedUntil, $lte: raw('now()') } }, forUpdate);
     if (!current) return undefined;
-    const result = await updateLocked(tx, current, { subscribed: true, eventData: { reason: 'snooze_expired' } });
-    return { projectId: current.project_id, events: result.events };
+    const result = await updateLocked(tx, current, { subscribed: true, eventData: { reason: 'snooze_expired' } }, flushed(tx, current));
+    return { projectId: current.projectId, events: result.events };
   });
 }
 
@@ -255,9 +204,9 @@ export async function updateContactSubscription(
   subscribed: boolean,
   eventData: Record<string, unknown>,
 ): Promise<EventRecord[]> {
-  const [current] = await sql<ContactRow>(em, `SELECT ${COLUMNS} FROM contacts WHERE id = ? FOR UPDATE`, [contactId]);
+  const current = await em.findOne(Contact, { id: contactId }, forUpdate);
   if (!current) return [];
-  return (await updateLocked(em, current, { subscribed, eventData })).events;
+  return (await updateLocked(em, current, { subscribed, eventData }, flushed(em, current))).events;
 }
 
 /**
@@ -271,13 +220,10 @@ export async function setSubscriptionOf(
   subscribed: boolean,
   eventData: Record<string, unknown>,
 ): Promise<{ changed: string[]; unchanged: string[]; missing: string[]; events: EventRecord[] }> {
-  const rows = await sql<ContactRow>(em, `SELECT ${COLUMNS} FROM contacts WHERE project_id = ? AND id = ANY(?::uuid[]) ORDER BY id FOR UPDATE`, [
-    projectId,
-    ids,
-  ]);
+  const rows = await em.find(Contact, { projectId, id: { $in: ids } }, { ...forUpdate, orderBy: { id: 'asc' } });
   const out = { changed: [] as string[], unchanged: [] as string[], missing: [] as string[], events: [] as EventRecord[] };
   for (const row of rows) {
-    const result = await updateLocked(em, row, { subscribed, eventData });
+    const result = await updateLocked(em, row, { subscribed, eventData }, flushed(em, row));
     (result.isUpdate ? out.changed : out.unchanged).push(row.id);
     out.events.push(...result.events);
   }
@@ -288,22 +234,18 @@ export async function setSubscriptionOf(
 
 /** Deletes those of `ids` that belong to the project; everything that hangs off a contact goes with it. */
 export async function deleteContactsOf(em: EntityManager, projectId: string, ids: string[]): Promise<{ deleted: string[]; missing: string[] }> {
-  const rows = await sql<{ id: string }>(em, `DELETE FROM contacts WHERE project_id = ? AND id = ANY(?::uuid[]) RETURNING id`, [projectId, ids]);
-  const deleted = new Set(rows.map((r) => r.id));
+  const deleted = new Set(await deleteContactsIn(em, projectId, ids));
   return { deleted: [...deleted], missing: ids.filter((id) => !deleted.has(id)) };
 }
 
 export async function deleteContact(em: EntityManager, projectId: string, id: string): Promise<void> {
-  const rows = await sql(em, `DELETE FROM contacts WHERE project_id = ? AND id = ? RETURNING id`, [projectId, id]);
-  if (rows.length === 0) throw notFound('Contact');
+  if ((await em.nativeDelete(Contact, { projectId, id })) === 0) throw notFound('Contact');
 }
 
 export async function lookupContacts(em: EntityManager, projectId: string, emails: string[]) {
   const unique = [...new Set(emails)];
-  const found = await sql<{ id: string; email: string }>(em, `SELECT id, email FROM contacts WHERE project_id = ? AND email = ANY(?::text[]) ORDER BY email`, [
-    projectId,
-    unique,
-  ]);
+  const contacts = await em.find(Contact, { projectId, email: { $in: unique } }, { fields: ['id', 'email'], orderBy: { email: 'asc' } });
+  const found = contacts.map((c) => ({ id: c.id, email: c.email }));
   const seen = new Set(found.map((r) => r.email));
   return { found, missing: unique.filter((e) => !seen.has(e)) };
 }
@@ -318,62 +260,37 @@ export interface ListQuery {
   dir: 'asc' | 'desc';
 }
 
-/** A project's contacts, from the maintained counts: what was folded plus the deltas not yet folded. */
-export async function contactTotal(em: EntityManager, projectId: string): Promise<number> {
-  const [c] = await sql<{ n: string }>(
-    em,
-    `SELECT (SELECT coalesce(sum(n), 0) FROM contact_counts WHERE project_id = ?) + (SELECT coalesce(sum(n), 0) FROM contact_count_deltas WHERE project_id = ?) AS n`,
-    [projectId, projectId],
-  );
-  return Number(c.n);
-}
-
 const likePattern = (s: string) => `%${s.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
 
 /** Cursor pages ordered by the sort column then id; `total` only on the first page. */
 export async function listContacts(em: EntityManager, projectId: string, q: ListQuery) {
-  const column = q.sort === 'email' ? 'email' : 'created_at';
-  const where: string[] = ['project_id = ?'];
-  const params: unknown[] = [projectId];
-  if (q.search) {
-    where.push(`email ILIKE ?`);
-    params.push(likePattern(q.search.trim().toLowerCase()));
-  }
-  if (q.subscribed !== undefined) {
-    where.push('subscribed = ?');
-    params.push(q.subscribed);
-  }
-  if (q.status === 'subscribed') where.push('subscribed');
-  if (q.status === 'unsubscribed') where.push('NOT subscribed AND snoozed_until IS NULL');
-  if (q.status === 'snoozed') where.push('snoozed_until IS NOT NULL');
-  const filters = where.join(' AND ');
-  const filterParams = [...params];
-  const unfiltered = where.length === 1;
-
+  const filters: Array<FilterQuery<Contact>> = [{ projectId }];
+  if (q.search) filters.push({ email: { $ilike: likePattern(q.search.trim().toLowerCase()) } });
+  if (q.subscribed !== undefined) filters.push({ subscribed: q.subscribed });
+  if (q.status === 'subscribed') filters.push({ subscribed: true });
+  if (q.status === 'unsubscribed') filters.push({ subscribed: false, snoozedUntil: null });
+  if (q.status === 'snoozed') filters.push({ snoozedUntil: { $ne: null } });
+  const where = { $and: filters };
+  const sort = q.sort === 'email' ? 'email' : 'createdAt';
+  const page = em
+    .createQueryBuilder(Contact, 'c')
+    .where(where)
+    .orderBy([{ [sort]: q.dir }, { id: q.dir }])
+    .limit(q.limit + 1);
   if (q.cursor) {
-    const [anchor] = await sql<{ v: unknown }>(em, `SELECT ${column} AS v FROM contacts WHERE project_id = ? AND id = ?`, [projectId, q.cursor]);
+    // The anchor's value as PostgreSQL has it: a Date would drop the microseconds of created_at.
+    const column = sort === 'email' ? 'email' : 'created_at';
+    const anchor = await em.createQueryBuilder(Contact).select(sort).where({ projectId, id: q.cursor }).execute<Record<string, unknown>>('get', false);
     if (!anchor) throw simpleBadRequest('Invalid cursor');
-    where.push(`(${column}, id) ${q.dir === 'asc' ? '>' : '<'} (?, ?)`);
-    params.push(anchor.v, q.cursor);
+    page.andWhere(`(c.${column}, c.id) ${q.dir === 'asc' ? '>' : '<'} (?, ?)`, [anchor[column], q.cursor]);
   }
-  const order = q.dir === 'asc' ? 'ASC' : 'DESC';
-  const rows = await sql<ContactRow>(em, `SELECT ${COLUMNS} FROM contacts WHERE ${where.join(' AND ')} ORDER BY ${column} ${order}, id ${order} LIMIT ?`, [
-    ...params,
-    q.limit + 1,
-  ]);
+  const rows = await page.getResultList();
   const hasMore = rows.length > q.limit;
-  const page = rows.slice(0, q.limit);
+  const data = rows.slice(0, q.limit).map(toContactDto);
   let total = 0;
   if (!q.cursor) {
     // Unfiltered, the maintained per-project count answers without counting.
-    total = unfiltered
-      ? await contactTotal(em, projectId)
-      : Number((await sql<{ n: string }>(em, `SELECT count(*) AS n FROM contacts WHERE ${filters}`, filterParams))[0].n);
+    total = filters.length === 1 ? await contactTotal(em, projectId) : await em.count(Contact, where);
   }
-  return {
-    data: page.map(toContactDto),
-    cursor: page.length ? page[page.length - 1].id : '',
-    hasMore,
-    total,
-  };
+  return { data, cursor: data.length ? data[data.length - 1].id : '', hasMore, total };
 }

@@ -1,5 +1,5 @@
 /** The contacts module's public surface: the only file other modules import. */
-export { ContactSchema } from './contacts.entity';
+export { Contact, ContactSchema } from './contacts.entity';
 export { BulkJobSchema } from './bulk-jobs.entity';
 export { ContactImportSchema } from './contact-imports.entity';
 export { ContactCountDeltaSchema, ContactCountSchema } from './contact-counts.entity';
@@ -9,15 +9,8 @@ export type { ResolvedData } from './data-map';
 export { runBulkJobChunk } from './bulk-jobs';
 export { importNextSlice } from './contact-imports';
 export { scheduleSnoozeEnd } from './snooze-timer';
-export {
-  contactTotal,
-  endSnooze,
-  toContactDto,
-  updateContact,
-  updateContactSubscription,
-  upsertContact,
-  upsertContactsAndInsertEvents,
-} from './contacts.service';
-export type { ContactEventInput, ContactRow } from './contacts.service';
+export { endSnooze, toContactDto, updateContact, updateContactSubscription, upsertContact } from './contacts.service';
+export { contactTotal, upsertContactsAndInsertEvents } from './contacts.queries';
+export type { ContactEventInput } from './contacts.queries';
 export { contactRoutes } from './contacts.routes';
 export { preferencePageRoutes } from './preference-pages';

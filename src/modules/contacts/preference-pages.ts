@@ -2,11 +2,12 @@ import type Router from '@koa/router';
 import type { Context, Middleware } from 'koa';
 import { z } from 'zod';
 import { isUuid } from '../../db/ids';
-import { sql, transaction } from '../../db/orm';
+import { transaction } from '../../db/orm';
 import { content, endpoint } from '../../http/endpoint';
 import type { Links } from '../../mail/links';
 import { escapeHtml } from '../../mail/render';
 import type { ActivityHub } from '../../bus/contact-activity';
+import { Contact } from './contacts.entity';
 import { updateContactSubscription } from './contacts.service';
 
 function page(title: string, body: string): string {
@@ -16,23 +17,16 @@ button{font-size:1rem;padding:.6rem 1.2rem;border-radius:.4rem;border:1px solid 
 <body><h1>${escapeHtml(title)}</h1>${body}</body></html>`;
 }
 
-interface PageContact {
-  id: string;
-  project_id: string;
-  email: string;
-  subscribed: boolean;
-}
-
 /** A page link: the contact's id in the path and its signature in `token`. */
 interface Link {
   id: string;
   token?: string;
 }
 
-async function contactOf(ctx: Context, links: Links, link: Link): Promise<PageContact | undefined> {
+async function contactOf(ctx: Context, links: Links, link: Link): Promise<Contact | undefined> {
   if (!isUuid(link.id) || !links.verifyContact(link.id, link.token)) return undefined;
-  const [row] = await sql<PageContact>(ctx.state.em, `SELECT id, project_id, email, subscribed FROM contacts WHERE id = ?`, [link.id]);
-  return row;
+  // The signed link names the contact; no project is known here.
+  return (await ctx.state.em.findOne(Contact, { id: link.id })) ?? undefined;
 }
 
 function invalid(ctx: Context): void {
@@ -69,9 +63,9 @@ const oneClickForm = z.object({ 'List-Unsubscribe': z.literal('One-Click').optio
  * path (`List-Unsubscribe=One-Click`). Never rate limited: they carry no API key.
  */
 export function preferencePageRoutes(router: Router, deps: { links: Links; formBody: Middleware; hub: ActivityHub }): void {
-  const setSubscribed = async (ctx: Context, contact: PageContact, subscribed: boolean, reason: string) => {
+  const setSubscribed = async (ctx: Context, contact: Contact, subscribed: boolean, reason: string) => {
     const events = await transaction(ctx.state.em, (tx) => updateContactSubscription(tx, contact.id, subscribed, { reason }));
-    deps.hub.publish({ projectId: contact.project_id, contactIds: [contact.id], events });
+    deps.hub.publish({ projectId: contact.projectId, contactIds: [contact.id], events });
   };
   const self = (ctx: Context, link: Link) => `${ctx.path}?token=${encodeURIComponent(link.token ?? '')}`;
 

@@ -1,32 +1,9 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
-import { sql } from '../../db/orm';
 import type { EventRecord } from '../../bus/contact-activity';
+import { insertEventRows, type NewEvent } from './events.queries';
 
-export type { EventRecord };
-
-export interface NewEvent {
-  projectId: string;
-  contactId: string;
-  name: string;
-  data: Record<string, unknown>;
-}
-
-export interface EventRow {
-  id: string;
-  name: string;
-  contact_id: string;
-  data: Record<string, unknown>;
-  created_at: Date;
-}
-
-export const toEventRecord = (r: EventRow): EventRecord => ({
-  id: r.id,
-  name: r.name,
-  contactId: r.contact_id,
-  data: r.data ?? {},
-  createdAt: new Date(r.created_at).toISOString(),
-});
+export type { EventRecord, NewEvent };
 
 /** Events held back by `insertEventsTogether`, by the transaction they belong to. */
 const heldBack = new WeakMap<EntityManager, Array<{ event: NewEvent; record: EventRecord }>>();
@@ -41,17 +18,10 @@ export async function insertEvents(em: EntityManager, events: NewEvent[]): Promi
     held.push(...events.map((event, i) => ({ event, record: records[i] })));
     return records;
   }
-  const ids = events.map(() => newId());
-  return (await writeEvents(em, events, ids)).map(toEventRecord);
-}
-
-async function writeEvents(em: EntityManager, events: NewEvent[], ids: string[]): Promise<EventRow[]> {
-  return sql<EventRow>(
+  return insertEventRows(
     em,
-    `INSERT INTO events (id, project_id, contact_id, name, data, created_at)
-     SELECT * , now() FROM unnest(?::uuid[], ?::uuid[], ?::uuid[], ?::text[], ?::jsonb[])
-     RETURNING id, name, contact_id, data, created_at`,
-    [ids, events.map((e) => e.projectId), events.map((e) => e.contactId), events.map((e) => e.name), events.map((e) => JSON.stringify(e.data))],
+    events,
+    events.map(() => newId()),
   );
 }
 
@@ -69,12 +39,12 @@ export async function insertEventsTogether<T>(tx: EntityManager, fn: () => Promi
     const result = await fn();
     heldBack.delete(tx);
     if (held.length) {
-      const rows = await writeEvents(
+      const written = await insertEventRows(
         tx,
         held.map((h) => h.event),
         held.map((h) => h.record.id),
       );
-      const createdAt = new Map(rows.map((r) => [r.id, new Date(r.created_at).toISOString()]));
+      const createdAt = new Map(written.map((r) => [r.id, r.createdAt]));
       for (const h of held) h.record.createdAt = createdAt.get(h.record.id)!;
     }
     return result;

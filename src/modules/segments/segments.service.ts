@@ -3,7 +3,7 @@ import type { TemporalClient } from '../../../temporal/client';
 import { newId } from '../../db/ids';
 import { holdUntilCommit, sql, transaction } from '../../db/orm';
 import { conflict, notFound, simpleBadRequest } from '../../http/errors';
-import type { ContactRow } from '../contacts';
+import { Contact } from '../contacts';
 import { type EventRecord, insertEvents, type NewEvent } from '../events';
 import { compileCondition, type SegmentRef } from './conditions/compile';
 import { loadSegmentRefs } from './conditions/facts';
@@ -203,12 +203,12 @@ export async function segmentContacts(em: EntityManager, segment: SegmentRow, pa
   const params: unknown[] = [segment.project_id];
   const where = `c.project_id = ? AND ${membersWhere(segment, segments, params)}`;
   const [{ n }] = await sql<{ n: string }>(em, `SELECT count(*) AS n FROM contacts c WHERE ${where}`, params);
-  const rows = await sql<ContactRow>(em, `SELECT c.* FROM contacts c WHERE ${where} ORDER BY c.created_at DESC, c.id DESC LIMIT ? OFFSET ?`, [
+  const rows = await sql(em, `SELECT c.* FROM contacts c WHERE ${where} ORDER BY c.created_at DESC, c.id DESC LIMIT ? OFFSET ?`, [
     ...params,
     pageSize,
     (page - 1) * pageSize,
   ]);
-  return { rows, total: Number(n) };
+  return { rows: rows.map((r) => em.map(Contact, r)), total: Number(n) };
 }
 
 /**
