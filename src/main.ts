@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { ConfigError, type Config, type Listener, loadConfig, type Role } from './config';
 import { startEmbeddedPostgres } from './db/embedded-postgres';
-import { createOrm, migrate, type Orm, sql } from './db/orm';
+import { createOrm, migrate, type Orm } from './db/orm';
 import { entities } from './modules/entities';
 import { createApp } from './http/app';
 import type { HealthCheck } from './http/health';
@@ -129,7 +129,13 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
     const live = new LiveMembership(orm, hub, log);
     stops.push(() => live.settled());
     const health: HealthCheck[] = [
-      { name: 'database', check: async () => void (await sql(orm.em.fork(), 'SELECT 1')) },
+      {
+        name: 'database',
+        check: async () => {
+          const connection = await orm.checkConnection();
+          if (!connection.ok) throw connection.error ?? new Error(connection.reason);
+        },
+      },
       { name: 'temporal', check: () => temporal.ping() },
     ];
 

@@ -1,7 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { sql } from '../db/orm';
-import { type ProjectSettings, projectSettings, type TrackingOverride } from '../modules/accounts';
-import type { EmailType } from '../modules/emails';
+import { type ProjectSettings, projectSettings } from '../modules/accounts';
+import { draftCampaigns, draftContacts } from './delivery.queries';
 import type { Draft, QueuedEmail } from './queued-email';
 
 /**
@@ -15,21 +14,12 @@ export async function campaignDrafts(em: EntityManager, batch: QueuedEmail[]): P
   const unrendered = (e: QueuedEmail) => e.html === null && !!e.campaign_id;
   const todo = batch.filter(unrendered);
   if (todo.length === 0) return { draft: () => undefined, skipped };
-  const campaigns = new Map(
-    (
-      await sql<{ id: string; subject: string; body: string; type: EmailType; tracking: TrackingOverride | null }>(
-        em,
-        `SELECT id, subject, body, type, tracking FROM campaigns WHERE id = ANY(?::uuid[])`,
-        [[...new Set(todo.map((e) => e.campaign_id!))]],
-      )
-    ).map((c) => [c.id, c]),
-  );
+  const campaigns = new Map((await draftCampaigns(em, [...new Set(todo.map((e) => e.campaign_id!))])).map((c) => [c.id, c]));
   const contacts = new Map(
     (
-      await sql<{ id: string; email: string; subscribed: boolean; data: Record<string, unknown> }>(
+      await draftContacts(
         em,
-        `SELECT id, email, subscribed, data FROM contacts WHERE id = ANY(?::uuid[])`,
-        [todo.map((e) => e.contact_id)],
+        todo.map((e) => e.contact_id),
       )
     ).map((c) => [c.id, c]),
   );

@@ -1,6 +1,5 @@
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import type { Logger } from 'pino';
-import { sql } from '../db/orm';
 import { DrainBell, type QueueSignal } from '../db/work-queue';
 import type { ReturnPaths } from '../inbound/return-path';
 import type { DraftMessage } from '../mail/compose';
@@ -13,7 +12,17 @@ import { type DrainClaimant, HandOver, SHARED_RECHECK_MS } from './hand-over';
 import { OutcomeRecorder } from './outcome-recorder';
 import { Permits } from './permits';
 import { type Attachment, type CampaignChunk, type Draft, type DrainReport, type QueuedEmail, senderOf, SmtpUnavailableError } from './queued-email';
-import { campaignChunkEmails, campaignChunks, campaignLeft, claimDue, nextDueInSeconds, releaseClaims } from './queue-claims';
+import {
+  attachmentsOf,
+  campaignChunkEmails,
+  campaignChunks,
+  campaignLeft,
+  cancelQueued,
+  claimDue,
+  nextDueInSeconds,
+  releaseClaims,
+  releaseWithError,
+} from './delivery.queries';
 import { SigningKeys } from './signing-keys';
 
 export interface DispatcherDeps {
@@ -164,14 +173,10 @@ export class EmailDispatcher {
     const em = this.deps.orm.em.fork();
     const { draft, skipped } = await campaignDrafts(em, all);
     if (skipped.size) {
-      await sql(
-        em,
-        `UPDATE emails SET status = 'CANCELLED', claimed_until = NULL, last_error = ?, updated_at = now() WHERE id = ANY(?::uuid[]) AND status = 'QUEUED'`,
-        ['the contact unsubscribed before this was sent', [...skipped]],
-      );
+      await cancelQueued(em, [...skipped], 'the contact unsubscribed before this was sent');
     }
     const batch = all.filter((e) => !skipped.has(e.id));
-    const attachments = await this.attachmentsOf(em, batch);
+    const attachments = await this.attachmentsByEmail(em, batch);
     const signing = await this.signingKeys.of(em, batch);
     /** Emails with an outcome from SMTP, recorded or being recorded. */
     const answered = new Set<string>();
@@ -223,19 +228,19 @@ export class EmailDispatcher {
     if (slots.some((r) => r.status === 'rejected')) throw failure;
     if (unreachable) {
       const waiting = batch.filter((e) => !answered.has(e.id)).map((e) => e.id);
-      await sql(em, `UPDATE emails SET claimed_until = NULL, last_error = ? WHERE id = ANY(?::uuid[]) AND status = 'QUEUED'`, [unreachable, waiting]);
+      await releaseWithError(em, waiting, unreachable);
       throw new SmtpUnavailableError(`SMTP server unavailable: ${unreachable}`);
     }
   }
 
-  private async attachmentsOf(em: EntityManager, batch: QueuedEmail[]): Promise<Map<string, Attachment[]>> {
-    const rows = await sql<Attachment>(
-      em,
-      `SELECT email_id, filename, content_type, content_id, disposition, content FROM email_attachments
-       WHERE email_id = ANY(?::uuid[]) ORDER BY email_id, position`,
-      [batch.map((e) => e.id)],
+  private async attachmentsByEmail(em: EntityManager, batch: QueuedEmail[]): Promise<Map<string, Attachment[]>> {
+    return Map.groupBy(
+      await attachmentsOf(
+        em,
+        batch.map((e) => e.id),
+      ),
+      (r) => r.email_id,
     );
-    return Map.groupBy(rows, (r) => r.email_id);
   }
 
   private message(e: QueuedEmail, attachments: Attachment[], compose: Draft | undefined, returnPaths: Set<string>): OutgoingMessage | DraftMessage {

@@ -2,13 +2,14 @@ import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import type { Logger } from 'pino';
 import type { ActivityHub, EventRecord } from '../bus/contact-activity';
 import { newId } from '../db/ids';
-import { sql, transaction } from '../db/orm';
+import { transaction } from '../db/orm';
 import { whileUnreachable } from '../db/unreachable';
 import { classifySmtpReply } from '../inbound/bounce-report';
 import type { DeliveryOutcome } from '../mail/transport';
 import type { Metrics } from '../metrics';
 import { recordEmailActivity } from '../modules/emails';
-import { EVENT_RECORD_COLUMNS, type ReturnedEvent, toEventRecord } from '../modules/events';
+import { toEventRecord } from '../modules/events';
+import { addToCampaignCount, markFailed, markSent, scheduleRetries, unclaimRefused } from './delivery.queries';
 import type { DrainReport, QueuedEmail } from './queued-email';
 
 type SmtpVerdict = ReturnType<typeof classifySmtpReply>;
@@ -26,7 +27,7 @@ const RECORD_RETRY_MS = 60_000;
 async function countForCampaigns(em: EntityManager, rows: Array<{ campaign_id: string | null }>, column: 'sent_count' | 'failed_count'): Promise<void> {
   const per = new Map<string, number>();
   for (const r of rows) if (r.campaign_id) per.set(r.campaign_id, (per.get(r.campaign_id) ?? 0) + 1);
-  for (const [id, n] of per) await sql(em, `UPDATE campaigns SET ${column} = ${column} + ?, updated_at = now() WHERE id = ?`, [n, id]);
+  for (const [id, n] of per) await addToCampaignCount(em, id, column, n);
 }
 
 /** Backoff for a message the server refused with 4xx: base, 2 × base, 4 × base … capped at 1 h. */
@@ -120,25 +121,20 @@ async function recordOutcomes(deps: RecorderDeps, items: Outcome[]): Promise<voi
     const recorded = sent.length ? await recordSent(tx, sent) : [];
     if (bounced.length) recorded.push(...(await recordRejectedForGood(tx, bounced)));
     if (retry.length) {
-      await sql(
+      await scheduleRetries(
         tx,
-        `UPDATE emails e SET next_attempt_at = now() + make_interval(secs => v.delay), claimed_until = NULL,
-                             attempts = v.attempts, last_error = v.error, updated_at = now()
-         FROM unnest(?::uuid[], ?::int[], ?::int[], ?::text[]) AS v(id, attempts, delay, error) WHERE e.id = v.id AND e.status = 'QUEUED'`,
-        [
-          retry.map((r) => r.email.id),
-          retry.map((r) => r.email.attempts),
-          retry.map((r) => retryDelaySeconds(r.email.attempts, deps.retryBaseSeconds ?? 30)),
-          retry.map((r) => r.outcome.error),
-        ],
+        retry.map((r) => ({
+          id: r.email.id,
+          attempts: r.email.attempts,
+          delay: retryDelaySeconds(r.email.attempts, deps.retryBaseSeconds ?? 30),
+          error: r.outcome.error,
+        })),
       );
     }
     if (failed.length) {
-      const failedRows = await sql<{ id: string; campaign_id: string | null }>(
+      const failedRows = await markFailed(
         tx,
-        `UPDATE emails e SET status = 'FAILED', failed_at = now(), claimed_until = NULL, attempts = v.attempts, last_error = v.error, updated_at = now()
-         FROM unnest(?::uuid[], ?::int[], ?::text[]) AS v(id, attempts, error) WHERE e.id = v.id AND e.status = 'QUEUED' RETURNING e.id, e.campaign_id`,
-        [failed.map((f) => f.email.id), failed.map((f) => f.email.attempts), failed.map((f) => f.outcome.error)],
+        failed.map((f) => ({ id: f.email.id, attempts: f.email.attempts, error: f.outcome.error })),
       );
       await countForCampaigns(tx, failedRows, 'failed_count');
     }
@@ -167,11 +163,9 @@ async function recordRejectedForGood(
   bounced: Array<{ email: QueuedEmail; outcome: { error: string }; verdict: SmtpVerdict }>,
 ): Promise<EventRecord[]> {
   const events: EventRecord[] = [];
-  const still = await sql<{ id: string }>(
+  const still = await unclaimRefused(
     tx,
-    `UPDATE emails e SET claimed_until = NULL, attempts = v.attempts, last_error = v.error, updated_at = now()
-     FROM unnest(?::uuid[], ?::int[], ?::text[]) AS v(id, attempts, error) WHERE e.id = v.id AND e.status = 'QUEUED' RETURNING e.id`,
-    [bounced.map((b) => b.email.id), bounced.map((b) => b.email.attempts), bounced.map((b) => b.outcome.error)],
+    bounced.map((b) => ({ id: b.email.id, attempts: b.email.attempts, error: b.outcome.error })),
   );
   const queued = new Set(still.map((r) => r.id));
   for (const b of bounced.filter((x) => queued.has(x.email.id))) {
@@ -196,34 +190,16 @@ async function recordRejectedForGood(
  * `email.sent` event is written, only for the rows that really changed (so recording twice records once).
  */
 async function recordSent(em: EntityManager, sent: Array<Outcome & { outcome: Extract<DeliveryOutcome, { kind: 'sent' }> }>): Promise<EventRecord[]> {
-  const rows = await sql<ReturnedEvent>(
+  const rows = await markSent(
     em,
-    // An open or click can be recorded before this (the recipient was quick): keep the higher status.
-    // A campaign cancelled while this was in flight still sent it: what left is recorded as sent.
-    `WITH v AS (
-       SELECT * FROM unnest(?::uuid[], ?::int[], ?::text[], ?::text[], ?::uuid[], ?::jsonb[]) AS v(id, attempts, pid, subject, event_id, data)
-     ), updated AS (
-       UPDATE emails e SET status = CASE WHEN e.status IN ('QUEUED', 'CANCELLED') THEN 'SENT' ELSE e.status END, sent_at = now(),
-                           provider_message_id = v.pid, subject = coalesce(v.subject, e.subject), claimed_until = NULL,
-                           attempts = v.attempts, last_error = NULL, updated_at = now()
-       FROM v WHERE e.id = v.id AND e.sent_at IS NULL AND e.status <> 'FAILED'
-       RETURNING e.id, e.project_id, e.contact_id, e.campaign_id
-     ), counted AS (
-       UPDATE campaigns c SET sent_count = c.sent_count + u.n, updated_at = now()
-       FROM (SELECT campaign_id, count(*)::int AS n FROM updated WHERE campaign_id IS NOT NULL GROUP BY campaign_id) u
-       WHERE c.id = u.campaign_id
-     )
-     INSERT INTO events (id, project_id, contact_id, name, data, created_at)
-     SELECT v.event_id, u.project_id, u.contact_id, 'email.sent', v.data, now() FROM updated u JOIN v ON v.id = u.id
-     RETURNING ${EVENT_RECORD_COLUMNS}`,
-    [
-      sent.map((s) => s.email.id),
-      sent.map((s) => s.email.attempts),
-      sent.map((s) => s.outcome.providerMessageId),
-      sent.map((s) => s.subject ?? null),
-      sent.map(() => newId()),
-      sent.map(({ email: e }) => JSON.stringify({ emailId: e.id, messageId: e.message_id, templateId: e.template_id, campaignId: e.campaign_id })),
-    ],
+    sent.map(({ email: e, outcome, subject }) => ({
+      id: e.id,
+      attempts: e.attempts,
+      providerMessageId: outcome.providerMessageId,
+      subject: subject ?? null,
+      eventId: newId(),
+      data: JSON.stringify({ emailId: e.id, messageId: e.message_id, templateId: e.template_id, campaignId: e.campaign_id }),
+    })),
   );
   return rows.map(toEventRecord);
 }

@@ -1,8 +1,8 @@
 import crypto from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { sql } from '../db/orm';
 import type { DkimKey } from '../mail/dkim';
-import { type DomainRow, returnPathVerified } from '../modules/domains';
+import { returnPathVerified } from '../modules/domains';
+import { signingDomains } from './delivery.queries';
 import { type QueuedEmail, senderOf } from './queued-email';
 
 /** Each sender domain's DKIM key, read with every batch; parsed keys kept by the hash of their PEM. */
@@ -17,12 +17,7 @@ export class SigningKeys {
    */
   async of(em: EntityManager, batch: QueuedEmail[]): Promise<{ keys: Map<string, DkimKey>; returnPaths: Set<string> }> {
     const senders = [...new Set(batch.map(senderOf))];
-    const rows = await sql<{ project_id: string; domain: string; dkim_selector: string; dkim_private_key: string; record_status: DomainRow['record_status'] }>(
-      em,
-      `SELECT d.project_id, d.domain, d.dkim_selector, d.dkim_private_key, d.record_status
-       FROM domains d JOIN unnest(?::uuid[], ?::text[]) AS s(project_id, domain) ON d.project_id = s.project_id AND d.domain = s.domain`,
-      [senders.map((s) => s.split(':')[0]), senders.map((s) => s.slice(s.indexOf(':') + 1))],
-    );
+    const rows = await signingDomains(em, senders);
     const found = new Map<string, DkimKey>();
     const returnPaths = new Set<string>();
     for (const row of rows) {
