@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { sql } from '../db/orm';
 import type { DkimKey } from '../mail/dkim';
-import { type DomainRow, returnPathVerified } from '../modules/domains';
+import { type Domain, returnPathVerified } from '../modules/domains';
 import { type QueuedEmail, senderOf } from './queued-email';
 
 /** Each sender domain's DKIM key, read with every batch; parsed keys kept by the hash of their PEM. */
@@ -17,7 +17,7 @@ export class SigningKeys {
    */
   async of(em: EntityManager, batch: QueuedEmail[]): Promise<{ keys: Map<string, DkimKey>; returnPaths: Set<string> }> {
     const senders = [...new Set(batch.map(senderOf))];
-    const rows = await sql<{ project_id: string; domain: string; dkim_selector: string; dkim_private_key: string; record_status: DomainRow['record_status'] }>(
+    const rows = await sql<{ project_id: string; domain: string; dkim_selector: string; dkim_private_key: string; record_status: Domain['recordStatus'] }>(
       em,
       `SELECT d.project_id, d.domain, d.dkim_selector, d.dkim_private_key, d.record_status
        FROM domains d JOIN unnest(?::uuid[], ?::text[]) AS s(project_id, domain) ON d.project_id = s.project_id AND d.domain = s.domain`,
