@@ -34,6 +34,9 @@ export interface CheckedRecord extends DnsRecord {
   error?: string;
 }
 
+/** What the last check found of each record, by purpose. */
+export type RecordStatuses = Record<string, { status: RecordStatus; found: string[]; error?: string }>;
+
 export interface DomainKeys {
   domain: string;
   verificationToken: string;

@@ -1,5 +1,6 @@
 import { EntitySchema, OptionalProps } from '@mikro-orm/core';
 import { cascadingReference, optionalTimestampColumn, timestampColumn } from '../../db/entity-columns';
+import type { RecordStatuses } from './domain-records';
 
 /** A sender domain of a project: its DKIM key pair, SPF value and what the last check found of each record. */
 export class Domain {
@@ -13,7 +14,7 @@ export class Domain {
   dkimPrivateKey!: string;
   dkimPublicKey!: string;
   spfValue!: string;
-  recordStatus: Record<string, unknown> = {};
+  recordStatus: RecordStatuses = {};
   verifiedAt: Date | null = null;
   lastCheckedAt: Date | null = null;
   createdAt: Date = new Date();

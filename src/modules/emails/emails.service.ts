@@ -14,12 +14,12 @@ import { type ComposedMessage, type ComposeInput, composeMessage, effectiveTrack
 import { applyData, resolveDataMap, type ResolvedData } from '../contacts';
 import { upsertContact } from '../contacts';
 import type { EventRecord } from '../events';
-import { getTemplate, type TemplateRow } from '../templates';
+import { getTemplate, type Template } from '../templates';
 import type { AttachmentInput, SendInput } from './emails.schemas';
 import { CLAIM_SECONDS, type DrainClaimant, type QueuedEmail } from '../../delivery';
 import { sendingContext } from './sending-context';
 
-export type EmailType = TemplateRow['type'];
+export type EmailType = Template['type'];
 
 /** Dispatchers LISTEN here; sent by the statement that queues mail, so they wake when its transaction commits. */
 export const EMAIL_QUEUED_CHANNEL = 'postbox_email_queued';
@@ -75,10 +75,10 @@ function missing(field: string, message: string): AppError {
 }
 
 /** `from` as a string (possibly `Name <addr>`) or an object; the deprecated `name` fills in a missing name. */
-function resolveSender(input: SendRequest, template?: TemplateRow): { email: string; name: string | null } {
+function resolveSender(input: SendRequest, template?: Template): { email: string; name: string | null } {
   if (input.from === undefined) {
     if (!template) throw missing('from', 'from is required without a template that has one');
-    return { email: template.from_email, name: input.name ?? template.from_name };
+    return { email: template.fromEmail, name: input.name ?? template.fromName };
   }
   if (typeof input.from === 'object') return { email: input.from.email, name: input.from.name ?? null };
   const [parsed] = addressparser(input.from, { flatten: true });
@@ -226,7 +226,7 @@ export async function sendEmails(
   if (subject === undefined) throw missing('subject', 'subject is required: the template has none');
   if (body === undefined) throw missing('body', 'body is required: the template has none');
   const sender = resolveSender(input, template);
-  const replyTo = input.reply ?? template?.reply_to ?? sender.email;
+  const replyTo = input.reply ?? template?.replyTo ?? sender.email;
   const type: EmailType = template?.type ?? 'TRANSACTIONAL';
   const given = stripped(input.attachments ?? []);
   checkSizes(given, body, deps.limits);

@@ -2,7 +2,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { sql } from '../../db/orm';
 import { type ProjectSettings, withDefaults } from '../accounts';
 import { type BillingLimits, type BillingRow, limitsOf } from '../billing';
-import { type DomainRow, refuseUnverifiedSender, senderDomainOf } from '../domains';
+import { type Domain, refuseUnverifiedSender, senderDomainOf } from '../domains';
 
 /** A recipient who is a contact already, as the send found them. */
 export interface KnownContact {
@@ -28,7 +28,7 @@ export interface SendingContext {
  */
 export async function sendingContext(em: EntityManager, projectId: string, fromEmail: string, recipients: string[] = []): Promise<SendingContext> {
   const domain = senderDomainOf(fromEmail);
-  const [row] = await sql<BillingRow & { settings: unknown; domain_id: string | null; domain_status: DomainRow['status'] | null; contacts: KnownContact[] }>(
+  const [row] = await sql<BillingRow & { settings: unknown; domain_id: string | null; domain_status: Domain['status'] | null; contacts: KnownContact[] }>(
     em,
     `SELECT p.settings, b.email_limit, b.contact_limit, d.id AS domain_id, d.status AS domain_status,
             (SELECT coalesce(json_agg(json_build_object('id', c.id, 'email', c.email, 'subscribed', c.subscribed,

@@ -53,7 +53,7 @@ export type UpdateTemplate = z.output<typeof updateTemplateSchema>;
 
 export const templateListQuery = z.object({
   ...pageQuery,
-  ...sortQuery({ name: 'name', createdAt: 'created_at', updatedAt: 'updated_at' }, 'createdAt'),
+  ...sortQuery({ name: 'name', createdAt: 'createdAt', updatedAt: 'updatedAt' }, 'createdAt'),
   type: queryEnum(TEMPLATE_TYPES, () => simpleBadRequest(`type must be one of ${TEMPLATE_TYPES.join(', ')}`)),
   search: queryText({ trim: true, description: 'Case-insensitive match on name, description or subject' }),
 });

@@ -2,5 +2,6 @@
 export { WebhookEndpointSchema } from './webhook-endpoints.entity';
 export { WebhookDeliverySchema } from './webhook-deliveries.entity';
 export { WebhookDispatcher } from './webhook-dispatch';
-export { WEBHOOK_DELIVERIES_CHANNEL, purgeWebhookDeliveries } from './webhook-endpoints.service';
+export { purgeWebhookDeliveries } from './webhook-endpoints.service';
+export { WEBHOOK_DELIVERIES_CHANNEL } from './webhooks-out.queries';
 export { webhookEndpointRoutes } from './webhook-endpoints.routes';

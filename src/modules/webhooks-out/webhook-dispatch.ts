@@ -1,10 +1,19 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Logger } from 'pino';
 import type { Resolver } from '../../dns/resolver';
-import { sql } from '../../db/orm';
 import type { QueueSignal } from '../../db/work-queue';
 import { callWebhook, WebhookError } from '../../net/guarded-http';
-import { type DeliveryRow, type EndpointRow, signatureHeader, signingSecrets } from './webhook-endpoints.service';
+import { WebhookEndpoint } from './webhook-endpoints.entity';
+import { signatureHeader, signingSecrets } from './webhook-endpoints.service';
+import {
+  type ClaimedDelivery,
+  claimDeliveries,
+  clearEndpointFailing,
+  markEndpointFailing,
+  nextDeliveryDueInSeconds,
+  recordDelivered,
+  recordFailedAttempt,
+} from './webhooks-out.queries';
 
 /** Attempts per delivery before it is FAILED (about a day with the default base of 5 s). */
 export const MAX_ATTEMPTS = 8;
@@ -49,7 +58,7 @@ export class WebhookDispatcher {
     const report = { sent: 0 };
     const { idle } = await this.deps.queue.drain(opts, async () => {
       const rows = await this.claim({ exclude: [...busy.keys()] });
-      for (const [endpointId, group] of Map.groupBy(rows, (r) => r.endpoint_id)) {
+      for (const [endpointId, group] of Map.groupBy(rows, (r) => r.endpointId)) {
         const sending = this.sendEndpoint(endpointId, group, opts)
           .then((n) => void (report.sent += n))
           .catch((err) => this.deps.log.warn({ err, endpointId }, 'webhook deliveries failed; claims expire and they are tried again'))
@@ -59,42 +68,16 @@ export class WebhookDispatcher {
       return rows.length;
     });
     await Promise.all(busy.values());
-    const [next] = await sql<{ due: number | null }>(
-      this.deps.orm.em.fork(),
-      `SELECT extract(epoch FROM min(greatest(d.next_attempt_at, coalesce(d.claimed_until, d.next_attempt_at))) - now())::float AS due
-       FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id
-       WHERE d.status = 'PENDING' AND (w.enabled OR d.event_type = 'webhook.test')`,
-    );
-    return { ...report, idle, nextDueInSeconds: next.due === null ? null : Math.max(0, next.due) };
+    const due = await nextDeliveryDueInSeconds(this.deps.orm.em.fork());
+    return { ...report, idle, nextDueInSeconds: due === null ? null : Math.max(0, due) };
   }
 
   /**
    * Claims due deliveries: at most PER_ENDPOINT_CLAIM of each endpoint, of one endpoint (`only`) or of
    * any but those this drain is sending to (`exclude`).
    */
-  private claim(which: { only?: string; exclude?: string[] }): Promise<DeliveryRow[]> {
-    return sql<DeliveryRow>(
-      this.deps.orm.em.fork(),
-      // Endpoint by endpoint through (endpoint_id, next_attempt_at): a dead endpoint's backlog is never scanned.
-      // Locking re-checks the row, so a delivery another dispatcher claimed meanwhile is left alone.
-      `WITH due AS (
-         SELECT d.id FROM webhook_endpoints w
-         CROSS JOIN LATERAL (
-           SELECT d.id FROM webhook_deliveries d
-           WHERE d.endpoint_id = w.id AND d.status = 'PENDING' AND d.next_attempt_at <= now()
-             AND (d.claimed_until IS NULL OR d.claimed_until < now()) AND (w.enabled OR d.event_type = 'webhook.test')
-           ORDER BY d.next_attempt_at LIMIT ?
-         ) d
-         WHERE (?::uuid IS NULL OR w.id = ?::uuid) AND w.id <> ALL (?::uuid[])
-         LIMIT ?
-       ), locked AS (
-         SELECT id FROM webhook_deliveries
-         WHERE id IN (SELECT id FROM due) AND status = 'PENDING' AND (claimed_until IS NULL OR claimed_until < now())
-         FOR UPDATE SKIP LOCKED
-       )
-       UPDATE webhook_deliveries d SET claimed_until = now() + make_interval(secs => ?) FROM locked WHERE d.id = locked.id RETURNING d.*`,
-      [PER_ENDPOINT_CLAIM, which.only ?? null, which.only ?? null, which.exclude ?? [], CLAIM_BATCH, CLAIM_SECONDS],
-    );
+  private claim(which: { only?: string; exclude?: string[] }): Promise<ClaimedDelivery[]> {
+    return claimDeliveries(this.deps.orm.em.fork(), which, { perEndpoint: PER_ENDPOINT_CLAIM, total: CLAIM_BATCH, seconds: CLAIM_SECONDS });
   }
 
   /**
@@ -102,11 +85,11 @@ export class WebhookDispatcher {
    * as each batch ends, until none are due (so a busy endpoint never waits for the others' round);
    * answers how many succeeded.
    */
-  private async sendEndpoint(endpointId: string, first: DeliveryRow[], opts: DrainOptions): Promise<number> {
+  private async sendEndpoint(endpointId: string, first: ClaimedDelivery[], opts: DrainOptions): Promise<number> {
     let succeeded = 0;
     for (let batch = first; batch.length && !opts.signal?.aborted; batch = await this.claim({ only: endpointId })) {
       // Read afresh per batch: a rotated secret signs from the next batch on.
-      const [endpoint] = await sql<EndpointRow>(this.deps.orm.em.fork(), `SELECT * FROM webhook_endpoints WHERE id = ?`, [endpointId]);
+      const endpoint = await this.deps.orm.em.fork().findOne(WebhookEndpoint, endpointId);
       if (!endpoint) break;
       let next = 0;
       const worker = async () => {
@@ -120,7 +103,7 @@ export class WebhookDispatcher {
     return succeeded;
   }
 
-  private async attempt(endpoint: EndpointRow, d: DeliveryRow, signal?: AbortSignal): Promise<boolean> {
+  private async attempt(endpoint: WebhookEndpoint, d: ClaimedDelivery, signal?: AbortSignal): Promise<boolean> {
     const timestamp = Math.floor(Date.now() / 1000);
     const headers = {
       'content-type': 'application/json',
@@ -145,43 +128,23 @@ export class WebhookDispatcher {
     }
     const em = this.deps.orm.em.fork();
     if (!error) {
-      await sql(
-        em,
-        `UPDATE webhook_deliveries SET status = 'SUCCEEDED', attempts = attempts + 1, last_status_code = ?, last_error = NULL,
-           delivered_at = now(), claimed_until = NULL WHERE id = ?`,
-        [status, d.id],
-      );
-      if (endpoint.failing_since) await sql(em, `UPDATE webhook_endpoints SET failing_since = NULL WHERE id = ?`, [endpoint.id]);
+      await recordDelivered(em, d.id, status);
+      if (endpoint.failingSince) await clearEndpointFailing(em, endpoint.id);
       return true;
     }
     const attempts = d.attempts + 1;
     const gone = status === 410;
     const final = gone || attempts >= MAX_ATTEMPTS;
-    await sql(
-      em,
-      `UPDATE webhook_deliveries SET status = ?, attempts = ?, last_status_code = ?, last_error = ?,
-         next_attempt_at = now() + make_interval(secs => ?), claimed_until = NULL WHERE id = ?`,
-      [
-        final ? 'FAILED' : 'PENDING',
-        attempts,
-        status ?? null,
-        error.slice(0, 1000),
-        final ? 0 : retryDelayMs(this.deps.retryBaseSeconds, attempts) / 1000,
-        d.id,
-      ],
-    );
+    await recordFailedAttempt(em, {
+      id: d.id,
+      attempts,
+      final,
+      statusCode: status ?? null,
+      error: error.slice(0, 1000),
+      retryInSeconds: final ? 0 : retryDelayMs(this.deps.retryBaseSeconds, attempts) / 1000,
+    });
     // A 410 disables the endpoint at once; failing everything for FAILING_DISABLES_MS does too.
-    await sql(
-      em,
-      `UPDATE webhook_endpoints SET failing_since = coalesce(failing_since, now()),
-         enabled = CASE WHEN ? OR coalesce(failing_since, now()) < now() - make_interval(secs => ?) THEN false ELSE enabled END,
-         disabled_reason = CASE WHEN ? THEN 'The endpoint answered 410 Gone'
-           WHEN coalesce(failing_since, now()) < now() - make_interval(secs => ?) THEN 'Every delivery failed for 5 days'
-           ELSE disabled_reason END,
-         updated_at = now()
-       WHERE id = ? AND enabled`,
-      [gone, FAILING_DISABLES_MS / 1000, gone, FAILING_DISABLES_MS / 1000, endpoint.id],
-    );
+    await markEndpointFailing(em, endpoint.id, gone, FAILING_DISABLES_MS / 1000);
     return false;
   }
 }

@@ -1,5 +1,16 @@
-import { EntitySchema, OptionalProps } from '@mikro-orm/core';
+import { ArrayType, EntitySchema, OptionalProps } from '@mikro-orm/core';
 import { cascadingReference, optionalTimestampColumn, timestampColumn } from '../../db/entity-columns';
+
+/**
+ * A text[] written with every element quoted: MikroORM's own literal leaves an element such as `null`
+ * bare, which PostgreSQL reads as NULL.
+ */
+class QuotedTextArrayType extends ArrayType<string> {
+  override convertToDatabaseValue(value: string[] | null): string | null {
+    if (!Array.isArray(value)) return value;
+    return `{${value.map((v) => `"${v.replace(/[\\"]/g, (c) => `\\${c}`)}"`).join(',')}}`;
+  }
+}
 
 /** A project's endpoint for webhooks out: where events go, which ones, and the secrets that sign them. */
 export class WebhookEndpoint {
@@ -29,7 +40,7 @@ export const WebhookEndpointSchema = new EntitySchema<WebhookEndpoint>({
     id: { type: 'uuid', primary: true },
     projectId: cascadingReference('webhook_endpoints', 'project_id', 'Project'),
     url: { type: 'text' },
-    events: { type: 'string[]', columnType: 'text[]', nullable: true },
+    events: { type: QuotedTextArrayType, columnType: 'text[]', nullable: true },
     description: { type: 'text', nullable: true },
     enabled: { type: 'boolean', default: true },
     secret: { type: 'text' },
