@@ -9,7 +9,8 @@ import { entities } from '../../src/modules/entities';
 import { newId } from '../../src/db/ids';
 import { Links } from '../../src/mail/links';
 import { isForeignKeyViolation } from '../../src/db/orm';
-import { type QueuedEmailInput, type QueuedSend, queueSends, SendBatcher, sendEmails } from '../../src/modules/emails/emails.service';
+import { type QueuedSend, queueSends } from '../../src/modules/emails/emails.queries';
+import { type QueuedEmailInput, SendBatcher, sendEmails } from '../../src/modules/emails/emails.service';
 import { createTestDatabase, dbQuery } from '../setup/db';
 import { projectSendingFrom } from '../setup/sender';
 

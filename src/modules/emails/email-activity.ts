@@ -1,7 +1,8 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { sql, transaction } from '../../db/orm';
+import { transaction } from '../../db/orm';
 import { updateContactSubscription } from '../contacts';
 import { type EventRecord, insertEvents } from '../events';
+import { applyEmailActivity, countFirstActivity, type EmailActivityRow, recentDeliveryEvents } from './emails.queries';
 
 export type BounceType = 'Permanent' | 'Transient' | 'Undetermined';
 
@@ -46,18 +47,6 @@ const EVENT_OF: Record<EmailActivity['kind'], string> = {
   complaint: 'email.complaint',
 };
 
-interface Updated {
-  id: string;
-  project_id: string;
-  contact_id: string;
-  template_id: string | null;
-  campaign_id: string | null;
-  message_id: string;
-  first: boolean;
-  /** A click on an email nobody had opened yet also counts as its first open. */
-  first_open: boolean;
-}
-
 /**
  * Records what happened to a sent email, from tracking or from the provider. The status only moves up
  * (SENT < DELIVERED < OPENED < CLICKED < BOUNCED < COMPLAINED: events arrive out of order); `openedAt`
@@ -83,45 +72,10 @@ export async function recordEmailActivity(
     const downgradable = activity.kind === 'bounce' && activity.bounceType !== 'Permanent';
     // A report about an email already bounced or complained about (a second DSN, the same complaint
     // twice) changes nothing and counts nothing: `changed` is then empty and only `before` answers.
-    const [found] = await sql<Partial<Updated> & { before_project_id: string; before_contact_id: string }>(
-      tx,
-      `WITH before AS (SELECT id, project_id, contact_id, status, opened_at, clicked_at, delivered_at, bounced_at, complained_at FROM emails WHERE id = ? FOR UPDATE),
-       changed AS (
-         UPDATE emails e SET
-           status = CASE WHEN ? AND email_status_rank(?) > email_status_rank(e.status) AND e.status <> 'FAILED' THEN ? ELSE e.status END,
-           delivered_at = CASE WHEN ? = 'delivery' THEN coalesce(e.delivered_at, now()) ELSE e.delivered_at END,
-           opened_at = CASE WHEN ? IN ('open', 'click') THEN coalesce(e.opened_at, now()) ELSE e.opened_at END,
-           clicked_at = CASE WHEN ? = 'click' THEN coalesce(e.clicked_at, now()) ELSE e.clicked_at END,
-           bounced_at = CASE WHEN ? = 'bounce' THEN coalesce(e.bounced_at, now()) ELSE e.bounced_at END,
-           complained_at = CASE WHEN ? = 'complaint' THEN coalesce(e.complained_at, now()) ELSE e.complained_at END,
-           open_count = e.open_count + CASE WHEN ? = 'open' THEN 1 ELSE 0 END,
-           click_count = e.click_count + CASE WHEN ? = 'click' THEN 1 ELSE 0 END,
-           updated_at = now()
-         FROM before WHERE e.id = before.id
-           AND NOT (before.status = 'COMPLAINED' AND ? IN ('bounce', 'complaint'))
-           AND NOT (before.status = 'BOUNCED' AND ? = 'bounce')
-         RETURNING e.id, e.project_id, e.contact_id, e.template_id, e.campaign_id, e.message_id,
-           CASE ? WHEN 'open' THEN before.opened_at IS NULL WHEN 'click' THEN before.clicked_at IS NULL
-             WHEN 'delivery' THEN before.delivered_at IS NULL WHEN 'bounce' THEN before.bounced_at IS NULL
-             ELSE before.complained_at IS NULL END AS first,
-           before.opened_at IS NULL AS first_open
-       )
-       SELECT before.project_id AS before_project_id, before.contact_id AS before_contact_id, changed.* FROM before LEFT JOIN changed ON true`,
-      [
-        emailId,
-        // A transient bounce is recorded, but does not make the email BOUNCED.
-        !downgradable,
-        status,
-        status,
-        ...Array(7).fill(activity.kind),
-        activity.kind,
-        activity.kind,
-        activity.kind,
-      ],
-    );
+    const found = await applyEmailActivity(tx, emailId, activity.kind, status, !downgradable);
     if (!found) return undefined;
     if (!found.id) return { projectId: found.before_project_id, contactId: found.before_contact_id, events: [] };
-    const row = found as Updated;
+    const row = found as EmailActivityRow;
     const data: Record<string, unknown> = {
       ...(activity.kind === 'bounce' || activity.kind === 'complaint' ? activity.details : {}),
       emailId: row.id,
@@ -138,7 +92,7 @@ export async function recordEmailActivity(
     const events = await insertEvents(tx, [{ projectId: row.project_id, contactId: row.contact_id, name: EVENT_OF[activity.kind], data }]);
     if (row.campaign_id && row.first) {
       const counters = activity.kind === 'click' && row.first_open ? [COUNTER_OF.click, COUNTER_OF.open] : [COUNTER_OF[activity.kind]];
-      await sql(tx, `UPDATE campaigns SET ${counters.map((c) => `${c} = ${c} + 1`).join(', ')}, updated_at = now() WHERE id = ?`, [row.campaign_id]);
+      await countFirstActivity(tx, row.campaign_id, counters);
     }
     const unsubscribes =
       (activity.kind === 'bounce' && activity.bounceType === 'Permanent') ||
@@ -157,14 +111,9 @@ export async function recordEmailActivity(
  * delivery, open or click (nor a hard bounce) after the first of them: an address that has stopped
  * taking mail without saying so for good. Reads the contact's own events, newest first.
  */
-async function softBouncesInARow(em: EntityManager, bounced: Pick<Updated, 'id' | 'project_id' | 'contact_id'>, limit: number): Promise<boolean> {
+async function softBouncesInARow(em: EntityManager, bounced: Pick<EmailActivityRow, 'id' | 'project_id' | 'contact_id'>, limit: number): Promise<boolean> {
   if (limit <= 0) return false;
-  const recent = await sql<{ name: string; bounce_type: string | null; email_id: string | null }>(
-    em,
-    `SELECT name, data->>'bounceType' AS bounce_type, data->>'emailId' AS email_id FROM events
-     WHERE project_id = ? AND contact_id = ? AND name = ANY(?::text[]) ORDER BY created_at DESC, id DESC LIMIT ?`,
-    [bounced.project_id, bounced.contact_id, ['email.bounce', 'email.delivery', 'email.open', 'email.click'], limit * 4],
-  );
+  const recent = await recentDeliveryEvents(em, bounced.project_id, bounced.contact_id, limit * 4);
   // This bounce counts whether or not its event is written yet (a batch writes its events at its end).
   const softEmails = new Set<string>([bounced.id]);
   for (const e of recent) {

@@ -2,7 +2,7 @@ import { assertWithinBillingLimits } from '../billing';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import addressparser from 'nodemailer/lib/addressparser';
 import { newId } from '../../db/ids';
-import { insideTransaction, isForeignKeyViolation, type Orm, sql, transaction } from '../../db/orm';
+import { insideTransaction, isForeignKeyViolation, type Orm, transaction } from '../../db/orm';
 import { StatementBatcher } from '../../db/statement-batcher';
 import { AppError, badRequest } from '../../http/errors';
 import { type IdempotencyClaim, markIdempotentSuccess } from '../../db/idempotency-keys';
@@ -11,18 +11,16 @@ import { ADDRESS_SHAPE } from '../../mail/mime';
 import { htmlToText } from '../../mail/text';
 import { addTracking } from '../../mail/tracking';
 import { type ComposedMessage, type ComposeInput, composeMessage, effectiveTracking } from '../../mail/compose';
-import { applyData, resolveDataMap, type ResolvedData } from '../contacts';
+import { applyData, resolveDataMap } from '../contacts';
 import { upsertContact } from '../contacts';
 import type { EventRecord } from '../events';
 import { getTemplate, type Template } from '../templates';
 import type { AttachmentInput, SendInput } from './emails.schemas';
-import { CLAIM_SECONDS, type DrainClaimant, type QueuedEmail } from '../../delivery';
+import { type DrainClaimant, type QueuedEmail } from '../../delivery';
 import { sendingContext } from './sending-context';
+import { insertAttachments, messageIdOf, queueEmail, type QueuedSend, queueSends } from './emails.queries';
 
 export type EmailType = Template['type'];
-
-/** Dispatchers LISTEN here; sent by the statement that queues mail, so they wake when its transaction commits. */
-export const EMAIL_QUEUED_CHANNEL = 'postbox_email_queued';
 
 export interface SendLimits {
   attachmentsMaxBytes: number;
@@ -139,9 +137,6 @@ export interface QueuedEmailInput {
   message: ComposedMessage;
 }
 
-/** The Message-ID of an email: its id at its sender's domain. */
-const messageIdOf = (e: QueuedEmailInput) => `<${e.id}@${e.from.email.slice(e.from.email.lastIndexOf('@') + 1)}>`;
-
 /** An email as delivery reads it, for mail handed to a drain in memory instead of read back (its first attempt). */
 const asClaimed = (e: QueuedEmailInput): QueuedEmail => ({
   id: e.id,
@@ -161,43 +156,6 @@ const asClaimed = (e: QueuedEmailInput): QueuedEmail => ({
   message_id: messageIdOf(e),
   attempts: 1,
 });
-
-/** An email's columns from `template_id` to `message_id`, in the order both queueing statements insert them. */
-const messageValues = (e: QueuedEmailInput) => [
-  e.templateId,
-  e.type,
-  e.from.email,
-  e.from.name,
-  e.replyTo,
-  e.to.email,
-  e.to.name,
-  e.message.subject,
-  e.message.html,
-  e.message.text,
-  JSON.stringify(e.message.headers),
-  messageIdOf(e),
-];
-
-/**
- * Stores one rendered email as QUEUED in the caller's transaction, and NOTIFYs the dispatchers in the
- * same statement (delivered when the transaction commits; PostgreSQL sends one notification for all of
- * a transaction's identical ones, so a 50-recipient send still wakes them once), unless `notify` is
- * false: the caller tells a drain of its own process after the commit. `ON CONFLICT` makes a retried
- * caller with a derived id harmless, and then nothing is notified.
- */
-export async function queueEmail(em: EntityManager, e: QueuedEmailInput, notify = true): Promise<boolean> {
-  const rows = await sql(
-    em,
-    `WITH queued AS (
-       INSERT INTO emails (id, project_id, contact_id, template_id, type, from_email, from_name, reply_to, to_email, to_name,
-                           subject, html, text, headers, message_id)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?) ON CONFLICT (id) DO NOTHING RETURNING 1
-     )
-     SELECT ${notify ? 'pg_notify(?, ?)' : '1'} FROM queued`,
-    [e.id, e.projectId, e.contactId, ...messageValues(e), ...(notify ? [EMAIL_QUEUED_CHANNEL, e.projectId] : [])],
-  );
-  return rows.length > 0;
-}
 
 /**
  * POST /v1/send. Everything that can refuse the request is checked before anything is written; then
@@ -352,86 +310,6 @@ export async function sendEmails(
 }
 
 /**
- * `count` rows of a VALUES list of parameters: the first as given, whose casts type the columns, the
- * others without them. Rows of values, not arrays: pg would escape each message into an array literal,
- * and PostgreSQL parse it back.
- */
-const valueRows = (count: number, first: string) => [first, ...Array<string>(count - 1).fill(first.replace(/::[a-z]+(\[\])?/g, ''))].join(', ');
-
-/** One send's part of a queueing statement (`queueSends`). */
-export interface QueuedSend {
-  emails: QueuedEmailInput[];
-  /** The ids of the recipients who were contacts as the send read them; the others are created with `subscribed` and the data. */
-  created: { known: Set<string>; subscribed: boolean; data: Pick<ResolvedData, 'set' | 'unset'> };
-  /** Whether to wake the dispatchers by a NOTIFY: false when a drain of this process is told after the commit. */
-  notify: boolean;
-  /** A drain of this process the emails are claimed for as they are inserted (their first attempt). */
-  claimedBy?: string;
-  idempotency?: { key: string; response: unknown };
-}
-
-/**
- * Queues the emails of one or more sends in a single statement, atomic by itself: the recipients who
- * were not contacts are inserted with their send's `subscribed` and data, the known ones get the send's
- * data merged in by the database (so a concurrent change is not lost), the emails are inserted, each
- * Idempotency-Key is marked done with its answer, and the dispatchers are notified for the sends that
- * ask it. If a recipient was created or deleted by someone else since the read, an email's contact is
- * not there and the foreign key refuses the statement (`isForeignKeyViolation`): nothing is written, for
- * the caller to take the transaction that locks. A contact may appear in one send of a statement only.
- */
-export async function queueSends(em: EntityManager, sends: QueuedSend[]): Promise<void> {
-  const rows = sends.flatMap((s) => {
-    const created = JSON.stringify(applyData({}, s.created.data));
-    const set = JSON.stringify(s.created.data.set);
-    return s.emails.map((e) => [
-      e.projectId,
-      e.contactId,
-      s.created.known.has(e.contactId),
-      s.created.subscribed,
-      created,
-      set,
-      s.created.data.unset,
-      e.id,
-      ...messageValues(e),
-      s.claimedBy ?? null,
-    ]);
-  });
-  const marks = sends.flatMap((s) => (s.idempotency ? [[s.emails[0].projectId, s.idempotency.key, JSON.stringify(s.idempotency.response)]] : []));
-  const notified = [...new Set(sends.filter((s) => s.notify).map((s) => s.emails[0].projectId))];
-  await sql(
-    em,
-    `WITH r (project_id, contact_id, known, subscribed, created_data, data_set, data_unset, email_id, template_id, type,
-             from_email, from_name, reply_to, to_email, to_name, subject, html, text, headers, message_id, claimed_by) AS (
-       VALUES ${valueRows(rows.length, '(?::uuid, ?::uuid, ?::boolean, ?::boolean, ?::jsonb, ?::jsonb, ?::text[], ?::uuid, ?::uuid, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?)')}
-     ), created AS (
-       INSERT INTO contacts (id, project_id, email, subscribed, data, created_at, updated_at)
-       SELECT contact_id, project_id, to_email, subscribed, created_data, now(), now() FROM r WHERE NOT known
-       ON CONFLICT (project_id, email) DO NOTHING
-     ), merged AS (
-       UPDATE contacts c SET data = (c.data || r.data_set) - r.data_unset, updated_at = now()
-       FROM r WHERE r.known AND c.id = r.contact_id AND c.project_id = r.project_id AND c.data IS DISTINCT FROM (c.data || r.data_set) - r.data_unset
-     ), queued AS (
-       INSERT INTO emails (id, project_id, contact_id, template_id, type, from_email, from_name, reply_to, to_email, to_name,
-                           subject, html, text, headers, message_id, claimed_by, claimed_until, attempts)
-       SELECT email_id, project_id, contact_id, template_id, type, from_email, from_name, reply_to, to_email, to_name,
-              subject, html, text, headers, message_id, claimed_by,
-              CASE WHEN claimed_by IS NOT NULL THEN now() + make_interval(secs => ?) END, CASE WHEN claimed_by IS NOT NULL THEN 1 ELSE 0 END
-       FROM r
-     )${
-       marks.length
-         ? `, marked AS (
-       UPDATE idempotency_keys k SET status_code = 200, response = m.response
-       FROM (VALUES ${valueRows(marks.length, '(?::uuid, ?, ?::jsonb)')}) m (project_id, key, response)
-       WHERE k.project_id = m.project_id AND k.key = m.key
-     )`
-         : ''
-     }
-     SELECT pg_notify(?, p) FROM unnest(?::text[]) p`,
-    [...rows.flat(), CLAIM_SECONDS, ...marks.flat(), EMAIL_QUEUED_CHANNEL, notified],
-  );
-}
-
-/**
  * Writes the sends of concurrent requests that take one statement together (`StatementBatcher`): under
  * load PostgreSQL sees one statement and one commit for several sends (npm run bench:send-db with
  * BENCH_RECIPIENTS shows what that saves per email). A contact is written by one statement at a time.
@@ -451,22 +329,4 @@ export class SendBatcher extends StatementBatcher<QueuedSend, void> {
       maxInFlight,
     });
   }
-}
-
-async function insertAttachments(em: EntityManager, emailId: string, attachments: ReturnType<typeof decoded>): Promise<void> {
-  await sql(
-    em,
-    `INSERT INTO email_attachments (id, email_id, position, filename, content_type, content_id, disposition, content)
-     SELECT * FROM unnest(?::uuid[], ?::uuid[], ?::int[], ?::text[], ?::text[], ?::text[], ?::text[], ?::bytea[])`,
-    [
-      attachments.map(() => newId()),
-      attachments.map(() => emailId),
-      attachments.map((_, i) => i),
-      attachments.map((a) => a.filename),
-      attachments.map((a) => a.contentType),
-      attachments.map((a) => a.contentId ?? null),
-      attachments.map((a) => a.disposition),
-      attachments.map((a) => a.content),
-    ],
-  );
 }

@@ -1,8 +1,8 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { sql } from '../../db/orm';
 import { type ProjectSettings, withDefaults } from '../accounts';
-import { type BillingLimits, type BillingRow, limitsOf } from '../billing';
-import { type Domain, refuseUnverifiedSender, senderDomainOf } from '../domains';
+import { type BillingLimits, limitsOf } from '../billing';
+import { refuseUnverifiedSender, senderDomainOf } from '../domains';
+import { sendingContextRow } from './emails.queries';
 
 /** A recipient who is a contact already, as the send found them. */
 export interface KnownContact {
@@ -28,18 +28,7 @@ export interface SendingContext {
  */
 export async function sendingContext(em: EntityManager, projectId: string, fromEmail: string, recipients: string[] = []): Promise<SendingContext> {
   const domain = senderDomainOf(fromEmail);
-  const [row] = await sql<BillingRow & { settings: unknown; domain_id: string | null; domain_status: Domain['status'] | null; contacts: KnownContact[] }>(
-    em,
-    `SELECT p.settings, b.email_limit, b.contact_limit, d.id AS domain_id, d.status AS domain_status,
-            (SELECT coalesce(json_agg(json_build_object('id', c.id, 'email', c.email, 'subscribed', c.subscribed,
-                                                        'snoozed', c.snoozed_until IS NOT NULL, 'data', c.data)), '[]')
-             FROM contacts c WHERE c.project_id = p.id AND c.email = ANY(?::text[])) AS contacts
-     FROM projects p
-     LEFT JOIN project_billing b ON b.project_id = p.id
-     LEFT JOIN domains d ON d.project_id = p.id AND d.domain = ?
-     WHERE p.id = ?`,
-    [recipients, domain, projectId],
-  );
+  const row = await sendingContextRow(em, projectId, domain, recipients);
   refuseUnverifiedSender(domain, row?.domain_id ? { id: row.domain_id, status: row.domain_status! } : undefined);
   return { settings: withDefaults(row?.settings), limits: limitsOf(row), contacts: new Map((row?.contacts ?? []).map((c) => [c.email, c])) };
 }
