@@ -1,5 +1,5 @@
 /** The segments module's public surface: the only file other modules import. */
-export { SegmentMembershipSchema, SegmentSchema } from './segments.entity';
+export { Segment, SegmentMembershipSchema, SegmentSchema } from './segments.entity';
 export { conditionInput, conditionTree } from './segments.schemas';
 export { compileCondition } from './conditions/compile';
 export { evaluateCondition } from './conditions/evaluate';
