@@ -98,7 +98,8 @@ export async function createCampaign(em: EntityManager, projectId: string, input
   await assertVerifiedSender(em, projectId, input.from);
   const campaign = em.create(Campaign, { id: newId(), projectId, ...campaignFields(input, audience) });
   await em.persist(campaign).flush();
-  return campaign;
+  // Read back: jsonb orders the condition's keys its own way, and the answer shows them as every later read does.
+  return (await em.refresh(campaign))!;
 }
 
 /** PUT: replaces every field; only a DRAFT or SCHEDULED campaign can still change. */
