@@ -4,7 +4,7 @@ import { notFound } from '../../http/errors';
 import { countsBetween, DAY_MS, sumByName } from '../activity';
 import { type ChartWindow, eventSeries } from '../activity';
 import type { TOP_CAMPAIGN_METRICS } from '../activity';
-import type { CampaignRow } from '../campaigns';
+import type { Campaign } from '../campaigns';
 import { isReservedEventName } from '../events';
 
 /** The mail metrics of the time series, and the event each counts (every event, not distinct emails). */
@@ -32,24 +32,24 @@ export async function mailTimeseries(em: EntityManager, projectId: string, w: Ch
   };
 }
 
-type CampaignStatsRow = Pick<
-  CampaignRow,
-  | 'id'
-  | 'name'
-  | 'subject'
-  | 'status'
-  | 'type'
-  | 'total_recipients'
-  | 'sent_count'
-  | 'delivered_count'
-  | 'opened_count'
-  | 'clicked_count'
-  | 'bounced_count'
-  | 'complained_count'
-  | 'failed_count'
-  | 'sent_at'
-  | 'created_at'
->;
+/** A row of CAMPAIGN_STATS_COLUMNS, as PostgreSQL returns it. */
+interface CampaignStatsRow {
+  id: string;
+  name: string;
+  subject: string;
+  status: Campaign['status'];
+  type: Campaign['type'];
+  total_recipients: number;
+  sent_count: number;
+  delivered_count: number;
+  opened_count: number;
+  clicked_count: number;
+  bounced_count: number;
+  complained_count: number;
+  failed_count: number;
+  sent_at: Date | null;
+  created_at: Date;
+}
 
 const CAMPAIGN_STATS_COLUMNS = `id, name, subject, status, type, total_recipients, sent_count, delivered_count, opened_count,
   clicked_count, bounced_count, complained_count, failed_count, sent_at, created_at`;

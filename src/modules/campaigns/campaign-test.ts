@@ -6,18 +6,18 @@ import { upsertContact } from '../contacts';
 import { composeMessage } from '../../mail/compose';
 import { queueEmail } from '../emails';
 import { sendingContext } from '../emails';
-import type { CampaignRow } from './campaigns.service';
+import type { Campaign } from './campaigns.entity';
 import { transaction } from '../../db/orm';
 
 /**
  * A test of a campaign to one address, rendered as that address's contact would receive it, marked
  * `[Test]`, and queued like any transactional email: it never counts in the campaign's statistics.
  */
-export async function queueTestSend(em: EntityManager, c: CampaignRow, email: string, links: Links) {
-  const { settings, limits } = await sendingContext(em, c.project_id, c.from_email);
+export async function queueTestSend(em: EntityManager, c: Campaign, email: string, links: Links) {
+  const { settings, limits } = await sendingContext(em, c.projectId, c.fromEmail);
   return transaction(em, async (tx) => {
-    await assertWithinBillingLimits(tx, c.project_id, 1, limits);
-    const upsert = await upsertContact(tx, c.project_id, { email, defaultSubscribed: false, data: { set: {}, unset: [] } });
+    await assertWithinBillingLimits(tx, c.projectId, 1, limits);
+    const upsert = await upsertContact(tx, c.projectId, { email, defaultSubscribed: false, data: { set: {}, unset: [] } });
     const emailId = newId();
     const message = composeMessage({
       emailId,
@@ -32,12 +32,12 @@ export async function queueTestSend(em: EntityManager, c: CampaignRow, email: st
     });
     await queueEmail(tx, {
       id: emailId,
-      projectId: c.project_id,
+      projectId: c.projectId,
       contactId: upsert.contact.id,
       templateId: null,
       type: c.type,
-      from: { email: c.from_email, name: c.from_name },
-      replyTo: c.reply_to ?? c.from_email,
+      from: { email: c.fromEmail, name: c.fromName },
+      replyTo: c.replyTo ?? c.fromEmail,
       to: { email, name: null },
       message,
     });

@@ -56,8 +56,9 @@ export class Campaign {
   /** When sending started and the audience was fixed (its recipients' emails queued). */
   audienceFixedAt: Date | null = null;
   sentAt: Date | null = null;
-  createdAt: Date = new Date();
-  updatedAt: Date = new Date();
+  /** Both set by PostgreSQL on insert (its now(), to the microsecond, which orders lists) and read back by the INSERT. */
+  createdAt!: Date;
+  updatedAt!: Date;
 }
 
 const countColumn = { type: 'integer', default: 0 } as const;

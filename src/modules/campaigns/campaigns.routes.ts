@@ -166,7 +166,7 @@ export function campaignRoutes(router: Router, g: Guards, deps: CampaignDeps): v
         ctx.body = {
           success: true,
           data: toCampaignDto(row),
-          message: row.status === 'SCHEDULED' ? `Campaign scheduled for ${new Date(row.scheduled_for!).toISOString()}` : 'Campaign is being sent',
+          message: row.status === 'SCHEDULED' ? `Campaign scheduled for ${row.scheduledFor!.toISOString()}` : 'Campaign is being sent',
         };
       },
     ),

@@ -47,7 +47,7 @@ export const testSendSchema = z.object({ email: emailSchema });
 
 export const campaignListQuery = z.object({
   ...pageQuery,
-  ...sortQuery({ name: 'name', createdAt: 'created_at', updatedAt: 'updated_at' }, 'createdAt'),
+  ...sortQuery({ name: 'name', createdAt: 'createdAt', updatedAt: 'updatedAt' }, 'createdAt'),
   status: queryEnum(CAMPAIGN_STATUSES, () => badRequest(`status must be one of ${CAMPAIGN_STATUSES.join(', ')}`, 'INVALID_STATUS')),
   search: queryText({ trim: true, description: 'Case-insensitive match on name, subject or sender address' }),
 });

@@ -1,5 +1,4 @@
 /** The campaigns module's public surface: the only file other modules import. */
-export { CampaignSchema } from './campaigns.entity';
+export { Campaign, CampaignSchema } from './campaigns.entity';
 export { cancelCampaignDelivery, completeCampaign, startCampaignSend } from './campaigns.service';
-export type { CampaignRow } from './campaigns.service';
 export { campaignRoutes } from './campaigns.routes';

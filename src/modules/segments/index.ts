@@ -1,5 +1,5 @@
 /** The segments module's public surface: the only file other modules import. */
-export { SegmentMembershipSchema, SegmentSchema } from './segments.entity';
+export { Segment, SegmentMembershipSchema, SegmentSchema } from './segments.entity';
 export { conditionInput, conditionTree } from './segments.schemas';
 export { compileCondition } from './conditions/compile';
 export { evaluateCondition } from './conditions/evaluate';
@@ -7,5 +7,6 @@ export { loadContactFacts, loadSegmentRefs } from './conditions/facts';
 export { ConditionError, eventNamesOf, resolveFilter } from './conditions/tree';
 export type { ConditionTree, Filter } from './conditions/tree';
 export { LiveMembership } from './live-membership';
-export { checkCondition, computeMembership, membersWhere, refreshCount } from './segments.service';
+export { checkCondition, computeMembership, refreshCount } from './segments.service';
+export { membersWhere } from './segments.queries';
 export { segmentRoutes } from './segments.routes';

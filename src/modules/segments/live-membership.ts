@@ -1,12 +1,14 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Logger } from 'pino';
-import { sql, transaction } from '../../db/orm';
+import { transaction } from '../../db/orm';
 import type { ActivityHub, ContactActivity } from '../../bus/contact-activity';
 import { type EventRecord, insertEvents, type NewEvent } from '../events';
 import { evaluateCondition } from './conditions/evaluate';
 import { loadContactFacts, loadSegmentRefs } from './conditions/facts';
 import { eventNamesOf } from './conditions/tree';
-import { membershipEvents, type SegmentRow, segmentLockKey } from './segments.service';
+import { Segment } from './segments.entity';
+import { addToMemberCount, currentMemberships, enterMembers, exitMembers, lockMembership } from './segments.queries';
+import { membershipEvents } from './segments.service';
 
 const DEBOUNCE_MS = 50;
 const CHUNK = 500;
@@ -63,15 +65,11 @@ export class LiveMembership {
 
   async evaluate(projectId: string, contactIds: string[]): Promise<EventRecord[]> {
     const em = this.orm.em.fork();
-    const tracked = await sql<SegmentRow>(
-      em,
-      `SELECT * FROM segments WHERE project_id = ? AND type = 'DYNAMIC' AND track_membership AND condition IS NOT NULL ORDER BY id`,
-      [projectId],
-    );
+    const tracked = await em.find(Segment, { projectId, type: 'DYNAMIC', trackMembership: true, condition: { $ne: null } }, { orderBy: { id: 'ASC' } });
     if (tracked.length === 0) return [];
     const events = await transaction(em, async (tx) => {
       // Shared with other live evaluations, exclusive with a segment's full recompute.
-      for (const s of tracked) await sql(tx, `SELECT pg_advisory_xact_lock_shared(hashtext(?))`, [segmentLockKey(s.id)]);
+      for (const s of tracked) await lockMembership(tx, s.id, 'shared');
       const segments = await loadSegmentRefs(tx, projectId);
       const now = Date.now();
       const names = new Set<string>();
@@ -84,11 +82,10 @@ export class LiveMembership {
       };
       for (const s of tracked) addNames(s.id);
       const facts = await loadContactFacts(tx, projectId, contactIds, names);
-      const current = await sql<{ segment_id: string; contact_id: string }>(
+      const current = await currentMemberships(
         tx,
-        `SELECT segment_id, contact_id FROM segment_memberships
-         WHERE segment_id = ANY(?::uuid[]) AND contact_id = ANY(?::uuid[]) AND exited_at IS NULL`,
-        [tracked.map((s) => s.id), contactIds],
+        tracked.map((s) => s.id),
+        contactIds,
       );
       const isMember = new Set(current.map((m) => `${m.segment_id}:${m.contact_id}`));
       const out: NewEvent[] = [];
@@ -103,40 +100,11 @@ export class LiveMembership {
           if (should && !is) enter.push(contactId);
           if (!should && is) leave.push(contactId);
         }
-        const entered = enter.length
-          ? await sql<{ contact_id: string }>(
-              tx,
-              `INSERT INTO segment_memberships AS m (segment_id, contact_id, project_id, entered_at)
-               SELECT ?::uuid, id, ?::uuid, now() FROM unnest(?::uuid[]) AS id
-               ON CONFLICT (segment_id, contact_id) DO UPDATE SET entered_at = now(), exited_at = NULL WHERE m.exited_at IS NOT NULL
-               RETURNING m.contact_id`,
-              [segment.id, projectId, enter],
-            )
-          : [];
-        const exited = leave.length
-          ? await sql<{ contact_id: string }>(
-              tx,
-              `UPDATE segment_memberships SET exited_at = now() WHERE segment_id = ? AND contact_id = ANY(?::uuid[]) AND exited_at IS NULL RETURNING contact_id`,
-              [segment.id, leave],
-            )
-          : [];
+        const entered = enter.length ? await enterMembers(tx, segment.id, projectId, enter) : [];
+        const exited = leave.length ? await exitMembers(tx, segment.id, leave) : [];
         if (entered.length || exited.length) {
-          await sql(tx, `UPDATE segments SET member_count = member_count + ?, member_count_at = now() WHERE id = ?`, [
-            entered.length - exited.length,
-            segment.id,
-          ]);
-          out.push(
-            ...membershipEvents(
-              segment,
-              entered.map((r) => r.contact_id),
-              'entry',
-            ),
-            ...membershipEvents(
-              segment,
-              exited.map((r) => r.contact_id),
-              'exit',
-            ),
-          );
+          await addToMemberCount(tx, segment.id, entered.length - exited.length);
+          out.push(...membershipEvents(segment, entered, 'entry'), ...membershipEvents(segment, exited, 'exit'));
         }
       }
       return insertEvents(tx, out);

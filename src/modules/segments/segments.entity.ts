@@ -14,8 +14,9 @@ export class Segment {
   trackMembership = false;
   memberCount = 0;
   memberCountAt: Date | null = null;
-  createdAt: Date = new Date();
-  updatedAt: Date = new Date();
+  /** Both set by PostgreSQL on insert (its now(), to the microsecond, which orders lists) and read back by the INSERT. */
+  createdAt!: Date;
+  updatedAt!: Date;
 }
 
 /** A contact in a segment: a static member, or a current (exitedAt null) or past member of a tracked dynamic one. */

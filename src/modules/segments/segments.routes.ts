@@ -73,7 +73,7 @@ export function segmentRoutes(router: Router, g: Guards, deps: SegmentDeps): voi
         const condition = fields.type === 'DYNAMIC' ? await checkCondition(ctx.state.em, projectId, fields.condition) : null;
         const segment = await createRefreshedSegment(ctx.state.em, deps.temporal, projectId, { ...fields, condition });
         const counted = (await refreshCount(ctx.state.em, segment.id)) ?? segment;
-        if (counted.track_membership && counted.type === 'DYNAMIC') {
+        if (counted.trackMembership && counted.type === 'DYNAMIC') {
           const computed = await computeMembership(ctx.state.em, segment.id);
           if (computed?.events.length) deps.hub.publish({ projectId, contactIds: [], events: computed.events });
         }
@@ -243,12 +243,12 @@ export function segmentRoutes(router: Router, g: Guards, deps: SegmentDeps): voi
         const computed = await computeMembership(ctx.state.em, segment.id);
         if (computed?.events.length) deps.hub.publish({ projectId, contactIds: [], events: computed.events });
         const refreshed =
-          segment.track_membership && segment.type === 'DYNAMIC'
+          segment.trackMembership && segment.type === 'DYNAMIC'
             ? await getSegment(ctx.state.em, projectId, segment.id)
             : await refreshCount(ctx.state.em, segment.id);
         ctx.body = {
           ...toSegmentDto(refreshed ?? segment),
-          computed: { tracked: segment.track_membership, entered: computed?.entered ?? 0, exited: computed?.exited ?? 0 },
+          computed: { tracked: segment.trackMembership, entered: computed?.entered ?? 0, exited: computed?.exited ?? 0 },
         };
       },
     ),
