@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from 'pino';
 import { newId } from '../db/ids';
-import { type Orm, sql, transaction } from '../db/orm';
+import { type Orm, transaction } from '../db/orm';
 import { StatementBatcher } from '../db/statement-batcher';
 import { type EmailActivity, type RecordedActivity, recordEmailActivity, type SuppressionRules } from '../modules/emails';
 import type { ActivityHub } from '../bus/contact-activity';
@@ -11,6 +11,8 @@ import type { SendingJudge } from '../modules/security';
 import { type InboundReport, parseInboundReport, type RecipientOutcome } from './bounce-report';
 import type { MxHandler } from './mx-listener';
 import type { ReturnPaths } from './return-path';
+import { InboundReportSchema } from './inbound-reports.entity';
+import { emailByMessageId, type EmailRef, type LoggedReport, rememberReport, rememberReportFor } from './inbound.queries';
 
 export interface InboundDeps {
   orm: Orm;
@@ -19,16 +21,6 @@ export interface InboundDeps {
   judge: SendingJudge;
   rules: SuppressionRules;
   log: Logger;
-}
-
-interface EmailRef {
-  id: string;
-  project_id: string;
-  contact_id: string;
-  to_email: string;
-  message_id: string;
-  campaign_id: string | null;
-  template_id: string | null;
 }
 
 /** Finished rows stay this long (the maintenance schedule's purge). */
@@ -63,8 +55,6 @@ interface Handled {
   /** A bounce or complaint: the project's rates are judged after the commit. */
   judge: boolean;
 }
-
-const EMAIL_COLUMNS = `id, project_id, contact_id, to_email, message_id, campaign_id, template_id`;
 
 /**
  * What came back to the MX, recorded through the same path as Amazon SES's events (`recordEmailActivity`):
@@ -124,17 +114,7 @@ export class InboundReports implements MxHandler {
    * it already was (the same report sent again), undefined when there is no such email.
    */
   private async rememberFor(tx: EntityManager, emailId: string, item: Taken): Promise<EmailRef | 'seen' | undefined> {
-    const [row] = await sql<EmailRef & { fresh: boolean }>(
-      tx,
-      `WITH e AS (SELECT ${EMAIL_COLUMNS} FROM emails WHERE id = ?),
-       ins AS (
-         INSERT INTO inbound_reports (id, report_key, email_id, project_id, kind, envelope_from, envelope_to, detail)
-         SELECT ?, ?, e.id, e.project_id, ?, ?, ?, ?::jsonb FROM e
-         ON CONFLICT (report_key, email_id) DO NOTHING RETURNING 1
-       )
-       SELECT e.*, EXISTS (SELECT 1 FROM ins) AS fresh FROM e`,
-      [emailId, newId(), item.key, item.report.kind, item.from, item.rcpt, detailOf(item.report)],
-    );
+    const row = await rememberReportFor(tx, emailId, this.logged(item));
     if (!row) return undefined;
     return row.fresh ? row : 'seen';
   }
@@ -145,20 +125,19 @@ export class InboundReports implements MxHandler {
     const inner = original?.returnPath ? this.deps.returnPaths.parse(original.returnPath.replace(/^<|>$/g, '')) : undefined;
     if (inner?.kind === 'email') return this.rememberFor(tx, inner.emailId, item);
     if (!original?.messageId) return undefined;
-    const [email] = await sql<EmailRef>(tx, `SELECT ${EMAIL_COLUMNS} FROM emails WHERE message_id = ? LIMIT 1`, [original.messageId]);
+    const email = await emailByMessageId(tx, original.messageId);
     if (!email) return undefined;
     return (await this.remember(tx, email, item)) ? email : 'seen';
   }
 
   /** Records that this report was taken for this email (or for none); false when it already was. */
   private async remember(tx: EntityManager, email: EmailRef | undefined, item: Taken): Promise<boolean> {
-    const rows = await sql(
-      tx,
-      `INSERT INTO inbound_reports (id, report_key, email_id, project_id, kind, envelope_from, envelope_to, detail)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?::jsonb) ON CONFLICT (report_key, email_id) DO NOTHING RETURNING 1`,
-      [newId(), item.key, email?.id ?? null, email?.project_id ?? null, item.report.kind, item.from, item.rcpt, detailOf(item.report)],
-    );
-    return rows.length > 0;
+    return rememberReport(tx, email, this.logged(item));
+  }
+
+  /** The report as the log of reports keeps it. */
+  private logged(item: Taken): LoggedReport {
+    return { id: newId(), key: item.key, kind: item.report.kind, from: item.from, to: item.rcpt, detail: detailOf(item.report) };
   }
 
   private async apply(tx: EntityManager, email: EmailRef, report: InboundReport): Promise<Handled> {
@@ -217,5 +196,5 @@ const detailOf = (report: InboundReport) => JSON.stringify(report.kind === 'unkn
 
 /** Drops reports older than REPORT_LOG_DAYS (the maintenance schedule's purge). */
 export async function purgeInboundReports(em: EntityManager): Promise<number> {
-  return (await sql(em, `DELETE FROM inbound_reports WHERE received_at < now() - make_interval(days => ?) RETURNING 1`, [REPORT_LOG_DAYS])).length;
+  return em.nativeDelete(InboundReportSchema, { receivedAt: { $lt: new Date(Date.now() - REPORT_LOG_DAYS * 86_400_000) } });
 }

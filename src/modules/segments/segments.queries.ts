@@ -161,3 +161,51 @@ export async function createMissingContacts(tx: EntityManager, projectId: string
     [projectId, subscribed, emails.map(() => newId()), emails],
   );
 }
+
+/*
+ * What the in-memory evaluator reads (conditions/facts.ts): on every live-membership evaluation of a
+ * batch of events, so each is one read for the whole batch of contacts.
+ */
+
+/** Every segment of a project as the compilers need them. */
+export function segmentRefs(em: EntityManager, projectId: string): Promise<SegmentRef[]> {
+  return sql<SegmentRef>(em, `SELECT id, type, condition FROM segments WHERE project_id = ?`, [projectId]);
+}
+
+/** The fields of some contacts a condition can test. */
+export function contactFactRows(
+  em: EntityManager,
+  projectId: string,
+  contactIds: string[],
+): Promise<Array<{ id: string; email: string; subscribed: boolean; created_at: Date; updated_at: Date; data: Record<string, unknown> }>> {
+  return sql<{ id: string; email: string; subscribed: boolean; created_at: Date; updated_at: Date; data: Record<string, unknown> }>(
+    em,
+    `SELECT id, email, subscribed, created_at, updated_at, data FROM contacts WHERE project_id = ? AND id = ANY(?::uuid[])`,
+    [projectId, contactIds],
+  );
+}
+
+/** The last time each of some contacts had each named event: an aggregate. */
+export function lastEventTimes(
+  em: EntityManager,
+  projectId: string,
+  contactIds: string[],
+  names: string[],
+): Promise<Array<{ contact_id: string; name: string; last: Date }>> {
+  return sql<{ contact_id: string; name: string; last: Date }>(
+    em,
+    `SELECT contact_id, name, max(created_at) AS last FROM events
+     WHERE project_id = ? AND contact_id = ANY(?::uuid[]) AND name = ANY(?::text[]) GROUP BY contact_id, name`,
+    [projectId, contactIds, names],
+  );
+}
+
+/** The static segments some contacts are members of. */
+export function staticMemberships(em: EntityManager, contactIds: string[]): Promise<Array<{ contact_id: string; segment_id: string }>> {
+  return sql<{ contact_id: string; segment_id: string }>(
+    em,
+    `SELECT m.contact_id, m.segment_id FROM segment_memberships m JOIN segments s ON s.id = m.segment_id
+     WHERE m.contact_id = ANY(?::uuid[]) AND m.exited_at IS NULL AND s.type = 'STATIC'`,
+    [contactIds],
+  );
+}

@@ -1,11 +1,11 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { sql } from '../../../db/orm';
+import { contactFactRows, lastEventTimes, segmentRefs, staticMemberships } from '../segments.queries';
 import type { SegmentRef } from './compile';
 import type { ContactFacts } from './evaluate';
 
 /** Every segment of a project as the compilers need them, for following `segment.<id>` references. */
 export async function loadSegmentRefs(em: EntityManager, projectId: string): Promise<Map<string, SegmentRef>> {
-  const rows = await sql<SegmentRef>(em, `SELECT id, type, condition FROM segments WHERE project_id = ?`, [projectId]);
+  const rows = await segmentRefs(em, projectId);
   return new Map(rows.map((r) => [r.id, r]));
 }
 
@@ -16,26 +16,10 @@ export async function loadContactFacts(
   contactIds: string[],
   eventNames: Iterable<string>,
 ): Promise<Map<string, ContactFacts>> {
-  const contacts = await sql<{ id: string; email: string; subscribed: boolean; created_at: Date; updated_at: Date; data: Record<string, unknown> }>(
-    em,
-    `SELECT id, email, subscribed, created_at, updated_at, data FROM contacts WHERE project_id = ? AND id = ANY(?::uuid[])`,
-    [projectId, contactIds],
-  );
+  const contacts = await contactFactRows(em, projectId, contactIds);
   const names = [...eventNames];
-  const events = names.length
-    ? await sql<{ contact_id: string; name: string; last: Date }>(
-        em,
-        `SELECT contact_id, name, max(created_at) AS last FROM events
-         WHERE project_id = ? AND contact_id = ANY(?::uuid[]) AND name = ANY(?::text[]) GROUP BY contact_id, name`,
-        [projectId, contactIds, names],
-      )
-    : [];
-  const statics = await sql<{ contact_id: string; segment_id: string }>(
-    em,
-    `SELECT m.contact_id, m.segment_id FROM segment_memberships m JOIN segments s ON s.id = m.segment_id
-     WHERE m.contact_id = ANY(?::uuid[]) AND m.exited_at IS NULL AND s.type = 'STATIC'`,
-    [contactIds],
-  );
+  const events = names.length ? await lastEventTimes(em, projectId, contactIds, names) : [];
+  const statics = await staticMemberships(em, contactIds);
   const out = new Map<string, ContactFacts>();
   for (const c of contacts) {
     out.set(c.id, {
