@@ -1,6 +1,7 @@
 /** Per-project rate limits shared by every process through PostgreSQL: the HTTP API and SMTP submission use them. */
 import type { EntityManager, Orm } from './orm';
-import { sql } from './orm';
+import { RateLimitWindowSchema } from './rate-limit-windows.entity';
+import { reserveInWindow } from './rate-limiter.queries';
 
 const WINDOW_MS = 60_000;
 const MAX_BLOCK = 256;
@@ -64,14 +65,7 @@ export class RateLimiter {
 
   private async reserve(projectId: string, a: Allowance): Promise<void> {
     const want = Math.max(1, Math.min(a.block, MAX_BLOCK, Math.floor(this.limit / 100)));
-    const rows = await sql<{ count: number }>(
-      this.orm.em.fork(),
-      `INSERT INTO rate_limit_windows (project_id, window_start, count) VALUES (?, to_timestamp(?), ?)
-       ON CONFLICT (project_id, window_start) DO UPDATE SET count = rate_limit_windows.count + EXCLUDED.count
-       RETURNING count`,
-      [projectId, (a.window * WINDOW_MS) / 1000, want],
-    );
-    const after = Number(rows[0].count);
+    const after = await reserveInWindow(this.orm.em.fork(), projectId, (a.window * WINDOW_MS) / 1000, want);
     const before = after - want;
     const granted = Math.max(0, Math.min(want, this.limit - before));
     a.counted = Math.min(after, this.limit);
@@ -83,10 +77,5 @@ export class RateLimiter {
 
 /** Drops windows that ended; any process may run it. */
 export async function purgeRateLimitWindows(em: EntityManager): Promise<number> {
-  const rows = await sql<{ n: number }>(
-    em,
-    `WITH d AS (DELETE FROM rate_limit_windows WHERE window_start < now() - interval '2 minutes' RETURNING 1)
-     SELECT count(*)::int AS n FROM d`,
-  );
-  return rows[0].n;
+  return em.nativeDelete(RateLimitWindowSchema, { windowStart: { $lt: new Date(Date.now() - 2 * 60_000) } });
 }

@@ -1,0 +1,18 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { sql } from './orm';
+
+/**
+ * Adds `n` requests to a project's shared counter for the window starting at `windowStartSeconds` and
+ * answers the count after it: an upsert that increments in place, because every API process reserves
+ * blocks of the same window at once.
+ */
+export async function reserveInWindow(em: EntityManager, projectId: string, windowStartSeconds: number, n: number): Promise<number> {
+  const rows = await sql<{ count: number }>(
+    em,
+    `INSERT INTO rate_limit_windows (project_id, window_start, count) VALUES (?, to_timestamp(?), ?)
+     ON CONFLICT (project_id, window_start) DO UPDATE SET count = rate_limit_windows.count + EXCLUDED.count
+     RETURNING count`,
+    [projectId, windowStartSeconds, n],
+  );
+  return Number(rows[0].count);
+}
