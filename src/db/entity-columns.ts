@@ -3,7 +3,11 @@
  * against the entities stays empty (test/integration/schema.test.ts).
  */
 
-/** `timestamptz NOT NULL DEFAULT now()`. */
+/**
+ * `timestamptz NOT NULL DEFAULT now()`. Entities leave it unset on insert (`createdAt!: Date`): PostgreSQL's
+ * now() sets it, to the microsecond and on one clock for every process, and the INSERT reads it back, so
+ * lists ordered by it keep the order rows were written in.
+ */
 export const timestampColumn = { type: 'Date', columnType: 'timestamptz', defaultRaw: 'now()' } as const;
 
 /** A nullable `timestamptz`. */

@@ -11,7 +11,7 @@ export class IdempotencyKey {
   statusCode: number | null = null;
   /** What the request answered, where its handler kept it (SMTP submissions). */
   response: unknown = null;
-  createdAt: Date = new Date();
+  createdAt!: Date;
 }
 
 export const IdempotencyKeySchema = new EntitySchema<IdempotencyKey>({

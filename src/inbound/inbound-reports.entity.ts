@@ -16,7 +16,7 @@ export class InboundReport {
   envelopeFrom: string | null = null;
   envelopeTo!: string;
   detail: Record<string, unknown> = {};
-  receivedAt: Date = new Date();
+  receivedAt!: Date;
 }
 
 export const InboundReportSchema = new EntitySchema<InboundReport>({

@@ -10,8 +10,8 @@ export class User {
   email!: string;
   passwordHash!: string;
   emailVerified = false;
-  createdAt: Date = new Date();
-  updatedAt: Date = new Date();
+  createdAt!: Date;
+  updatedAt!: Date;
 }
 
 export class Project {
@@ -25,8 +25,8 @@ export class Project {
   /** When an operator last reinstated the project after a suspension (its rates are judged from then on). */
   securityReviewedAt: Date | null = null;
   settings: Record<string, unknown> = {};
-  createdAt: Date = new Date();
-  updatedAt: Date = new Date();
+  createdAt!: Date;
+  updatedAt!: Date;
 }
 
 export class ProjectMember {
@@ -34,7 +34,7 @@ export class ProjectMember {
   projectId!: string;
   userId!: string;
   role!: Role;
-  createdAt: Date = new Date();
+  createdAt!: Date;
 }
 
 /** A single-use, expiring token mailed to a user (email verification, password reset), kept only as its hash. */
@@ -45,7 +45,7 @@ export class AuthToken {
   purpose!: TokenPurpose;
   expiresAt!: Date;
   usedAt: Date | null = null;
-  createdAt: Date = new Date();
+  createdAt!: Date;
 }
 
 /** An invitation to a project for an address that has no verified account yet. */
@@ -57,7 +57,7 @@ export class ProjectInvite {
   role!: Role;
   /** The user who invited; null once their account is gone. */
   invitedBy: string | null = null;
-  createdAt: Date = new Date();
+  createdAt!: Date;
 }
 
 // Each property says what its column is in the migrated schema (type, default, constraint names), so

@@ -19,7 +19,7 @@ export class AutomationOutboxEntry {
   workflowId: string | null = null;
   /** The execution to wake (`wake`). */
   executionId: string | null = null;
-  createdAt: Date = new Date();
+  createdAt!: Date;
   /** Until when a dispatcher holds the row; after that another takes it. */
   claimedUntil: Date | null = null;
 }

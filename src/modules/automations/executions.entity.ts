@@ -23,8 +23,8 @@ export class WorkflowExecution {
   currentStepId: string | null = null;
   triggerEventId: string | null = null;
   error: string | null = null;
-  createdAt: Date = new Date();
-  updatedAt: Date = new Date();
+  createdAt!: Date;
+  updatedAt!: Date;
   completedAt: Date | null = null;
   /** When a waiting execution resumes: the end of its DELAY or its event's timeout. */
   resumeAt: Date | null = null;
@@ -52,7 +52,7 @@ export class WorkflowWait {
   projectId!: string;
   contactId!: string;
   eventName!: string;
-  createdAt: Date = new Date();
+  createdAt!: Date;
 }
 
 export const WorkflowEntrySchema = new EntitySchema<WorkflowEntry>({

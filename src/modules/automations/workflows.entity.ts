@@ -13,8 +13,8 @@ export class Workflow {
   triggerConfig!: { eventName: string };
   enabled = false;
   allowReentry = false;
-  createdAt: Date = new Date();
-  updatedAt: Date = new Date();
+  createdAt!: Date;
+  updatedAt!: Date;
 }
 
 /** A step of a workflow's definition: its type, its configuration and where the editor draws it. */
@@ -26,8 +26,8 @@ export class WorkflowStep {
   name!: string;
   config: Record<string, unknown> = {};
   position: Record<string, unknown> | null = null;
-  createdAt: Date = new Date();
-  updatedAt: Date = new Date();
+  createdAt!: Date;
+  updatedAt!: Date;
 }
 
 /** An edge of a workflow's definition: from one step to the next, on a condition's branch or a wait's outcome. */
@@ -39,7 +39,7 @@ export class WorkflowTransition {
   toStepId!: string;
   branch: 'yes' | 'no' | null = null;
   outcome: 'event' | 'timeout' | null = null;
-  createdAt: Date = new Date();
+  createdAt!: Date;
 }
 
 export const WorkflowSchema = new EntitySchema<Workflow>({

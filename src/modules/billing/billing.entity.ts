@@ -14,7 +14,7 @@ export class ProjectBilling {
   subscriptionStatus: string | null = null;
   /** When the last applied Stripe event was created: Stripe does not deliver in order. */
   stripeEventAt: Date | null = null;
-  updatedAt: Date = new Date();
+  updatedAt!: Date;
 }
 
 /** A Stripe event already processed: its id makes a redelivered webhook change nothing. */
@@ -22,7 +22,7 @@ export class ProcessedStripeEvent {
   [OptionalProps]?: 'receivedAt';
   id!: string;
   type!: string;
-  receivedAt: Date = new Date();
+  receivedAt!: Date;
 }
 
 export const ProjectBillingSchema = new EntitySchema<ProjectBilling>({

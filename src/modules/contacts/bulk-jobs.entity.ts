@@ -15,8 +15,8 @@ export class BulkJob {
   unchanged = 0;
   /** The ids among contactIds that the project has no contact for. */
   notFound: string[] = [];
-  createdAt: Date = new Date();
-  updatedAt: Date = new Date();
+  createdAt!: Date;
+  updatedAt!: Date;
   completedAt: Date | null = null;
 }
 

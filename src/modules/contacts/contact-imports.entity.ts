@@ -39,8 +39,8 @@ export class ContactImport {
   invalid = 0;
   errors: Array<{ line: number; error: string }> = [];
   error: string | null = null;
-  createdAt: Date = new Date();
-  updatedAt: Date = new Date();
+  createdAt!: Date;
+  updatedAt!: Date;
   completedAt: Date | null = null;
 }
 

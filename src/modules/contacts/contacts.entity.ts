@@ -10,8 +10,8 @@ export class Contact {
   subscribed!: boolean;
   snoozedUntil: Date | null = null;
   data: Record<string, unknown> = {};
-  createdAt: Date = new Date();
-  updatedAt: Date = new Date();
+  createdAt!: Date;
+  updatedAt!: Date;
 }
 
 export const ContactSchema = new EntitySchema<Contact>({

@@ -5,7 +5,7 @@ import { timestampColumn } from '../../db/entity-columns';
 export class DevMailboxMessage {
   [OptionalProps]?: 'receivedAt' | 'envelopeFrom' | 'subject' | 'messageId';
   id!: string;
-  receivedAt: Date = new Date();
+  receivedAt!: Date;
   envelopeFrom: string | null = null;
   envelopeTo!: string[];
   subject: string | null = null;

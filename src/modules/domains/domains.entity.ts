@@ -17,8 +17,8 @@ export class Domain {
   recordStatus: RecordStatuses = {};
   verifiedAt: Date | null = null;
   lastCheckedAt: Date | null = null;
-  createdAt: Date = new Date();
-  updatedAt: Date = new Date();
+  createdAt!: Date;
+  updatedAt!: Date;
 }
 
 export const DomainSchema = new EntitySchema<Domain>({

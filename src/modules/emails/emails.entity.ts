@@ -68,8 +68,8 @@ export class Email {
   failedAt: Date | null = null;
   openCount = 0;
   clickCount = 0;
-  createdAt: Date = new Date();
-  updatedAt: Date = new Date();
+  createdAt!: Date;
+  updatedAt!: Date;
 }
 
 /** A file attached to an email, or shown inline in it (`contentId`), in its place among the others. */

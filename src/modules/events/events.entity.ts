@@ -9,7 +9,7 @@ export class ContactEvent {
   contactId!: string;
   name!: string;
   data: Record<string, unknown> = {};
-  createdAt: Date = new Date();
+  createdAt!: Date;
 }
 
 export const ContactEventSchema = new EntitySchema<ContactEvent>({

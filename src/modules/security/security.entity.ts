@@ -15,7 +15,7 @@ export class ProjectSuspension {
   complained!: string;
   windowStart!: Date;
   reason!: string;
-  createdAt: Date = new Date();
+  createdAt!: Date;
   liftedAt: Date | null = null;
   liftedBy: string | null = null;
 }

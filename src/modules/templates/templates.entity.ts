@@ -18,8 +18,8 @@ export class Template {
   type: TemplateType = 'MARKETING';
   /** Open and click tracking switched on or off for mail of this template; null follows the project. */
   tracking: { opens?: boolean; clicks?: boolean } | null = null;
-  createdAt: Date = new Date();
-  updatedAt: Date = new Date();
+  createdAt!: Date;
+  updatedAt!: Date;
 }
 
 export const TemplateSchema = new EntitySchema<Template>({

@@ -5,7 +5,7 @@ import { timestampColumn } from '../../db/entity-columns';
 export class SnsNotification {
   [OptionalProps]?: 'receivedAt';
   messageId!: string;
-  receivedAt: Date = new Date();
+  receivedAt!: Date;
 }
 
 export const SnsNotificationSchema = new EntitySchema<SnsNotification>({

@@ -19,7 +19,7 @@ export class WebhookDelivery {
   nextAttemptAt: Date = new Date();
   /** Until when a dispatcher holds the delivery; after that another takes it. */
   claimedUntil: Date | null = null;
-  createdAt: Date = new Date();
+  createdAt!: Date;
   deliveredAt: Date | null = null;
 }
 

@@ -28,8 +28,8 @@ export class WebhookEndpoint {
   previousSecretExpiresAt: Date | null = null;
   failingSince: Date | null = null;
   disabledReason: string | null = null;
-  createdAt: Date = new Date();
-  updatedAt: Date = new Date();
+  createdAt!: Date;
+  updatedAt!: Date;
 }
 
 export const WebhookEndpointSchema = new EntitySchema<WebhookEndpoint>({
