@@ -1,5 +1,6 @@
 /** The accounts module's public surface: the only file other modules import. */
 export { accountEntities } from './accounts.entity';
+export { Project } from './accounts.entity';
 export type { Role } from './accounts.entity';
 export { projectSettings, trackingOverrideSchema, withDefaults } from './project-settings';
 export type { ProjectSettings, TrackingOverride } from './project-settings';

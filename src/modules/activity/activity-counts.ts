@@ -1,5 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { sql, transaction } from '../../db/orm';
+import { transaction } from '../../db/orm';
+import { countRows, foldActivitySlice, foldContactSlice, rawEventCounts } from './activity.queries';
 
 /** What the counts count: recorded events by name, accepted emails by type. */
 export type CountSource = 'event' | 'email';
@@ -28,7 +29,7 @@ export interface CountRow {
  * rows. Folded counts and not yet folded deltas are added together, so the answer is exact whether or
  * not the fold has run.
  */
-export async function bucketCounts(
+export function bucketCounts(
   em: EntityManager,
   projectId: string,
   source: CountSource,
@@ -36,37 +37,7 @@ export async function bucketCounts(
   interval: Interval | 'all' = 'all',
 ): Promise<CountRow[]> {
   const dayAligned = (d?: Date) => !d || d.getTime() % DAY_MS === 0;
-  const daily = interval !== 'hour' && dayAligned(window.from) && dayAligned(window.to);
-  const where = ['project_id = ?', 'source = ?'];
-  const params: unknown[] = [projectId, source];
-  if (window.from) {
-    where.push('t >= ?');
-    params.push(window.from);
-  }
-  if (window.to) {
-    where.push('t < ?');
-    params.push(window.to);
-  }
-  if (window.names) {
-    where.push('name = ANY(?::text[])');
-    params.push(window.names);
-  }
-  const filter = where.join(' AND ');
-  const bucket = interval === 'all' ? `'epoch'::timestamptz` : `date_trunc('${interval}', t, 'UTC')`;
-  const folded = daily
-    ? `SELECT name, variant, day AS t, n, project_id, source FROM activity_counts_daily`
-    : `SELECT name, variant, hour AS t, n, project_id, source FROM activity_counts`;
-  const pending = `SELECT name, variant, ${daily ? `date_trunc('day', hour, 'UTC')` : 'hour'} AS t, n, project_id, source FROM activity_count_deltas`;
-  const rows = await sql<{ name: string; variant: string; bucket: Date; n: string }>(
-    em,
-    `SELECT name, variant, ${bucket} AS bucket, sum(n) AS n FROM (
-       SELECT name, variant, t, n FROM (${folded}) f WHERE ${filter}
-       UNION ALL
-       SELECT name, variant, t, n FROM (${pending}) p WHERE ${filter}
-     ) c GROUP BY 1, 2, 3 HAVING sum(n) <> 0 ORDER BY 3, 1, 2`,
-    [...params, ...params],
-  );
-  return rows.map((r) => ({ name: r.name, variant: r.variant, bucket: new Date(r.bucket), n: Number(r.n) }));
+  return countRows(em, projectId, source, window, interval, interval !== 'hour' && dayAligned(window.from) && dayAligned(window.to));
 }
 
 /** Sums rows by name (variants together), or by `name:variant` when `byVariant`. */
@@ -110,23 +81,13 @@ export async function countsBetween(em: EntityManager, projectId: string, source
   return rows;
 }
 
-async function rawEventCounts(em: EntityManager, projectId: string, from: Date, to: Date, names?: string[]): Promise<CountRow[]> {
-  const rows = await sql<{ name: string; variant: string; n: string }>(
-    em,
-    `SELECT name, CASE WHEN name = 'email.bounce' THEN lower(coalesce(data->>'bounceType', '')) ELSE '' END AS variant, count(*) AS n
-     FROM events WHERE project_id = ? AND created_at >= ? AND created_at < ? ${names ? 'AND name = ANY(?::text[])' : ''} GROUP BY 1, 2`,
-    names ? [projectId, from, to, names] : [projectId, from, to],
-  );
-  return rows.map((r) => ({ name: r.name, variant: r.variant, bucket: new Date(0), n: Number(r.n) }));
-}
-
-/** Runs a fold statement (one slice per transaction, answering `n` moved) until a slice comes back short. */
-async function foldInSlices(em: EntityManager, statement: string, slice: number): Promise<number> {
+/** Runs a fold (one slice per transaction, answering how many it moved) until a slice comes back short. */
+async function foldInSlices(em: EntityManager, fold: (tx: EntityManager, slice: number) => Promise<number>, slice: number): Promise<number> {
   let folded = 0;
   for (;;) {
-    const [row] = await transaction(em, (tx) => sql<{ n: number }>(tx, statement, [slice]));
-    folded += row.n;
-    if (row.n < slice) return folded;
+    const n = await transaction(em, (tx) => fold(tx, slice));
+    folded += n;
+    if (n < slice) return folded;
   }
 }
 
@@ -137,41 +98,5 @@ async function foldInSlices(em: EntityManager, statement: string, slice: number)
  * (readers skip them). Answers the number of deltas folded.
  */
 export async function foldActivityCounts(em: EntityManager, slice = 20_000): Promise<number> {
-  const activity = await foldInSlices(
-    em,
-    `WITH moved AS (
-       DELETE FROM activity_count_deltas WHERE id IN (
-         SELECT id FROM activity_count_deltas ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED)
-       RETURNING project_id, source, hour, name, variant, n),
-     summed AS (
-       SELECT project_id, source, hour, name, variant, sum(n) AS n FROM moved
-       WHERE EXISTS (SELECT 1 FROM projects p WHERE p.id = moved.project_id)
-       GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5),
-     hourly AS (
-       INSERT INTO activity_counts (project_id, source, hour, name, variant, n) SELECT * FROM summed
-       ON CONFLICT (project_id, source, hour, name, variant) DO UPDATE SET n = activity_counts.n + EXCLUDED.n),
-     daily AS (
-       INSERT INTO activity_counts_daily (project_id, source, day, name, variant, n)
-       SELECT project_id, source, date_trunc('day', hour, 'UTC'), name, variant, sum(n) FROM summed GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5
-       ON CONFLICT (project_id, source, day, name, variant) DO UPDATE SET n = activity_counts_daily.n + EXCLUDED.n)
-     SELECT count(*)::int AS n FROM moved`,
-    slice,
-  );
-  const contacts = await foldInSlices(
-    em,
-    // Only this fold writes contact_counts now; it adds to shard 0 (the other shards hold what was counted before).
-    `WITH moved AS (
-       DELETE FROM contact_count_deltas WHERE id IN (
-         SELECT id FROM contact_count_deltas ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED)
-       RETURNING project_id, n),
-     summed AS (
-       SELECT project_id, sum(n) AS n FROM moved
-       WHERE EXISTS (SELECT 1 FROM projects p WHERE p.id = moved.project_id) GROUP BY 1 ORDER BY 1),
-     counted AS (
-       INSERT INTO contact_counts (project_id, shard, n) SELECT project_id, 0, n FROM summed
-       ON CONFLICT (project_id, shard) DO UPDATE SET n = contact_counts.n + EXCLUDED.n)
-     SELECT count(*)::int AS n FROM moved`,
-    slice,
-  );
-  return activity + contacts;
+  return (await foldInSlices(em, foldActivitySlice, slice)) + (await foldInSlices(em, foldContactSlice, slice));
 }

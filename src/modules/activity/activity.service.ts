@@ -1,9 +1,9 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { sql } from '../../db/orm';
 import { badRequest } from '../../http/errors';
 import { SEGMENT_MEMBERSHIP, SYSTEM_EVENTS } from '../events';
 import { eventPageFilter } from '../events';
 import { bucketCounts, ceilHour, countsBetween, DAY_MS, floorHour, type Interval, sumByName } from './activity-counts';
+import { feedRows, scheduledCampaigns, upcomingTotals, waitingExecutions } from './activity.queries';
 import type { ActivityFeedQuery, WindowQuery } from './activity.schemas';
 
 const MAX_BUCKETS = 1000;
@@ -72,15 +72,6 @@ export async function eventSeries(em: EntityManager, projectId: string, w: Chart
   return { byBucket, totals };
 }
 
-interface FeedRow {
-  id: string;
-  name: string;
-  contact_id: string;
-  email: string;
-  data: Record<string, unknown>;
-  created_at: Date;
-}
-
 /**
  * The project's activity, newest first: every event the service or the client recorded (sends,
  * deliveries, opens, clicks, bounces, complaints, inbound mail, subscription changes, segment entries
@@ -88,19 +79,9 @@ interface FeedRow {
  * ranges merged, so a rare type is as fast to page through as a common one.
  */
 export async function activityFeed(em: EntityManager, projectId: string, q: ActivityFeedQuery) {
-  const { where, params } = await eventPageFilter(em, projectId, q);
+  const filter = await eventPageFilter(em, projectId, q);
   const types = q.types ? [...new Set(q.types)] : undefined;
-  const branch = (typed: boolean) =>
-    `(SELECT id, name, contact_id, data, created_at FROM events WHERE ${where.join(' AND ')}${typed ? ' AND name = ?' : ''}
-      ORDER BY created_at DESC, id DESC LIMIT ?)`;
-  const inner = types ? types.map(() => branch(true)).join(' UNION ALL ') : branch(false);
-  const innerParams = types ? types.flatMap((t) => [...params, t, q.limit + 1]) : [...params, q.limit + 1];
-  const rows = await sql<FeedRow>(
-    em,
-    `SELECT f.id, f.name, f.contact_id, c.email, f.data, f.created_at FROM (${inner}) f JOIN contacts c ON c.id = f.contact_id
-     ORDER BY f.created_at DESC, f.id DESC LIMIT ?`,
-    [...innerParams, q.limit + 1],
-  );
+  const rows = await feedRows(em, filter, types, q.limit + 1);
   const page = rows.slice(0, q.limit);
   let total = 0;
   if (!q.cursor) {
@@ -161,39 +142,9 @@ export async function activityTypes(em: EntityManager, projectId: string) {
 
 /** Scheduled campaigns by send time, and waiting automation executions by when they resume. */
 export async function upcoming(em: EntityManager, projectId: string, limit: number) {
-  const campaigns = await sql<{ id: string; name: string; subject: string; scheduled_for: Date; audience_type: string; segment_id: string | null }>(
-    em,
-    `SELECT id, name, subject, scheduled_for, audience_type, segment_id FROM campaigns
-     WHERE project_id = ? AND status = 'SCHEDULED' ORDER BY scheduled_for, id LIMIT ?`,
-    [projectId, limit],
-  );
-  const executions = await sql<{
-    id: string;
-    workflow_id: string;
-    workflow_name: string;
-    contact_id: string;
-    email: string;
-    step_type: string | null;
-    event_name: string | null;
-    resume_at: Date | null;
-    updated_at: Date;
-  }>(
-    em,
-    `SELECT x.id, x.workflow_id, w.name AS workflow_name, x.contact_id, c.email, s.type AS step_type, ww.event_name, x.resume_at, x.updated_at
-     FROM (SELECT * FROM workflow_executions WHERE project_id = ? AND status = 'WAITING' ORDER BY resume_at NULLS LAST, id LIMIT ?) x
-     JOIN workflows w ON w.id = x.workflow_id
-     JOIN contacts c ON c.id = x.contact_id
-     LEFT JOIN workflow_waits ww ON ww.execution_id = x.id
-     LEFT JOIN LATERAL (SELECT type FROM workflow_execution_steps WHERE execution_id = x.id AND status = 'WAITING' ORDER BY started_at DESC LIMIT 1) s ON true
-     ORDER BY x.resume_at NULLS LAST, x.id`,
-    [projectId, limit],
-  );
-  const [totals] = await sql<{ campaigns: number; executions: number }>(
-    em,
-    `SELECT (SELECT count(*)::int FROM campaigns WHERE project_id = ? AND status = 'SCHEDULED') AS campaigns,
-            (SELECT count(*)::int FROM workflow_executions WHERE project_id = ? AND status = 'WAITING') AS executions`,
-    [projectId, projectId],
-  );
+  const campaigns = await scheduledCampaigns(em, projectId, limit);
+  const executions = await waitingExecutions(em, projectId, limit);
+  const totals = await upcomingTotals(em, projectId);
   const iso = (d: Date | null) => (d ? new Date(d).toISOString() : null);
   return {
     campaigns: campaigns.map((c) => ({

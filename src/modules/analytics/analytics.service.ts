@@ -1,11 +1,10 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { sql } from '../../db/orm';
 import { notFound } from '../../http/errors';
 import { countsBetween, DAY_MS, sumByName } from '../activity';
 import { type ChartWindow, eventSeries } from '../activity';
 import type { TOP_CAMPAIGN_METRICS } from '../activity';
-import type { Campaign } from '../campaigns';
 import { isReservedEventName } from '../events';
+import { campaignStatsPage, campaignStatsRow, type CampaignStatsRow, campaignTotals, topCampaignRows } from './analytics.queries';
 
 /** The mail metrics of the time series, and the event each counts (every event, not distinct emails). */
 const SERIES_EVENTS = {
@@ -31,28 +30,6 @@ export async function mailTimeseries(em: EntityManager, projectId: string, w: Ch
     data: w.buckets.map((b) => ({ date: b.toISOString(), ...metrics(byBucket.get(b.getTime())!) })),
   };
 }
-
-/** A row of CAMPAIGN_STATS_COLUMNS, as PostgreSQL returns it. */
-interface CampaignStatsRow {
-  id: string;
-  name: string;
-  subject: string;
-  status: Campaign['status'];
-  type: Campaign['type'];
-  total_recipients: number;
-  sent_count: number;
-  delivered_count: number;
-  opened_count: number;
-  clicked_count: number;
-  bounced_count: number;
-  complained_count: number;
-  failed_count: number;
-  sent_at: Date | null;
-  created_at: Date;
-}
-
-const CAMPAIGN_STATS_COLUMNS = `id, name, subject, status, type, total_recipients, sent_count, delivered_count, opened_count,
-  clicked_count, bounced_count, complained_count, failed_count, sent_at, created_at`;
 
 const rate = (n: number, of: number) => (of > 0 ? Math.round((n / of) * 10_000) / 10_000 : 0);
 
@@ -80,64 +57,25 @@ function campaignBreakdown(r: CampaignStatsRow) {
   };
 }
 
-const METRIC_ORDER: Record<(typeof TOP_CAMPAIGN_METRICS)[number], string> = {
-  sent: 'sent_count',
-  delivered: 'delivered_count',
-  opened: 'opened_count',
-  clicked: 'clicked_count',
-  bounced: 'bounced_count',
-  complained: 'complained_count',
-  openRate: 'opened_count::float8 / nullif(sent_count, 0)',
-  clickRate: 'clicked_count::float8 / nullif(sent_count, 0)',
-};
-
 /** Campaigns that have sent, best first by `metric`; `from`/`to` filter on when sending started. */
 export async function topCampaigns(
   em: EntityManager,
   projectId: string,
   q: { metric: (typeof TOP_CAMPAIGN_METRICS)[number]; limit: number; from?: Date; to?: Date },
 ) {
-  const where = ['project_id = ?', 'sent_count > 0'];
-  const params: unknown[] = [projectId];
-  if (q.from) {
-    where.push('sent_at >= ?');
-    params.push(q.from);
-  }
-  if (q.to) {
-    where.push('sent_at < ?');
-    params.push(q.to);
-  }
-  const rows = await sql<CampaignStatsRow>(
-    em,
-    `SELECT ${CAMPAIGN_STATS_COLUMNS} FROM campaigns WHERE ${where.join(' AND ')}
-     ORDER BY ${METRIC_ORDER[q.metric]} DESC NULLS LAST, sent_at DESC NULLS LAST, id LIMIT ?`,
-    [...params, q.limit],
-  );
+  const rows = await topCampaignRows(em, projectId, q);
   return { metric: q.metric, data: rows.map(campaignBreakdown) };
 }
 
 /** Every campaign past DRAFT with its breakdown, newest first (offset pages), and the project's totals. */
 export async function campaignStats(em: EntityManager, projectId: string, q: { page: number; pageSize: number; campaignId?: string }) {
   if (q.campaignId) {
-    const [row] = await sql<CampaignStatsRow>(em, `SELECT ${CAMPAIGN_STATS_COLUMNS} FROM campaigns WHERE project_id = ? AND id = ?`, [projectId, q.campaignId]);
+    const row = await campaignStatsRow(em, projectId, q.campaignId);
     if (!row) throw notFound('Campaign');
     return { data: [campaignBreakdown(row)], total: 1, page: 1, pageSize: 1 };
   }
-  const rows = await sql<CampaignStatsRow>(
-    em,
-    `SELECT ${CAMPAIGN_STATS_COLUMNS} FROM campaigns WHERE project_id = ? AND status <> 'DRAFT'
-     ORDER BY coalesce(sent_at, scheduled_for, created_at) DESC, id DESC LIMIT ? OFFSET ?`,
-    [projectId, q.pageSize, (q.page - 1) * q.pageSize],
-  );
-  const [sums] = await sql<Record<string, string>>(
-    em,
-    `SELECT count(*) AS campaigns, coalesce(sum(total_recipients), 0) AS recipients, coalesce(sum(sent_count), 0) AS sent,
-       coalesce(sum(delivered_count), 0) AS delivered, coalesce(sum(opened_count), 0) AS opened, coalesce(sum(clicked_count), 0) AS clicked,
-       coalesce(sum(bounced_count), 0) AS bounced, coalesce(sum(complained_count), 0) AS complained, coalesce(sum(failed_count), 0) AS failed
-     FROM campaigns WHERE project_id = ? AND status <> 'DRAFT'`,
-    [projectId],
-  );
-  const n = Object.fromEntries(Object.entries(sums).map(([k, v]) => [k, Number(v)]));
+  const rows = await campaignStatsPage(em, projectId, { limit: q.pageSize, offset: (q.page - 1) * q.pageSize });
+  const n = await campaignTotals(em, projectId);
   return {
     data: rows.map(campaignBreakdown),
     total: n.campaigns,

@@ -1,8 +1,9 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { sql } from '../../db/orm';
 import { forbidden } from '../../http/errors';
 import { countsBetween, sumByName } from '../activity';
 import { contactTotal } from '../contacts';
+import { ProjectBilling } from './billing.entity';
+import { lockProjectBilling } from './billing.queries';
 
 export interface BillingLimits {
   /** Emails accepted per calendar month (UTC); null is no cap. */
@@ -20,28 +21,27 @@ export function billingPeriod(now = new Date()): { start: Date; end: Date } {
 }
 
 export async function billingLimits(em: EntityManager, projectId: string): Promise<BillingLimits> {
-  const [row] = await sql<BillingRow>(em, `SELECT email_limit, contact_limit FROM project_billing WHERE project_id = ?`, [projectId]);
-  return limitsOf(row);
+  // From the database even when the identity map holds the row: a send's transaction judges by these.
+  const billing = await em.findOne(ProjectBilling, { projectId }, { refresh: true });
+  return { emails: cap(billing?.emailLimit), contacts: cap(billing?.contactLimit) };
 }
 
-/** `project_billing`'s caps as stored (bigint arrives as text); no row is no caps. */
+/** A bigint cap as it arrives (text); null or no row is no cap. */
+const cap = (v: string | null | undefined) => (v === null || v === undefined ? null : Number(v));
+
+/** The caps as the emails module's sending context reads them with its own SQL. */
 export interface BillingRow {
   email_limit: string | null;
   contact_limit: string | null;
 }
 
 export function limitsOf(row: BillingRow | undefined): BillingLimits {
-  const n = (v: string | null | undefined) => (v === null || v === undefined ? null : Number(v));
-  return { emails: n(row?.email_limit), contacts: n(row?.contact_limit) };
+  return { emails: cap(row?.email_limit), contacts: cap(row?.contact_limit) };
 }
 
 export async function setBillingLimits(em: EntityManager, projectId: string, limits: BillingLimits): Promise<BillingLimits> {
-  await sql(
-    em,
-    `INSERT INTO project_billing (project_id, email_limit, contact_limit) VALUES (?, ?, ?)
-     ON CONFLICT (project_id) DO UPDATE SET email_limit = EXCLUDED.email_limit, contact_limit = EXCLUDED.contact_limit, updated_at = now()`,
-    [projectId, limits.emails, limits.contacts],
-  );
+  const text = (n: number | null) => (n === null ? null : String(n));
+  await em.upsert(ProjectBilling, { projectId, emailLimit: text(limits.emails), contactLimit: text(limits.contacts), updatedAt: new Date() });
   return limits;
 }
 
@@ -86,7 +86,7 @@ export async function assertWithinBillingLimits(
   if (known && known.emails === null && known.contacts === null) return;
   const limits = await billingLimits(tx, projectId);
   if (limits.emails === null && limits.contacts === null) return;
-  await sql(tx, `SELECT pg_advisory_xact_lock(hashtextextended('billing:' || ?, 0))`, [projectId]);
+  await lockProjectBilling(tx, projectId);
   const count = typeof howMany === 'number' ? howMany : await howMany();
   const used = await usage(tx, projectId);
   if (limits.contacts !== null && used.contacts > limits.contacts) {

@@ -1,39 +1,32 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { simpleParser, type AddressObject } from 'mailparser';
 import { newId } from '../../db/ids';
-import { sql } from '../../db/orm';
 import { notFound } from '../../http/errors';
 import type { CapturedMessage } from '../../mail/capture-smtp';
-
-interface Row {
-  id: string;
-  received_at: Date;
-  envelope_from: string | null;
-  envelope_to: string[];
-  raw: Buffer;
-}
+import { DevMailboxMessage } from './dev-mailbox.entity';
 
 const addresses = (a: AddressObject | AddressObject[] | undefined) =>
   (Array.isArray(a) ? a : a ? [a] : []).flatMap((o) => o.value.map((v) => ({ name: v.name, address: v.address })));
 
 export async function storeCaptured(em: EntityManager, msg: CapturedMessage): Promise<void> {
   const parsed = await simpleParser(msg.raw, { skipHtmlToText: true, skipTextToHtml: true, skipImageLinks: true });
-  await sql(em, `INSERT INTO dev_mailbox_messages (id, envelope_from, envelope_to, subject, message_id, raw) VALUES (?, ?, ?, ?, ?, ?)`, [
-    newId(),
-    msg.envelopeFrom,
-    msg.envelopeTo,
-    parsed.subject ?? null,
-    parsed.messageId ?? null,
-    msg.raw,
-  ]);
+  // A plain insert: nothing reads the message back in this unit of work.
+  await em.insert(DevMailboxMessage, {
+    id: newId(),
+    envelopeFrom: msg.envelopeFrom,
+    envelopeTo: msg.envelopeTo,
+    subject: parsed.subject ?? null,
+    messageId: parsed.messageId ?? null,
+    raw: msg.raw,
+  });
 }
 
-async function present(row: Row) {
+async function present(row: DevMailboxMessage) {
   const m = await simpleParser(row.raw, { skipImageLinks: true });
   return {
     id: row.id,
-    receivedAt: new Date(row.received_at).toISOString(),
-    envelope: { from: row.envelope_from, to: row.envelope_to },
+    receivedAt: row.receivedAt.toISOString(),
+    envelope: { from: row.envelopeFrom, to: row.envelopeTo },
     messageId: m.messageId ?? null,
     subject: m.subject ?? null,
     from: addresses(m.from),
@@ -56,23 +49,20 @@ async function present(row: Row) {
 
 /** Newest first. `to` narrows to messages whose envelope includes that recipient. */
 export async function listCaptured(em: EntityManager, opts: { limit: number; to?: string }) {
-  const rows = await sql<Row>(
-    em,
-    `SELECT id, received_at, envelope_from, envelope_to, raw FROM dev_mailbox_messages
-     WHERE (?::text IS NULL OR ?::text = ANY(envelope_to)) ORDER BY received_at DESC, id DESC LIMIT ?`,
-    [opts.to ?? null, opts.to ?? null, opts.limit],
-  );
-  const [{ n }] = await sql<{ n: string }>(em, `SELECT count(*) AS n FROM dev_mailbox_messages`);
-  return { data: await Promise.all(rows.map(present)), total: Number(n) };
+  const rows = await em.find(DevMailboxMessage, opts.to ? { envelopeTo: { $contains: [opts.to] } } : {}, {
+    orderBy: { receivedAt: 'desc', id: 'desc' },
+    limit: opts.limit,
+  });
+  const total = await em.count(DevMailboxMessage);
+  return { data: await Promise.all(rows.map(present)), total };
 }
 
 export async function getCaptured(em: EntityManager, id: string, raw = false) {
-  const [row] = await sql<Row>(em, `SELECT id, received_at, envelope_from, envelope_to, raw FROM dev_mailbox_messages WHERE id = ?`, [id]);
+  const row = await em.findOne(DevMailboxMessage, { id });
   if (!row) throw notFound('Message');
   return raw ? row.raw : present(row);
 }
 
 export async function clearCaptured(em: EntityManager): Promise<number> {
-  const [row] = await sql<{ n: number }>(em, `WITH d AS (DELETE FROM dev_mailbox_messages RETURNING 1) SELECT count(*)::int AS n FROM d`);
-  return row.n;
+  return em.nativeDelete(DevMailboxMessage, {});
 }

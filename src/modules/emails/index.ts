@@ -1,5 +1,5 @@
 /** The emails module's public surface: the only file other modules import. */
-export { EmailAttachmentSchema, EmailSchema } from './emails.entity';
+export { Email, EmailAttachmentSchema, EmailSchema } from './emails.entity';
 export type { EmailStatus } from './emails.entity';
 export { MAX_RECIPIENTS } from './emails.schemas';
 export { recordEmailActivity } from './email-activity';

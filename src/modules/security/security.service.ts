@@ -1,9 +1,12 @@
 import type { Logger } from 'pino';
-import type { EntityManager } from '@mikro-orm/postgresql';
+import { type EntityManager, LockMode } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
-import { sql, transaction } from '../../db/orm';
+import { transaction } from '../../db/orm';
 import { notFound } from '../../http/errors';
+import { Project } from '../accounts';
 import { countsBetween, DAY_MS, sumByName } from '../activity';
+import { ProjectSuspension } from './security.entity';
+import { lateReportsSince } from './security.queries';
 
 export interface SecurityThresholds {
   windowDays: number;
@@ -22,10 +25,10 @@ const percent = (r: number) => `${(r * 100).toFixed(2).replace(/\.?0+$/, '')}%`;
  * Transient bounces are not held against the sender.
  */
 export async function sendingHealth(em: EntityManager, projectId: string, t: SecurityThresholds, now = new Date()) {
-  const [project] = await sql<{ security_reviewed_at: Date | null }>(em, `SELECT security_reviewed_at FROM projects WHERE id = ?`, [projectId]);
+  const project = await em.findOne(Project, { id: projectId });
   if (!project) throw notFound('Project');
   const windowStart = new Date(now.getTime() - t.windowDays * DAY_MS);
-  const reviewedAt = project.security_reviewed_at ? new Date(project.security_reviewed_at) : null;
+  const reviewedAt = project.securityReviewedAt;
   const sinceReview = reviewedAt !== null && reviewedAt > windowStart;
   const since = sinceReview ? reviewedAt : windowStart;
   const counts = sumByName(await countsBetween(em, projectId, 'event', since, now, ['email.sent', 'email.bounce', 'email.complaint']), true);
@@ -34,15 +37,7 @@ export async function sendingHealth(em: EntityManager, projectId: string, t: Sec
   let complained = counts.get('email.complaint') ?? 0;
   if (sinceReview) {
     // At most one window of events since the review, each matched to its email.
-    const [late] = await sql<{ bounced: string; complained: string }>(
-      em,
-      `SELECT count(*) FILTER (WHERE e.name = 'email.bounce' AND e.data->>'bounceType' = 'Permanent') AS bounced,
-              count(*) FILTER (WHERE e.name = 'email.complaint') AS complained
-       FROM events e JOIN emails m ON m.id = (e.data->>'emailId')::uuid
-       WHERE e.project_id = ? AND e.name IN ('email.bounce', 'email.complaint') AND e.created_at >= ? AND m.sent_at >= ?`,
-      [projectId, since, since],
-    );
-    [bounced, complained] = [Number(late.bounced), Number(late.complained)];
+    ({ bounced, complained } = await lateReportsSince(em, projectId, since));
   }
   return { since, reviewedAt, sent, bounced, complained, bounceRate: ratio(bounced, sent), complaintRate: ratio(complained, sent) };
 }
@@ -57,27 +52,32 @@ export async function enforceSendingHealth(em: EntityManager, projectId: string,
   if (h.sent < t.minSent) return false;
   const breach =
     h.bounceRate > t.bounceRate
-      ? { metric: 'bounce', rate: h.bounceRate, threshold: t.bounceRate }
+      ? { metric: 'bounce' as const, rate: h.bounceRate, threshold: t.bounceRate }
       : h.complaintRate > t.complaintRate
-        ? { metric: 'complaint', rate: h.complaintRate, threshold: t.complaintRate }
+        ? { metric: 'complaint' as const, rate: h.complaintRate, threshold: t.complaintRate }
         : undefined;
   if (!breach) return false;
   const reason = `Suspended: ${breach.metric} rate ${percent(breach.rate)} of ${h.sent} emails sent since ${h.since.toISOString()} is above ${percent(breach.threshold)}`;
   return transaction(em, async (tx) => {
     // Not if an operator reinstated the project since these figures were read.
-    const [disabled] = await sql(
-      tx,
-      `UPDATE projects SET disabled = true, disabled_reason = ?, updated_at = now()
-       WHERE id = ? AND NOT disabled AND security_reviewed_at IS NOT DISTINCT FROM ?::timestamptz RETURNING id`,
-      [reason, projectId, h.reviewedAt],
+    const disabled = await tx.nativeUpdate(
+      Project,
+      { id: projectId, disabled: false, securityReviewedAt: h.reviewedAt },
+      { disabled: true, disabledReason: reason, updatedAt: new Date() },
     );
     if (!disabled) return false;
-    await sql(
-      tx,
-      `INSERT INTO project_suspensions (id, project_id, metric, rate, threshold, sent, bounced, complained, window_start, reason)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      [newId(), projectId, breach.metric, breach.rate, breach.threshold, h.sent, h.bounced, h.complained, h.since, reason],
-    );
+    tx.create(ProjectSuspension, {
+      id: newId(),
+      projectId,
+      metric: breach.metric,
+      rate: breach.rate,
+      threshold: breach.threshold,
+      sent: String(h.sent),
+      bounced: String(h.bounced),
+      complained: String(h.complained),
+      windowStart: h.since,
+      reason,
+    });
     return true;
   });
 }
@@ -126,31 +126,17 @@ export class SendingJudge {
 /** Rates, thresholds, whether the project is suspended, and its recent suspensions. */
 export async function securityState(em: EntityManager, projectId: string, t: SecurityThresholds) {
   const h = await sendingHealth(em, projectId, t);
-  const [project] = await sql<{ disabled: boolean; disabled_reason: string | null }>(em, `SELECT disabled, disabled_reason FROM projects WHERE id = ?`, [
-    projectId,
-  ]);
-  const suspensions = await sql<{
-    id: string;
-    metric: string;
-    rate: number;
-    threshold: number;
-    sent: string;
-    bounced: string;
-    complained: string;
-    window_start: Date;
-    reason: string;
-    created_at: Date;
-    lifted_at: Date | null;
-    lifted_by: string | null;
-  }>(em, `SELECT * FROM project_suspensions WHERE project_id = ? ORDER BY created_at DESC LIMIT 20`, [projectId]);
+  // sendingHealth found the project: here it comes from the identity map.
+  const project = (await em.findOne(Project, { id: projectId }))!;
+  const suspensions = await em.find(ProjectSuspension, { projectId }, { orderBy: { createdAt: 'desc' }, limit: 20 });
   const judged = h.sent >= t.minSent;
   const atRisk = judged && (h.bounceRate >= t.bounceRate / 2 || h.complaintRate >= t.complaintRate / 2);
-  const suspended = suspensions.some((s) => !s.lifted_at) && project.disabled;
+  const suspended = suspensions.some((s) => !s.liftedAt) && project.disabled;
   return {
     projectId,
     status: suspended ? 'suspended' : atRisk ? 'at_risk' : 'ok',
     disabled: project.disabled,
-    disabledReason: project.disabled_reason,
+    disabledReason: project.disabledReason,
     window: { since: h.since.toISOString(), days: t.windowDays },
     sent: h.sent,
     bounced: h.bounced,
@@ -166,11 +152,11 @@ export async function securityState(em: EntityManager, projectId: string, t: Sec
       sent: Number(s.sent),
       bounced: Number(s.bounced),
       complained: Number(s.complained),
-      windowStart: new Date(s.window_start).toISOString(),
+      windowStart: s.windowStart.toISOString(),
       reason: s.reason,
-      createdAt: new Date(s.created_at).toISOString(),
-      liftedAt: s.lifted_at ? new Date(s.lifted_at).toISOString() : null,
-      liftedBy: s.lifted_by,
+      createdAt: s.createdAt.toISOString(),
+      liftedAt: s.liftedAt?.toISOString() ?? null,
+      liftedBy: s.liftedBy,
     })),
   };
 }
@@ -181,15 +167,12 @@ export async function securityState(em: EntityManager, projectId: string, t: Sec
  */
 export async function reinstateProject(em: EntityManager, projectId: string, by: string): Promise<{ lifted: number }> {
   return transaction(em, async (tx) => {
-    const [project] = await sql(tx, `SELECT id FROM projects WHERE id = ? FOR UPDATE`, [projectId]);
+    const [project] = await tx.find(Project, { id: projectId }, { lockMode: LockMode.PESSIMISTIC_WRITE, refresh: true });
     if (!project) throw notFound('Project');
-    const lifted = await sql(tx, `UPDATE project_suspensions SET lifted_at = now(), lifted_by = ? WHERE project_id = ? AND lifted_at IS NULL RETURNING id`, [
-      by,
-      projectId,
-    ]);
-    if (lifted.length) {
-      await sql(tx, `UPDATE projects SET disabled = false, disabled_reason = null, security_reviewed_at = now(), updated_at = now() WHERE id = ?`, [projectId]);
-    }
-    return { lifted: lifted.length };
+    // A JavaScript date, to the millisecond: enforceSendingHealth's guard compares the column with the date it read.
+    const now = new Date();
+    const lifted = await tx.nativeUpdate(ProjectSuspension, { projectId, liftedAt: null }, { liftedAt: now, liftedBy: by });
+    if (lifted) Object.assign(project, { disabled: false, disabledReason: null, securityReviewedAt: now });
+    return { lifted };
   });
 }

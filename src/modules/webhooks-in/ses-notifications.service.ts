@@ -1,6 +1,7 @@
-import type { EntityManager } from '@mikro-orm/postgresql';
-import { sql, transaction } from '../../db/orm';
-import { type EmailActivity, recordEmailActivity, type RecordedActivity, type SuppressionRules } from '../emails';
+import { type EntityManager, raw } from '@mikro-orm/postgresql';
+import { transaction } from '../../db/orm';
+import { Email, type EmailActivity, recordEmailActivity, type RecordedActivity, type SuppressionRules } from '../emails';
+import { SnsNotification } from './sns-notifications.entity';
 import type { SnsMessage } from './sns-signature';
 
 interface SesEvent {
@@ -40,11 +41,14 @@ function activityOf(e: SesEvent): EmailActivity | undefined {
 /** The email an SES event is about: by the provider's message id, else by our own Message-ID header. */
 async function findEmail(em: EntityManager, e: SesEvent): Promise<string | undefined> {
   const ours = e.mail?.commonHeaders?.messageId ?? e.mail?.headers?.find((h) => h.name.toLowerCase() === 'message-id')?.value;
-  const [row] = await sql<{ id: string }>(
-    em,
-    `SELECT id FROM emails WHERE provider_message_id = ? OR message_id = ? ORDER BY provider_message_id = ? DESC LIMIT 1`,
-    [e.mail?.messageId ?? '', ours ?? '', e.mail?.messageId ?? ''],
-  );
+  const provider = e.mail?.messageId ?? '';
+  const row = await em
+    .createQueryBuilder(Email)
+    .select('id')
+    .where({ $or: [{ providerMessageId: provider }, { messageId: ours ?? '' }] })
+    .orderBy({ [raw('provider_message_id = ?', [provider])]: 'desc' })
+    .limit(1)
+    .execute('get');
   return row?.id;
 }
 
@@ -57,8 +61,8 @@ export type SesOutcome = 'duplicate' | 'ignored' | 'unknown_email' | { result: '
  */
 export async function recordSesNotification(em: EntityManager, message: SnsMessage, rules: SuppressionRules): Promise<SesOutcome> {
   return transaction(em, async (tx) => {
-    const fresh = await sql(tx, `INSERT INTO sns_notifications (message_id) VALUES (?) ON CONFLICT DO NOTHING RETURNING 1`, [message.MessageId]);
-    if (fresh.length === 0) return 'duplicate';
+    const fresh = await tx.createQueryBuilder(SnsNotification).insert({ messageId: message.MessageId }).onConflict('messageId').ignore().execute('run');
+    if (!fresh.affectedRows) return 'duplicate';
     const event = JSON.parse(message.Message) as SesEvent;
     const activity = activityOf(event);
     if (!activity) return 'ignored';
