@@ -18,10 +18,9 @@ import type { WebhookDispatcher } from '../../src/modules/webhooks-out';
 import { purgeWebhookDeliveries } from '../../src/modules/webhooks-out';
 import type { AutomationRuntime, WaitEnd } from '../../src/modules/automations';
 import type { ActivityHub } from '../../src/bus/contact-activity';
-import { computeMembership, refreshCount } from '../../src/modules/segments';
-import { sql } from '../../src/db/orm';
+import { computeMembership, refreshCount, SegmentSchema } from '../../src/modules/segments';
 import { purgeInboundReports } from '../../src/inbound/inbound-reports';
-import { cancelCampaignDelivery, completeCampaign, startCampaignSend } from '../../src/modules/campaigns';
+import { CampaignSchema, cancelCampaignDelivery, completeCampaign, startCampaignSend } from '../../src/modules/campaigns';
 
 export interface ActivityDeps {
   orm: MikroORM;
@@ -102,14 +101,10 @@ export function createActivities(deps: ActivityDeps) {
       const em = deps.orm.em.fork();
       const computed = await computeMembership(em, input.segmentId);
       if (!computed) return { exists: false, intervalSeconds: deps.segmentRefreshSeconds };
-      const [segment] = await sql<{ project_id: string; track_membership: boolean; type: string }>(
-        em,
-        `SELECT project_id, track_membership, type FROM segments WHERE id = ?`,
-        [input.segmentId],
-      );
+      const segment = await em.findOne(SegmentSchema, input.segmentId, { fields: ['projectId', 'trackMembership', 'type'], refresh: true });
       if (!segment) return { exists: false, intervalSeconds: deps.segmentRefreshSeconds };
-      if (!(segment.type === 'DYNAMIC' && segment.track_membership)) await refreshCount(em, input.segmentId);
-      if (computed.events.length) deps.hub.publish({ projectId: segment.project_id, contactIds: [], events: computed.events });
+      if (!(segment.type === 'DYNAMIC' && segment.trackMembership)) await refreshCount(em, input.segmentId);
+      if (computed.events.length) deps.hub.publish({ projectId: segment.projectId, contactIds: [], events: computed.events });
       return { exists: true, intervalSeconds: deps.segmentRefreshSeconds };
     },
 
@@ -138,7 +133,7 @@ export function createActivities(deps: ActivityDeps) {
     /** One chunk of a campaign (`planCampaignChunks`); stopped when the campaign no longer sends. */
     async deliverCampaignChunk(input: { campaignId: string; chunk: CampaignChunk }) {
       const ctx = Context.current();
-      const [c] = await sql<{ status: string }>(deps.orm.em.fork(), `SELECT status FROM campaigns WHERE id = ?`, [input.campaignId]);
+      const c = await deps.orm.em.fork().findOne(CampaignSchema, input.campaignId, { fields: ['status'] });
       if (c?.status !== 'SENDING') return { stopped: true, claimed: 0, sent: 0, retried: 0, failed: 0 };
       const r = await deps.dispatcher.deliverCampaignChunk(input.campaignId, input.chunk, { heartbeat: () => ctx.heartbeat(), signal: ctx.cancellationSignal });
       return { stopped: false, ...r };
