@@ -2,6 +2,7 @@ import { EntitySchema, OptionalProps } from '@mikro-orm/core';
 import { cascadingReference, optionalTimestampColumn, timestampColumn } from '../../db/entity-columns';
 import type { TrackingOverride } from '../accounts';
 import type { ConditionTree } from '../segments';
+import { messageProperties } from '../templates';
 import type { CampaignStatus } from './campaigns.schemas';
 
 /** A campaign: one message sent to an audience (all contacts, a segment or a condition), with its delivery counts. */
@@ -80,15 +81,7 @@ export const CampaignSchema = new EntitySchema<Campaign>({
   properties: {
     id: { type: 'uuid', primary: true },
     projectId: cascadingReference('campaigns', 'project_id', 'Project'),
-    name: { type: 'text' },
-    description: { type: 'text', nullable: true },
-    subject: { type: 'text' },
-    body: { type: 'text' },
-    fromEmail: { type: 'text' },
-    fromName: { type: 'text', nullable: true },
-    replyTo: { type: 'text', nullable: true },
-    type: { enum: true, items: ['TRANSACTIONAL', 'MARKETING', 'HEADLESS'], type: 'text', default: 'MARKETING' },
-    tracking: { type: 'json', columnType: 'jsonb', nullable: true },
+    ...messageProperties,
     status: { enum: true, items: ['DRAFT', 'SCHEDULED', 'SENDING', 'SENT', 'CANCELLED'], type: 'text', default: 'DRAFT' },
     audienceType: { enum: true, items: ['ALL', 'SEGMENT', 'FILTERED'], type: 'text' },
     // A segment in use by a campaign cannot be deleted.

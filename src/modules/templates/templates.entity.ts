@@ -22,6 +22,19 @@ export class Template {
   updatedAt!: Date;
 }
 
+/** The columns of a message a template and a campaign both have, as both tables' migrations made them. */
+export const messageProperties = {
+  name: { type: 'text' },
+  description: { type: 'text', nullable: true },
+  subject: { type: 'text' },
+  body: { type: 'text' },
+  fromEmail: { type: 'text' },
+  fromName: { type: 'text', nullable: true },
+  replyTo: { type: 'text', nullable: true },
+  type: { enum: true, items: ['TRANSACTIONAL', 'MARKETING', 'HEADLESS'], type: 'text', default: 'MARKETING' },
+  tracking: { type: 'json', columnType: 'jsonb', nullable: true },
+} as const;
+
 export const TemplateSchema = new EntitySchema<Template>({
   class: Template,
   tableName: 'templates',
@@ -35,15 +48,7 @@ export const TemplateSchema = new EntitySchema<Template>({
   properties: {
     id: { type: 'uuid', primary: true },
     projectId: cascadingReference('templates', 'project_id', 'Project'),
-    name: { type: 'text' },
-    description: { type: 'text', nullable: true },
-    subject: { type: 'text' },
-    body: { type: 'text' },
-    fromEmail: { type: 'text' },
-    fromName: { type: 'text', nullable: true },
-    replyTo: { type: 'text', nullable: true },
-    type: { enum: true, items: ['TRANSACTIONAL', 'MARKETING', 'HEADLESS'], type: 'text', default: 'MARKETING' },
-    tracking: { type: 'json', columnType: 'jsonb', nullable: true },
+    ...messageProperties,
     createdAt: { ...timestampColumn },
     updatedAt: { ...timestampColumn, onUpdate: () => new Date() },
   },
