@@ -131,6 +131,29 @@ test('a bounce rate above the threshold suspends the project: its keys get 403 a
   ).toContain('0 suspension(s) lifted');
 });
 
+test('a project reinstated by a review stored to the microsecond is suspended again by a new breach', async () => {
+  const s = await sender('Again');
+  const sent: any[] = [];
+  for (let i = 0; i < 4; i++) sent.push(await s.send(`a${i}@example.org`));
+  for (const m of sent.slice(0, 2)) await s.notify('Bounce', m.ses, { bounce: { bounceType: 'Permanent' } });
+  expect(await s.security()).toMatchObject({ status: 'suspended' });
+  execFileSync(process.execPath, [path.resolve('dist/src/cli/index.js'), 'reinstate-project', '--project', s.acct.project.id, '--by', 'ops'], {
+    env: { ...process.env, DATABASE_URL: svc.databaseUrl },
+    encoding: 'utf8',
+  });
+  // As an older version (or an operator's SQL) wrote it: PostgreSQL's now(), which a JavaScript date cannot hold exactly.
+  await dbQuery(svc.databaseUrl, `UPDATE projects SET security_reviewed_at = date_trunc('milliseconds', now()) + interval '500 microseconds' WHERE id = $1`, [
+    s.acct.project.id,
+  ]);
+  await until(async () => ((await svc.api.get('/contacts', { key: s.acct.project.secretKey })).status === 200 ? true : undefined));
+  const fresh: any[] = [];
+  for (let i = 0; i < 4; i++) fresh.push(await s.send(`f${i}@example.org`));
+  for (const m of fresh.slice(0, 2)) await s.notify('Bounce', m.ses, { bounce: { bounceType: 'Permanent' } });
+  const state = await s.security();
+  expect(state).toMatchObject({ status: 'suspended', disabled: true, sent: 4, bounced: 2 });
+  expect(state.suspensions).toHaveLength(2);
+});
+
 test('complaints: above 10% of mail sent suspends, and the complaining contact is unsubscribed', async () => {
   const s = await sender('Complained');
   const sent: any[] = [];

@@ -59,10 +59,12 @@ export async function enforceSendingHealth(em: EntityManager, projectId: string,
   if (!breach) return false;
   const reason = `Suspended: ${breach.metric} rate ${percent(breach.rate)} of ${h.sent} emails sent since ${h.since.toISOString()} is above ${percent(breach.threshold)}`;
   return transaction(em, async (tx) => {
-    // Not if an operator reinstated the project since these figures were read.
+    // Not if an operator reinstated the project since these figures were read. The column may hold
+    // microseconds (written by SQL's now()) that the date read back lost: the same millisecond is the same review.
+    const sameReview = h.reviewedAt === null ? null : { $gte: h.reviewedAt, $lt: new Date(h.reviewedAt.getTime() + 1) };
     const disabled = await tx.nativeUpdate(
       Project,
-      { id: projectId, disabled: false, securityReviewedAt: h.reviewedAt },
+      { id: projectId, disabled: false, securityReviewedAt: sameReview },
       { disabled: true, disabledReason: reason, updatedAt: new Date() },
     );
     if (!disabled) return false;
@@ -169,7 +171,6 @@ export async function reinstateProject(em: EntityManager, projectId: string, by:
   return transaction(em, async (tx) => {
     const [project] = await tx.find(Project, { id: projectId }, { lockMode: LockMode.PESSIMISTIC_WRITE, refresh: true });
     if (!project) throw notFound('Project');
-    // A JavaScript date, to the millisecond: enforceSendingHealth's guard compares the column with the date it read.
     const now = new Date();
     const lifted = await tx.nativeUpdate(ProjectSuspension, { projectId, liftedAt: null }, { liftedAt: now, liftedBy: by });
     if (lifted) Object.assign(project, { disabled: false, disabledReason: null, securityReviewedAt: now });
