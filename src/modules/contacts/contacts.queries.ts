@@ -260,3 +260,47 @@ export async function recordImportProgress(em: EntityManager, id: string, p: Imp
     ],
   );
 }
+
+/** A contact as a list page reads it: the entity's fields, without the entity. */
+export type ContactListRow = Pick<Contact, 'id' | 'email' | 'subscribed' | 'snoozedUntil' | 'data' | 'createdAt' | 'updatedAt'>;
+
+/**
+ * SQL, measured (`npm run bench:audience`): a page of `GET /contacts` at a million contacts, which the
+ * QueryBuilder and entity hydration made two to three times slower. `where` holds fixed SQL fragments
+ * with `?` for `params`; no user text becomes SQL. Undefined when the cursor names no contact.
+ */
+export async function contactPage(
+  em: EntityManager,
+  projectId: string,
+  q: { where: string[]; params: unknown[]; sort: 'createdAt' | 'email'; dir: 'asc' | 'desc'; cursor?: string; limit: number },
+): Promise<ContactListRow[] | undefined> {
+  const column = q.sort === 'email' ? 'email' : 'created_at';
+  const where = [...q.where];
+  const params = [...q.params];
+  if (q.cursor) {
+    // The anchor's value as PostgreSQL has it: a Date would drop the microseconds of created_at.
+    const [anchor] = await sql<{ v: unknown }>(em, `SELECT ${column} AS v FROM contacts WHERE project_id = ? AND id = ?`, [projectId, q.cursor]);
+    if (!anchor) return undefined;
+    where.push(`(${column}, id) ${q.dir === 'asc' ? '>' : '<'} (?, ?)`);
+    params.push(anchor.v, q.cursor);
+  }
+  const order = q.dir === 'asc' ? 'ASC' : 'DESC';
+  const rows = await sql<ContactListRow>(
+    em,
+    `SELECT id, email, subscribed, snoozed_until AS "snoozedUntil", data, created_at AS "createdAt", updated_at AS "updatedAt"
+     FROM contacts WHERE ${where.join(' AND ')} ORDER BY ${column} ${order}, id ${order} LIMIT ?`,
+    [...params, q.limit],
+  );
+  return rows.map((r) => ({
+    ...r,
+    snoozedUntil: r.snoozedUntil && new Date(r.snoozedUntil),
+    createdAt: new Date(r.createdAt),
+    updatedAt: new Date(r.updatedAt),
+  }));
+}
+
+/** SQL: the filtered total of a contacts page's first request. */
+export async function countContactsWhere(em: EntityManager, where: string[], params: unknown[]): Promise<number> {
+  const [{ n }] = await sql<{ n: string }>(em, `SELECT count(*) AS n FROM contacts WHERE ${where.join(' AND ')}`, params);
+  return Number(n);
+}

@@ -1,11 +1,21 @@
-import { type FilterQuery, LockMode, raw } from '@mikro-orm/core';
+import { LockMode, raw } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
 import { transaction } from '../../db/orm';
 import { conflict, notFound, simpleBadRequest } from '../../http/errors';
 import { type EventRecord, insertEvents, type NewEvent, SYSTEM_EVENTS } from '../events';
 import { Contact } from './contacts.entity';
-import { type ContactState, contactTotal, deleteContactsIn, insertContactIfNew, lockContactByEmail, saveContactChange } from './contacts.queries';
+import {
+  type ContactListRow,
+  contactPage,
+  type ContactState,
+  contactTotal,
+  countContactsWhere,
+  deleteContactsIn,
+  insertContactIfNew,
+  lockContactByEmail,
+  saveContactChange,
+} from './contacts.queries';
 import { applyData, type ResolvedData } from './data-map';
 
 export interface ContactDto {
@@ -18,7 +28,7 @@ export interface ContactDto {
   updatedAt: string;
 }
 
-export const toContactDto = (c: Contact): ContactDto => ({
+export const toContactDto = (c: ContactListRow): ContactDto => ({
   id: c.id,
   email: c.email,
   subscribed: c.subscribed,
@@ -264,33 +274,27 @@ const likePattern = (s: string) => `%${s.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
 
 /** Cursor pages ordered by the sort column then id; `total` only on the first page. */
 export async function listContacts(em: EntityManager, projectId: string, q: ListQuery) {
-  const filters: Array<FilterQuery<Contact>> = [{ projectId }];
-  if (q.search) filters.push({ email: { $ilike: likePattern(q.search.trim().toLowerCase()) } });
-  if (q.subscribed !== undefined) filters.push({ subscribed: q.subscribed });
-  if (q.status === 'subscribed') filters.push({ subscribed: true });
-  if (q.status === 'unsubscribed') filters.push({ subscribed: false, snoozedUntil: null });
-  if (q.status === 'snoozed') filters.push({ snoozedUntil: { $ne: null } });
-  const where = { $and: filters };
-  const sort = q.sort === 'email' ? 'email' : 'createdAt';
-  const page = em
-    .createQueryBuilder(Contact, 'c')
-    .where(where)
-    .orderBy([{ [sort]: q.dir }, { id: q.dir }])
-    .limit(q.limit + 1);
-  if (q.cursor) {
-    // The anchor's value as PostgreSQL has it: a Date would drop the microseconds of created_at.
-    const column = sort === 'email' ? 'email' : 'created_at';
-    const anchor = await em.createQueryBuilder(Contact).select(sort).where({ projectId, id: q.cursor }).execute<Record<string, unknown>>('get', false);
-    if (!anchor) throw simpleBadRequest('Invalid cursor');
-    page.andWhere(`(c.${column}, c.id) ${q.dir === 'asc' ? '>' : '<'} (?, ?)`, [anchor[column], q.cursor]);
+  const where: string[] = ['project_id = ?'];
+  const params: unknown[] = [projectId];
+  if (q.search) {
+    where.push(`email ILIKE ?`);
+    params.push(likePattern(q.search.trim().toLowerCase()));
   }
-  const rows = await page.getResultList();
+  if (q.subscribed !== undefined) {
+    where.push('subscribed = ?');
+    params.push(q.subscribed);
+  }
+  if (q.status === 'subscribed') where.push('subscribed');
+  if (q.status === 'unsubscribed') where.push('NOT subscribed AND snoozed_until IS NULL');
+  if (q.status === 'snoozed') where.push('snoozed_until IS NOT NULL');
+  const rows = await contactPage(em, projectId, { where, params, sort: q.sort, dir: q.dir, cursor: q.cursor, limit: q.limit + 1 });
+  if (!rows) throw simpleBadRequest('Invalid cursor');
   const hasMore = rows.length > q.limit;
   const data = rows.slice(0, q.limit).map(toContactDto);
   let total = 0;
   if (!q.cursor) {
     // Unfiltered, the maintained per-project count answers without counting.
-    total = filters.length === 1 ? await contactTotal(em, projectId) : await em.count(Contact, where);
+    total = where.length === 1 ? await contactTotal(em, projectId) : await countContactsWhere(em, where, params);
   }
   return { data, cursor: data.length ? data[data.length - 1].id : '', hasMore, total };
 }

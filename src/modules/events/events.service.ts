@@ -1,4 +1,3 @@
-import type { FilterQuery } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { transaction } from '../../db/orm';
 import { bucketCounts, ceilHour, type CountRow, countsBetween, DAY_MS, sumByName } from '../activity';
@@ -6,7 +5,7 @@ import { badRequest, notFound } from '../../http/errors';
 import { Contact, resolveDataMap, upsertContact } from '../contacts';
 import { isReservedEventName } from './event-names';
 import { ContactEvent } from './events.entity';
-import { contactsWithEvents, eventCursorAnchor, eventReferences, lastTrackedAt, toEventRecord } from './events.queries';
+import { contactsWithEvents, countEventsWhere, eventPage, eventPageFilter, eventReferences, lastTrackedAt, toEventRecord } from './events.queries';
 import type { TrackInput } from './events.schemas';
 import { type EventRecord, insertEvents } from './events.store';
 import type { TrackBatcher } from './track-batcher';
@@ -53,25 +52,13 @@ export interface EventListQuery {
 
 /** Newest first, cursor = id of the last event of the page; `total` only on the first page. */
 export async function listEvents(em: EntityManager, projectId: string, q: EventListQuery) {
-  const created = { ...(q.since && { $gte: q.since }), ...(q.until && { $lt: q.until }) };
-  const filters: FilterQuery<ContactEvent> = {
-    projectId,
-    ...(q.name && { name: q.name }),
-    ...(q.contactId && { contactId: q.contactId }),
-    ...((q.since || q.until) && { createdAt: created }),
-  };
-  const page = em
-    .createQueryBuilder(ContactEvent, 'e')
-    .where(filters)
-    .orderBy([{ createdAt: 'desc' }, { id: 'desc' }])
-    .limit(q.limit + 1);
-  if (q.cursor) page.andWhere('(e.created_at, e.id) < (?, ?)', [await eventCursorAnchor(em, projectId, q.cursor), q.cursor]);
-  const rows = await page.getResultList();
+  const { filters, filterParams, where, params } = await eventPageFilter(em, projectId, q);
+  const rows = await eventPage(em, where, params, q.limit + 1);
   const hasMore = rows.length > q.limit;
   const data = rows.slice(0, q.limit).map(toEventRecord);
   let total = 0;
   if (!q.cursor && q.contactId) {
-    total = await em.count(ContactEvent, filters);
+    total = await countEventsWhere(em, filters, filterParams);
   } else if (!q.cursor) {
     // A project's events can be millions: the total comes from the activity counts, exact all the same.
     const rows = await countsBetween(em, projectId, 'event', q.since ?? new Date(0), q.until ?? ceilHour(new Date()), q.name ? [q.name] : undefined);
