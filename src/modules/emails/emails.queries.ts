@@ -240,17 +240,15 @@ export function recentDeliveryEvents(
   );
 }
 
+/** A project as a send reads it: billing caps, settings, the sender domain, the recipients who are contacts. */
+export type SendingContextRow = BillingRow & { settings: unknown; domain_id: string | null; domain_status: Domain['status'] | null; contacts: KnownContact[] };
+
 /**
  * Everything a send must know about its project in one round trip, on /v1/send's hot path: settings,
  * billing caps, the sender domain's status, and which recipients are contacts already.
  */
-export async function sendingContextRow(
-  em: EntityManager,
-  projectId: string,
-  domain: string,
-  recipients: string[],
-): Promise<(BillingRow & { settings: unknown; domain_id: string | null; domain_status: Domain['status'] | null; contacts: KnownContact[] }) | undefined> {
-  const [row] = await sql<BillingRow & { settings: unknown; domain_id: string | null; domain_status: Domain['status'] | null; contacts: KnownContact[] }>(
+export async function sendingContextRow(em: EntityManager, projectId: string, domain: string, recipients: string[]): Promise<SendingContextRow | undefined> {
+  const [row] = await sql<SendingContextRow>(
     em,
     `SELECT p.settings, b.email_limit, b.contact_limit, d.id AS domain_id, d.status AS domain_status,
             (SELECT coalesce(json_agg(json_build_object('id', c.id, 'email', c.email, 'subscribed', c.subscribed,
