@@ -6,8 +6,7 @@ import { type EventRecord, insertEvents, type NewEvent } from '../events';
 import { evaluateCondition } from './conditions/evaluate';
 import { loadContactFacts, loadSegmentRefs } from './conditions/facts';
 import { eventNamesOf } from './conditions/tree';
-import { Segment } from './segments.entity';
-import { addToMemberCount, currentMemberships, enterMembers, exitMembers, lockMembership } from './segments.queries';
+import { addToMemberCount, currentMemberships, enterMembers, exitMembers, lockMembership, trackedSegments } from './segments.queries';
 import { membershipEvents } from './segments.service';
 
 const DEBOUNCE_MS = 50;
@@ -65,7 +64,7 @@ export class LiveMembership {
 
   async evaluate(projectId: string, contactIds: string[]): Promise<EventRecord[]> {
     const em = this.orm.em.fork();
-    const tracked = await em.find(Segment, { projectId, type: 'DYNAMIC', trackMembership: true, condition: { $ne: null } }, { orderBy: { id: 'ASC' } });
+    const tracked = await trackedSegments(em, projectId);
     if (tracked.length === 0) return [];
     const events = await transaction(em, async (tx) => {
       // Shared with other live evaluations, exclusive with a segment's full recompute.

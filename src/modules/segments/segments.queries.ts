@@ -3,7 +3,7 @@ import { newId } from '../../db/ids';
 import { sql } from '../../db/orm';
 import { Contact } from '../contacts';
 import { compileCondition, type SegmentRef } from './conditions/compile';
-import type { Segment } from './segments.entity';
+import { Segment } from './segments.entity';
 
 /**
  * The segments module's hand-written SQL: membership is computed set-based, from a condition compiled
@@ -22,6 +22,17 @@ export function membersWhere(segment: SegmentRef, segments: ReadonlyMap<string, 
 
 /** Serialises membership changes of one segment: a full recompute excludes the live updates of single contacts. */
 export const segmentLockKey = (segmentId: string) => `segment:${segmentId}`;
+
+/**
+ * The project's dynamic segments whose membership is tracked live. SQL: it runs on every debounce of
+ * contact activity (each /v1/send), where MikroORM's find costs more than the statement itself.
+ */
+export async function trackedSegments(em: EntityManager, projectId: string): Promise<Segment[]> {
+  const rows = await sql(em, `SELECT * FROM segments WHERE project_id = ? AND type = 'DYNAMIC' AND track_membership AND condition IS NOT NULL ORDER BY id`, [
+    projectId,
+  ]);
+  return rows.map((r) => em.map(Segment, r));
+}
 
 /** Takes the segment's membership lock until the transaction ends: advisory locks have no EntityManager API. */
 export async function lockMembership(tx: EntityManager, segmentId: string, mode: 'exclusive' | 'shared'): Promise<void> {
