@@ -220,6 +220,8 @@ describe('sending', () => {
     const draft = (await svc.api.post('/campaigns', { ...base(from), audienceType: 'SEGMENT', segmentId: segment.id }, key)).body.data;
     expect((await svc.api.delete(`/segments/${segment.id}`, key)).status).toBe(409);
     await svc.api.delete(`/campaigns/${draft.id}`, key);
+    expect((await svc.api.delete(`/segments/${segment.id}`, key)).body).toEqual({ id: segment.id, deleted: true });
+    expect((await svc.api.get(`/campaigns/${bySegment.id}`, key)).body).toMatchObject({ status: 'SENT', segmentId: null, sentCount: 2 });
 
     smtp.received.length = 0;
     const free = { logic: 'AND', groups: [{ filters: [{ field: 'data.plan', operator: 'equals', value: 'free' }] }] };

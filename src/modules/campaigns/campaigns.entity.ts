@@ -84,7 +84,7 @@ export const CampaignSchema = new EntitySchema<Campaign>({
     ...messageProperties,
     status: { enum: true, items: ['DRAFT', 'SCHEDULED', 'SENDING', 'SENT', 'CANCELLED'], type: 'text', default: 'DRAFT' },
     audienceType: { enum: true, items: ['ALL', 'SEGMENT', 'FILTERED'], type: 'text' },
-    // A segment in use by a campaign cannot be deleted.
+    // An active campaign's segment cannot be deleted (SEGMENT_IN_USE); a finished campaign forgets its deleted segment.
     segmentId: {
       kind: 'm:1',
       entity: 'Segment',
@@ -92,7 +92,7 @@ export const CampaignSchema = new EntitySchema<Campaign>({
       fieldName: 'segment_id',
       nullable: true,
       foreignKeyName: 'campaigns_segment_id_fkey',
-      deleteRule: 'restrict',
+      deleteRule: 'set null',
       updateRule: 'no action',
     },
     audienceCondition: { type: 'json', columnType: 'jsonb', nullable: true },
