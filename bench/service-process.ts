@@ -81,20 +81,26 @@ export async function startServiceProcess(
       });
       child.kill('SIGTERM');
     });
+  // A start that fails leaves no process and, unless it joined another's, no DATA_DIR behind.
+  const abandon = async (reason: string): Promise<never> => {
+    if (child.exitCode === null && child.signalCode === null) await stop();
+    else if (!joinDataDir) fs.rmSync(dataDir, { recursive: true, force: true });
+    throw new Error(reason);
+  };
   if (role === 'worker') {
     await new Promise((r) => setTimeout(r, 5000));
-    if (child.exitCode !== null) throw new Error('worker exited during start-up');
+    if (child.exitCode !== null) return abandon('worker exited during start-up');
     return { port, child, dataDir, stop };
   }
   const agent = new http.Agent();
   for (let i = 0; ; i++) {
-    if (child.exitCode !== null) throw new Error('service exited during start-up');
+    if (child.exitCode !== null) return abandon('service exited during start-up');
     const ok = await request(agent, port, 'GET', '/health').then(
       (r) => r.status === 200,
       () => false,
     );
     if (ok) break;
-    if (i > 900) throw new Error('service did not become healthy');
+    if (i > 900) return abandon('service did not become healthy');
     await new Promise((r) => setTimeout(r, 200));
   }
   return { port, child, dataDir, stop };

@@ -137,7 +137,12 @@ async function oneRun(run: number): Promise<Row> {
   const logFile = path.join(os.tmpdir(), `postbox-user-view-${process.pid}-${run}.log`);
   const log = fs.openSync(logFile, 'w');
   const started = Date.now();
-  const bench = await startSendingBench({ LOG_LEVEL }, CONNECTIONS, LAYOUT, log);
+  const bench = await startSendingBench({ LOG_LEVEL }, CONNECTIONS, LAYOUT, log).catch((err: unknown) => {
+    // The reason is in the service's log, not on this terminal.
+    fs.closeSync(log);
+    console.error(`the service did not start; the end of ${logFile}:\n${fs.readFileSync(logFile, 'utf8').split('\n').slice(-20).join('\n')}`);
+    throw err;
+  });
   const { sink, agent, auth } = bench;
   const port = bench.service.port;
   const lines: string[] = [];
