@@ -15,14 +15,13 @@
  * The API and the worker run as two processes of the built service (the worker joins the API's
  * embedded PostgreSQL and Temporal dev server), so the worker's memory is its own.
  */
-import http from 'node:http';
 import { Client, Connection } from '@temporalio/client';
 import pg from 'pg';
-import { freePort } from '../src/db/embedded-postgres';
-import { ZoneDnsServer } from '../src/dns/zone-server';
 import {
+  CAMPAIGN_BODY,
+  campaignSent,
   cpuSecondsOf,
-  createBenchProject,
+  createBenchCampaign,
   machine,
   median,
   medianReferenceRatio,
@@ -31,36 +30,23 @@ import {
   request,
   SERVICE_SMTP_POOL,
   insertBenchAudience,
-  startServiceProcess,
-  verifiedBenchDomain,
+  startSendingBench,
 } from './service-process';
 import { embeddedDatabaseUrl } from '../src/db/embedded-postgres';
-import { BASELINE_CONNECTIONS, rawNodemailerRate, referenceBaseline, startSinkProcess } from './smtp-sink-process';
+import { BASELINE_CONNECTIONS, rawNodemailerRate, referenceBaseline } from './smtp-sink-process';
 
 const RECIPIENTS = Number(process.env.BENCH_RECIPIENTS ?? 100_000);
 const RUNS = Number(process.env.BENCH_RUNS ?? 1);
-const BODY = `<html><body><h1>Hello {{name ?? there}}</h1><p>${'This month in review. '.repeat(40)}</p><a href="https://example.com/x">Read</a></body></html>`;
-const BASELINE = { body: BODY, namePrefix: 'User ', from: 'News <news@bench.test>', subject: 'News for you' };
+const BASELINE = { body: CAMPAIGN_BODY, namePrefix: 'User ', from: 'News <news@bench.test>', subject: 'News for you' };
 const REFERENCE = referenceBaseline();
 
 async function main(): Promise<void> {
-  const dns = await new ZoneDnsServer().start();
-  const sink = await startSinkProcess();
-
-  const temporalPort = await freePort();
-  const env = {
-    SMTP_URL: sink.url,
-    DNS_SERVERS: dns.address,
-    RATE_LIMIT_PER_MINUTE: '100000000',
-    SMTP_POOL_SIZE: String(SERVICE_SMTP_POOL),
-    TEMPORAL_DEV_SERVER_PORT: String(temporalPort),
-    JWT_SECRET: 'bench secret shared by the api and the worker',
-  };
-  const api = await startServiceProcess(env, 'api');
-  const worker = await startServiceProcess(env, 'worker', api.dataDir);
+  const bench = await startSendingBench({ SMTP_POOL_SIZE: String(SERVICE_SMTP_POOL) }, 1, 'split');
+  const { sink, project, agent, auth } = bench;
+  const { api, worker } = bench.layout;
   const db = new pg.Client({ connectionString: embeddedDatabaseUrl(api.dataDir) });
   await db.connect();
-  const connection = await Connection.connect({ address: `127.0.0.1:${temporalPort}` });
+  const connection = await Connection.connect({ address: bench.layout.temporalAddress });
   const temporal = new Client({ connection });
   let peakMb = 0;
   const sampler = setInterval(() => {
@@ -71,10 +57,6 @@ async function main(): Promise<void> {
     }
   }, 250);
   try {
-    const project = await createBenchProject(api.port);
-    const agent = new http.Agent({ keepAlive: true });
-    const auth = { authorization: `Bearer ${project.secretKey}` };
-    await verifiedBenchDomain(agent, api.port, auth, dns);
     await insertBenchAudience(db, project.id, RECIPIENTS);
 
     console.log(`campaign to ${RECIPIENTS} recipients, SMTP pool ${SERVICE_SMTP_POOL} (the baseline ${BASELINE_CONNECTIONS}), ${RUNS} run(s)`);
@@ -84,18 +66,7 @@ async function main(): Promise<void> {
       const baseline = { count: Math.min(RECIPIENTS, 20_000), poolSize: BASELINE_CONNECTIONS, concurrency: 16, spec: BASELINE };
       const raw = await rawNodemailerRate(sink, baseline);
       const reference = await REFERENCE.rate(sink, baseline);
-      const c = JSON.parse(
-        (
-          await request(
-            agent,
-            api.port,
-            'POST',
-            '/campaigns',
-            { name: `Bench ${run}`, subject: 'News for {{name}}', body: BODY, from: 'news@bench.test', fromName: 'News', audienceType: 'ALL' },
-            auth,
-          )
-        ).body,
-      ).data;
+      const c = { id: await createBenchCampaign(agent, api.port, auth, `Bench ${run}`) };
       const start = await sink.count();
       const cpu0 = { worker: cpuSecondsOf(worker.child.pid!), postgres: postgresCpuSeconds() };
       const t0 = Date.now();
@@ -108,11 +79,7 @@ async function main(): Promise<void> {
         worker: ((cpuSecondsOf(worker.child.pid!) - cpu0.worker) / RECIPIENTS) * 1e3,
         postgres: ((postgresCpuSeconds() - cpu0.postgres) / RECIPIENTS) * 1e3,
       };
-      let status = '';
-      while (status !== 'SENT') {
-        status = JSON.parse((await request(agent, api.port, 'GET', `/campaigns/${c.id}`, undefined, auth)).body).status;
-        if (status !== 'SENT') await new Promise((r) => setTimeout(r, 200));
-      }
+      await campaignSent(agent, api.port, auth, c.id);
       const description = await temporal.workflow.getHandle(`campaign-send:${c.id}`).describe();
       const history = description.historyLength;
       rows.push({ rate, raw, reference, history, ...cpu });
@@ -130,15 +97,11 @@ async function main(): Promise<void> {
         `worker peak RSS ${peakMb.toFixed(0)} MB (goal: >= 2.2x baseline, worker < 400 MB); ` +
         `CPU per email: worker ${median(rows.map((r) => r.worker)).toFixed(3)} ms, PostgreSQL ${median(rows.map((r) => r.postgres)).toFixed(3)} ms`,
     );
-    agent.destroy();
   } finally {
     clearInterval(sampler);
     await connection.close();
     await db.end();
-    await worker.stop();
-    await api.stop();
-    await sink.stop();
-    await dns.stop();
+    await bench.stop();
   }
 }
 

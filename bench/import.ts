@@ -7,15 +7,10 @@
  *
  * The service runs as its own process on embedded defaults (PostgreSQL, durable Temporal dev server).
  */
-import { createBenchProject, machine, median, startServiceProcess } from './service-process';
+import { createBenchProject, importContacts, machine, median, startServiceProcess } from './service-process';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 
-interface ImportJob {
-  jobId: string;
-  status: string;
-  created: number;
-}
 const MAX_BYTES = 5 * 1024 * 1024;
 
 /** As many rows as fit in 5 MB: email, name, plan, age, city, signed-up date. */
@@ -35,24 +30,13 @@ async function main(): Promise<void> {
   try {
     const project = await createBenchProject(service.port);
     const auth = { authorization: `Bearer ${project.secretKey}` };
-    const base = `http://127.0.0.1:${service.port}`;
     console.log(`POST /contacts/import of a 5 MB CSV, ${RUNS} runs`);
     console.log(`machine: ${machine()}`);
     const seconds: number[] = [];
     for (let run = 1; run <= RUNS; run++) {
       const { csv, rows } = csvFile(run);
-      const form = new FormData();
-      form.append('file', new Blob([csv], { type: 'text/csv' }), `run${run}.csv`);
       const t0 = Date.now();
-      const res = await fetch(`${base}/contacts/import`, { method: 'POST', body: form, headers: auth });
-      const job = (await res.json()) as ImportJob;
-      if (res.status !== 202) throw new Error(`upload: ${res.status} ${JSON.stringify(job)}`);
-      const uploaded = (Date.now() - t0) / 1000;
-      let state = job;
-      while (state.status !== 'COMPLETED' && state.status !== 'FAILED') {
-        await new Promise((r) => setTimeout(r, 50));
-        state = (await (await fetch(`${base}/contacts/import/${job.jobId}`, { headers: auth })).json()) as ImportJob;
-      }
+      const { job: state, uploaded } = await importContacts(service.port, auth, csv, `run${run}.csv`);
       const took = (Date.now() - t0) / 1000;
       if (state.status !== 'COMPLETED' || state.created !== rows) throw new Error(`import ended ${state.status}: ${JSON.stringify(state).slice(0, 300)}`);
       seconds.push(took);

@@ -27,14 +27,13 @@ import {
   median,
   medianReferenceRatio,
   postgresCpuSeconds,
-  request,
   SEND_BODY,
   SERVICE_SMTP_POOL,
   sendRequest,
   startSendingBench,
 } from './service-process';
 import { BASELINE_CONNECTIONS, rawNodemailerRate, referenceBaseline } from './smtp-sink-process';
-import { wrkAvailable, wrkRequests } from './wrk-client';
+import { clientRequests, type LoadClient, wrkAvailable } from './wrk-client';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const EMAILS = Number(process.env.BENCH_EMAILS ?? 3000);
@@ -42,7 +41,7 @@ const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
 /** Requests to the service, and messages through each baseline sender, before anything is timed. */
 const WARMUP = Number(process.env.BENCH_WARMUP ?? 1000);
 /** The load generator: wrk (C) when installed, else this process's own HTTP client. */
-const CLIENT = process.env.BENCH_CLIENT ?? (wrkAvailable() ? 'wrk' : 'node');
+const CLIENT = (process.env.BENCH_CLIENT ?? (wrkAvailable() ? 'wrk' : 'node')) as LoadClient;
 const BASELINE = { body: SEND_BODY, namePrefix: 'user ', from: 'Bench <hello@bench.test>', subject: 'Weekly summary for you' };
 const REFERENCE = referenceBaseline();
 
@@ -54,23 +53,8 @@ async function main(): Promise<void> {
     );
     console.log(`machine: ${machine()}${REFERENCE.note}`);
     /** `n` requests, CONNECTIONS at a time, each to a new contact `<prefix>-<i>`; answers how many failed and the client's CPU. */
-    const sendAll = async (n: number, prefix: string): Promise<{ failed: number; cpuSeconds: number }> => {
-      if (CLIENT === 'wrk')
-        return wrkRequests({ port: service.port, path: '/v1/send', headers: auth, body: sendRequest, prefix, requests: n, connections: CONNECTIONS });
-      const cpu0 = process.cpuUsage();
-      let next = 0;
-      let errors = 0;
-      const worker = async () => {
-        while (next < n) {
-          const i = next++;
-          const res = await request(agent, service.port, 'POST', '/v1/send', sendRequest(`${prefix}-${i}@example.org`, i), auth);
-          if (res.status !== 200) errors++;
-        }
-      };
-      await Promise.all(Array.from({ length: CONNECTIONS }, worker));
-      const cpu = process.cpuUsage(cpu0);
-      return { failed: errors, cpuSeconds: (cpu.user + cpu.system) / 1e6 };
-    };
+    const sendAll = (n: number, prefix: string) =>
+      clientRequests(CLIENT, agent, { port: service.port, path: '/v1/send', headers: auth, body: sendRequest, prefix, requests: n, connections: CONNECTIONS });
     // A service runs warm: the first requests of a new process (its JIT, its connections' caches) are not timed.
     if (WARMUP) {
       const start = await sink.count();

@@ -51,7 +51,12 @@ export function request(agent: http.Agent, port: number, method: string, p: stri
  * defaults and the given settings; waits for /health (or, for a worker, a moment to connect). Pass
  * `dataDir` to join another process's cluster. BENCH_NODE_ARGS (`--flag=value` form) go to its node.
  */
-export async function startServiceProcess(env: Record<string, string>, role?: string, joinDataDir?: string): Promise<ServiceProcess> {
+export async function startServiceProcess(
+  env: Record<string, string>,
+  role?: string,
+  joinDataDir?: string,
+  output: 'inherit' | number = 'inherit',
+): Promise<ServiceProcess> {
   const dataDir = joinDataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'postbox-bench-'));
   const port = await freePort();
   const nodeArgs = process.env.BENCH_NODE_ARGS ? process.env.BENCH_NODE_ARGS.split(' ') : [];
@@ -66,7 +71,7 @@ export async function startServiceProcess(env: Record<string, string>, role?: st
       TEMPORAL_DEV_SERVER_PORT: String(await freePort()),
       ...env,
     },
-    stdio: ['ignore', 'inherit', 'inherit'],
+    stdio: ['ignore', output, output],
   });
   const stop = () =>
     new Promise<void>((resolve) => {
@@ -76,23 +81,72 @@ export async function startServiceProcess(env: Record<string, string>, role?: st
       });
       child.kill('SIGTERM');
     });
+  // A start that fails leaves no process and, unless it joined another's, no DATA_DIR behind.
+  const abandon = async (reason: string): Promise<never> => {
+    if (child.exitCode === null && child.signalCode === null) await stop();
+    else if (!joinDataDir) fs.rmSync(dataDir, { recursive: true, force: true });
+    throw new Error(reason);
+  };
   if (role === 'worker') {
     await new Promise((r) => setTimeout(r, 5000));
-    if (child.exitCode !== null) throw new Error('worker exited during start-up');
+    if (child.exitCode !== null) return abandon('worker exited during start-up');
     return { port, child, dataDir, stop };
   }
   const agent = new http.Agent();
   for (let i = 0; ; i++) {
-    if (child.exitCode !== null) throw new Error('service exited during start-up');
+    if (child.exitCode !== null) return abandon('service exited during start-up');
     const ok = await request(agent, port, 'GET', '/health').then(
       (r) => r.status === 200,
       () => false,
     );
     if (ok) break;
-    if (i > 900) throw new Error('service did not become healthy');
+    if (i > 900) return abandon('service did not become healthy');
     await new Promise((r) => setTimeout(r, 200));
   }
   return { port, child, dataDir, stop };
+}
+
+/** How the service runs: one `all` process as `npm start` does, or an `api` process and a `worker` process joining its DATA_DIR. */
+export type Layout = 'all' | 'split';
+
+export interface ServiceLayout {
+  /** The process that answers HTTP. */
+  api: ServiceProcess;
+  /** The process that delivers (the same as `api` in the `all` layout). */
+  worker: ServiceProcess;
+  /** Every process of the service, once each. */
+  processes: ServiceProcess[];
+  /** The Temporal dev server's address, for a client of the bench's own. */
+  temporalAddress: string;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts the service in `layout`; in `split` the worker joins the API's embedded PostgreSQL and
+ * Temporal dev server. `output` (a file descriptor) takes the processes' logs instead of this one's.
+ */
+export async function startServiceLayout(env: Record<string, string>, layout: Layout, output: 'inherit' | number = 'inherit'): Promise<ServiceLayout> {
+  const temporalPort = await freePort();
+  const settings = { TEMPORAL_DEV_SERVER_PORT: String(temporalPort), ...env };
+  const temporalAddress = `127.0.0.1:${temporalPort}`;
+  if (layout === 'all') {
+    const service = await startServiceProcess(settings, undefined, undefined, output);
+    return { api: service, worker: service, processes: [service], temporalAddress, stop: service.stop };
+  }
+  // Both processes sign and check the same session tokens.
+  const shared = { JWT_SECRET: 'bench secret shared by the api and the worker', ...settings };
+  const api = await startServiceProcess(shared, 'api', undefined, output);
+  try {
+    const worker = await startServiceProcess(shared, 'worker', api.dataDir, output);
+    const stop = async () => {
+      await worker.stop();
+      await api.stop();
+    };
+    return { api, worker, processes: [api, worker], temporalAddress, stop };
+  } catch (err) {
+    await api.stop();
+    throw err;
+  }
 }
 
 /** Signs up and creates a project; answers its keys and the session cookie. */
@@ -121,7 +175,9 @@ export async function verifiedBenchDomain(
 export interface SendingBench {
   dns: ZoneDnsServer;
   sink: SinkProcess;
+  /** The process that answers HTTP. */
   service: ServiceProcess;
+  layout: ServiceLayout;
   project: { publicKey: string; secretKey: string; cookie: string; id: string };
   agent: http.Agent;
   auth: Record<string, string>;
@@ -129,14 +185,25 @@ export interface SendingBench {
 }
 
 /**
- * The service as one process delivering to smtp-sink, without a rate limit, and a bench project whose
- * sender domain bench.test is verified through a DNS server in this process; `agent` keeps up to
- * `connections` HTTP connections.
+ * The service (one process, or as `layout` says) delivering to smtp-sink, without a rate limit, and a
+ * bench project whose sender domain bench.test is verified through a DNS server in this process;
+ * `agent` keeps up to `connections` HTTP connections.
  */
-export async function startSendingBench(env: Record<string, string>, connections: number): Promise<SendingBench> {
+export async function startSendingBench(
+  env: Record<string, string>,
+  connections: number,
+  layout: Layout = 'all',
+  output: 'inherit' | number = 'inherit',
+): Promise<SendingBench> {
   const dns = await new ZoneDnsServer().start();
   const sink = await startSinkProcess();
-  const service = await startServiceProcess({ SMTP_URL: sink.url, DNS_SERVERS: dns.address, RATE_LIMIT_PER_MINUTE: '100000000', ...env });
+  const service = await startServiceLayout({ SMTP_URL: sink.url, DNS_SERVERS: dns.address, RATE_LIMIT_PER_MINUTE: '100000000', ...env }, layout, output).catch(
+    async (err: unknown) => {
+      await sink.stop();
+      await dns.stop();
+      throw err;
+    },
+  );
   const agent = new http.Agent({ keepAlive: true, maxSockets: connections });
   const stop = async () => {
     agent.destroy();
@@ -145,10 +212,10 @@ export async function startSendingBench(env: Record<string, string>, connections
     await dns.stop();
   };
   try {
-    const project = await createBenchProject(service.port);
+    const project = await createBenchProject(service.api.port);
     const auth = { authorization: `Bearer ${project.secretKey}` };
-    await verifiedBenchDomain(agent, service.port, auth, dns);
-    return { dns, sink, service, project, agent, auth, stop };
+    await verifiedBenchDomain(agent, service.api.port, auth, dns);
+    return { dns, sink, service: service.api, layout: service, project, agent, auth, stop };
   } catch (err) {
     await stop();
     throw err;
@@ -163,6 +230,54 @@ export async function insertBenchAudience(db: { query(text: string, values?: unk
     [projectId, n],
   );
   await db.query('ANALYZE contacts');
+}
+
+/** The campaign benches' message: a 2.8 KB HTML body with a placeholder and a link. */
+export const CAMPAIGN_BODY = `<html><body><h1>Hello {{name ?? there}}</h1><p>${'This month in review. '.repeat(40)}</p><a href="https://example.com/x">Read</a></body></html>`;
+
+/** Creates the campaign benches' campaign to every contact of the project; answers its id. */
+export async function createBenchCampaign(agent: http.Agent, port: number, auth: Record<string, string>, name: string): Promise<string> {
+  const body = { name, subject: 'News for {{name}}', body: CAMPAIGN_BODY, from: 'news@bench.test', fromName: 'News', audienceType: 'ALL' };
+  const res = await request(agent, port, 'POST', '/campaigns', body, auth);
+  if (res.status !== 201) throw new Error(`POST /campaigns: ${res.status} ${res.body}`);
+  return JSON.parse(res.body).data.id;
+}
+
+/** Polls `GET /campaigns/:id` as a client would, until it says SENT. */
+export async function campaignSent(agent: http.Agent, port: number, auth: Record<string, string>, id: string): Promise<void> {
+  for (;;) {
+    const res = await request(agent, port, 'GET', `/campaigns/${id}`, undefined, auth);
+    if (res.status !== 200) throw new Error(`GET /campaigns/${id}: ${res.status} ${res.body}`);
+    if (JSON.parse(res.body).status === 'SENT') return;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+export interface ImportJob {
+  jobId: string;
+  status: string;
+  created: number;
+}
+
+/**
+ * Uploads `csv` to `POST /contacts/import` and polls the job until it ends, as a client would; answers
+ * the finished job and when the upload was answered, in seconds from the start.
+ */
+export async function importContacts(port: number, auth: Record<string, string>, csv: string, filename: string): Promise<{ job: ImportJob; uploaded: number }> {
+  const base = `http://127.0.0.1:${port}`;
+  const form = new FormData();
+  form.append('file', new Blob([csv], { type: 'text/csv' }), filename);
+  const t0 = Date.now();
+  const res = await fetch(`${base}/contacts/import`, { method: 'POST', body: form, headers: auth });
+  const job = (await res.json()) as ImportJob;
+  if (res.status !== 202) throw new Error(`upload: ${res.status} ${JSON.stringify(job)}`);
+  const uploaded = (Date.now() - t0) / 1000;
+  let state = job;
+  while (state.status !== 'COMPLETED' && state.status !== 'FAILED') {
+    await new Promise((r) => setTimeout(r, 50));
+    state = (await (await fetch(`${base}/contacts/import/${job.jobId}`, { headers: auth })).json()) as ImportJob;
+  }
+  return { job: state, uploaded };
 }
 
 /** How long `fn` takes, in milliseconds. */
@@ -212,6 +327,39 @@ export const sendRequest = (to: string, i: number) => ({
   data: { name: `user ${i}` },
 });
 
+/** A fixed count of requests to one path, each to a new contact, `connections` at a time: the /v1/send benches' load. */
+export interface LoadRun {
+  port: number;
+  path: string;
+  headers: Record<string, string>;
+  /** The body of request `i` (from 0) to `address`. */
+  body: (address: string, i: number) => unknown;
+  /** Addresses are `<prefix>-<i>@example.org`. */
+  prefix: string;
+  requests: number;
+  connections: number;
+}
+
+/**
+ * The load from this process's own HTTP client through `agent` (which should keep `connections`
+ * sockets alive); answers how many answers were not 200 and the CPU seconds this process used meanwhile.
+ */
+export async function nodeRequests(agent: http.Agent, run: LoadRun): Promise<{ failed: number; cpuSeconds: number }> {
+  const cpu0 = process.cpuUsage();
+  let next = 0;
+  let failed = 0;
+  const connection = async () => {
+    while (next < run.requests) {
+      const i = next++;
+      const res = await request(agent, run.port, 'POST', run.path, run.body(`${run.prefix}-${i}@example.org`, i), run.headers);
+      if (res.status !== 200) failed++;
+    }
+  };
+  await Promise.all(Array.from({ length: run.connections }, connection));
+  const cpu = process.cpuUsage(cpu0);
+  return { failed, cpuSeconds: (cpu.user + cpu.system) / 1e6 };
+}
+
 /** CPU seconds of every PostgreSQL process on the machine (a bench's cluster is the only one running). */
 export function postgresCpuSeconds(): number {
   let seconds = 0;
@@ -223,4 +371,74 @@ export function postgresCpuSeconds(): number {
     }
   }
   return seconds;
+}
+
+/** A process's CPU seconds from /proc: its own (all threads), and its children's that ended and it reaped. */
+interface ProcessCpu {
+  pid: number;
+  ppid: number;
+  command: string;
+  own: number;
+  reaped: number;
+}
+
+function processTable(): ProcessCpu[] {
+  const table: ProcessCpu[] = [];
+  for (const entry of fs.readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+    try {
+      const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
+      // The command may hold spaces and parentheses: the fields start after its last ')'.
+      const close = stat.lastIndexOf(') ');
+      const fields = stat.slice(close + 2).split(' ');
+      const ticks = (i: number) => Number(fields[i]) / 100;
+      table.push({
+        pid: Number(entry),
+        ppid: Number(fields[1]),
+        command: stat.slice(stat.indexOf('(') + 1, close),
+        own: ticks(11) + ticks(12),
+        reaped: ticks(13) + ticks(14),
+      });
+    } catch {
+      // The process ended between the listing and the read.
+    }
+  }
+  return table;
+}
+
+/** A process's first words, file names without their directories (`node vite.js build`); its command name once it ended. */
+function commandLine(p: ProcessCpu): string {
+  try {
+    const words = fs.readFileSync(`/proc/${p.pid}/cmdline`, 'utf8').split('\0').filter(Boolean);
+    return words
+      .slice(0, 3)
+      .map((w) => path.basename(w))
+      .join(' ');
+  } catch {
+    return p.command;
+  }
+}
+
+/**
+ * CPU seconds of the child processes of a service's `pids`, from /proc: its embedded PostgreSQL (the
+ * postmaster and its backends, with those that ended), and every other child with its own children,
+ * including those the service already reaped: the Temporal Web UI build's steps (npm ci, vite) when
+ * the install did not build it. `others` names the other children running now.
+ */
+export function childProcessCpu(pids: number[]): { postgres: number; other: number; others: string[] } {
+  const table = processTable();
+  const children = new Map<number, ProcessCpu[]>();
+  for (const p of table) children.set(p.ppid, [...(children.get(p.ppid) ?? []), p]);
+  const tree = (p: ProcessCpu): number => p.own + p.reaped + (children.get(p.pid) ?? []).reduce((sum, c) => sum + tree(c), 0);
+  const result = { postgres: 0, other: 0, others: [] as string[] };
+  for (const root of table.filter((p) => pids.includes(p.pid))) {
+    result.other += root.reaped;
+    for (const child of children.get(root.pid) ?? []) {
+      if (child.command === 'postgres') result.postgres += tree(child);
+      else {
+        result.other += tree(child);
+        result.others.push(commandLine(child));
+      }
+    }
+  }
+  return result;
 }

@@ -10,23 +10,20 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import http from 'node:http';
 import readline from 'node:readline';
-import { cpuSecondsOf } from './service-process';
+import { cpuSecondsOf, type LoadRun, nodeRequests } from './service-process';
 
 const WRK = ['/usr/bin/wrk', '/usr/local/bin/wrk'].find((p) => fs.existsSync(p));
 
 export const wrkAvailable = () => WRK !== undefined;
 
-export interface WrkRun {
-  port: number;
-  path: string;
-  headers: Record<string, string>;
-  /** The body of request `i` (from 0) to `address`; called once, with marks the script replaces per request. */
-  body: (address: string, i: number) => unknown;
-  /** Addresses are `<prefix>-<i>@example.org`. */
-  prefix: string;
-  requests: number;
-  connections: number;
+/** Which client sends a bench's requests: wrk, or this process's own through `agent`. */
+export type LoadClient = 'wrk' | 'node';
+
+/** The load from `client`; answers how many answers were not 200 and the client's CPU seconds. */
+export function clientRequests(client: LoadClient, agent: http.Agent, run: LoadRun): Promise<{ failed: number; cpuSeconds: number }> {
+  return client === 'wrk' ? wrkRequests(run) : nodeRequests(agent, run);
 }
 
 const STALL_MS = 60_000;
@@ -44,8 +41,9 @@ const luaString = (text: string) => {
  * Sends `requests` requests through wrk, `connections` at a time; answers how many were not 200 and
  * the CPU seconds wrk used.
  */
-export async function wrkRequests(run: WrkRun): Promise<{ failed: number; cpuSeconds: number }> {
+export async function wrkRequests(run: LoadRun): Promise<{ failed: number; cpuSeconds: number }> {
   if (!WRK) throw new Error('wrk is not installed (apt-get install wrk), or run with BENCH_CLIENT=node');
+  // `body` is called once, with marks the script replaces per request.
   const template = JSON.stringify(run.body(ADDRESS_MARK, NUMBER_MARK));
   // The body as pieces around the marks, in the order they appear.
   const pieces = template.split(new RegExp(`(${ADDRESS_MARK}|${NUMBER_MARK})`));
