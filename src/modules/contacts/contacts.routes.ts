@@ -17,7 +17,7 @@ import {
   bulkSchema,
   contactListQuery,
   contactListResponse,
-  contactResponse,
+  contactWithTopicsResponse,
   createContactSchema,
   fieldDeletedResponse,
   fieldsResponse,
@@ -33,6 +33,7 @@ import {
 } from './contacts.schemas';
 import { deleteContact, getContact, listContacts, lookupContacts, toContactDto, updateContact, upsertContact } from './contacts.service';
 import { transaction } from '../../db/orm';
+import { topicStatesOf } from '../topics';
 
 export interface ContactHooks {
   /** A snooze is being set: arrange, durably, for the contact to be resubscribed at `until`. */
@@ -270,11 +271,13 @@ export function contactRoutes(router: Router, g: Guards, hooks: ContactHooks): v
         tag,
         summary: 'Get a contact',
         params: { id: uuidPath },
-        responses: { 200: contactResponse.describe('The contact') },
+        responses: { 200: contactWithTopicsResponse.describe('The contact, with its state in every topic') },
         errors: { 404: 'No such contact in the project' },
       },
       async (ctx, input) => {
-        ctx.body = toContactDto(await getContact(ctx.state.em, ctx.state.project!.id, input.param('id')));
+        const projectId = ctx.state.project!.id;
+        const contact = await getContact(ctx.state.em, projectId, input.param('id'));
+        ctx.body = { ...toContactDto(contact), topics: await topicStatesOf(ctx.state.em, projectId, contact.id) };
       },
     ),
   );
@@ -285,12 +288,18 @@ export function contactRoutes(router: Router, g: Guards, hooks: ContactHooks): v
     endpoint(
       {
         tag,
-        summary: 'Update a contact’s email, subscription, snooze or data',
-        description: 'Snooze with `snooze` (a duration) or `snoozedUntil` (a future time); `snoozedUntil: null` ends a snooze.',
+        summary: 'Update a contact’s email, subscription, snooze, data or topics',
+        description:
+          'Snooze with `snooze` (a duration) or `snoozedUntil` (a future time); `snoozedUntil: null` ends a snooze. ' +
+          '`topics` joins (true) or leaves (false) topics by id; a join where double opt-in applies stays `pending` until confirmed.',
         params: { id: uuidPath },
         body: patchContactSchema,
-        responses: { 200: contactResponse.describe('The updated contact') },
-        errors: { 404: 'No such contact in the project', 409: 'Another contact has that email' },
+        responses: { 200: contactWithTopicsResponse.describe('The updated contact, with its state in every topic') },
+        errors: {
+          404: 'No such contact in the project',
+          409: 'Another contact has that email',
+          422: 'Invalid fields, or a topic id that is not the project’s',
+        },
       },
       async (ctx, input) => {
         const id = input.param('id');
@@ -307,11 +316,13 @@ export function contactRoutes(router: Router, g: Guards, hooks: ContactHooks): v
             data: patch.data ? resolveDataMap(patch.data) : undefined,
             snoozedUntil: until,
             endSnooze: patch.snoozedUntil === null,
+            topics: patch.topics,
           },
           until ? () => hooks.snoozed({ id, projectId, until }) : undefined,
         );
         hooks.hub.publish({ projectId, contactIds: [id], events: result.events });
-        ctx.body = toContactDto(result.contact);
+        // result.pending: the topics now awaiting the contact's confirmation (double opt-in).
+        ctx.body = { ...toContactDto(result.contact), topics: await topicStatesOf(ctx.state.em, projectId, id) };
       },
     ),
   );

@@ -8,12 +8,22 @@ import type { fieldUsage, fieldValues, listFields } from './contact-fields';
 import type { toImportDto } from './contact-imports';
 import type { ContactDto, listContacts, lookupContacts } from './contacts.service';
 import { dataMapSchema } from './data-map';
+import type { TopicState } from '../topics';
 
 export const createContactSchema = z.object({
   email: emailSchema,
   subscribed: z.boolean().optional(),
   data: dataMapSchema.optional(),
 });
+
+/** A change of a contact's topics: true joins (pending where double opt-in applies), false leaves. */
+const topicChanges = z
+  .record(z.uuid({ message: 'topics must be keyed by topic id (UUID)' }), z.boolean())
+  .meta({ description: 'Topic id → true (join; pending until confirmed where double opt-in applies) or false (leave)' });
+
+// Spelled out rather than imported: the topics module loads the events module, which needs this one loaded.
+const topicState = z.enum(['subscribed', 'unsubscribed', 'pending']);
+sameShape<z.output<typeof topicState>, TopicState>(true);
 
 export const SNOOZE_DURATIONS = ['2_weeks', '1_month', '6_months', '1_year'] as const;
 
@@ -24,6 +34,7 @@ export const patchContactSchema = z
     data: dataMapSchema.optional(),
     snoozedUntil: z.iso.datetime({ offset: true, message: 'snoozedUntil must be an ISO 8601 date-time' }).nullable().optional(),
     snooze: z.enum(SNOOZE_DURATIONS).optional(),
+    topics: topicChanges.optional(),
   })
   .superRefine((v, ctx) => {
     const snoozing = v.snooze !== undefined || (v.snoozedUntil !== undefined && v.snoozedUntil !== null);
@@ -72,6 +83,13 @@ export const contactResponse = z.object({
   updatedAt: dateTime,
 });
 sameShape<z.output<typeof contactResponse>, ContactDto>(true);
+
+/** One contact with its state in every topic of the project. */
+export const contactWithTopicsResponse = contactResponse.extend({
+  topics: z
+    .record(z.string(), topicState)
+    .meta({ description: 'Every topic of the project by id, with the contact’s state in it (the topic’s default where the contact made no choice)' }),
+});
 
 export const upsertedContactResponse = contactResponse.extend({ _meta: z.object({ isNew: z.boolean(), isUpdate: z.boolean() }) });
 export const contactListResponse = cursorList(contactResponse);
