@@ -18,7 +18,7 @@ export async function receivesTopicWhere(em: EntityManager, projectId: string, t
   if (!topic) return 'FALSE';
   params.push(topicId);
   return topic.defaultSubscription === 'opt_in'
-    ? `NOT EXISTS (SELECT 1 FROM contact_topics ct WHERE ct.contact_id = c.id AND ct.topic_id = ? AND ct.state <> 'subscribed')`
+    ? `NOT EXISTS (SELECT 1 FROM contact_topics ct WHERE ct.contact_id = c.id AND ct.topic_id = ? AND ct.state IN ('unsubscribed', 'pending'))`
     : `EXISTS (SELECT 1 FROM contact_topics ct WHERE ct.contact_id = c.id AND ct.topic_id = ? AND ct.state = 'subscribed')`;
 }
 
