@@ -58,7 +58,7 @@ export async function createBulkJob(
   if (topicId && (await missingTopics(em, projectId, [topicId])).length) throw unknownTopics([topicId], () => 'topicId');
   const ids = [...new Set(contactIds.map((id) => id.toLowerCase()))];
   return transaction(em, async (tx) => {
-    const job = tx.create(BulkJob, { id: newId(), projectId, kind, contactIds: ids, topicId: topicId ?? null });
+    const job = tx.create(BulkJob, { id: newId(), projectId, kind, contactIds: ids, topicId: topicId?.toLowerCase() ?? null });
     await tx.persist(job).flush();
     await holdUntilCommit(tx, commitKey(job.id));
     await startJobWorkflow(temporal, bulkJobWorkflow, workflowIds.bulkJob(job.id), { id: job.id, projectId });

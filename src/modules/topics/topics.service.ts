@@ -154,6 +154,8 @@ export async function setContactTopics(
   changes: Record<string, boolean>,
   how: TopicChangeOptions,
 ): Promise<{ events: EventRecord[]; pending: string[]; changed: string[] }> {
+  // Ids as PostgreSQL writes them, so an upper-case id in a request still matches.
+  changes = Object.fromEntries(Object.entries(changes).map(([id, join]) => [id.toLowerCase(), join]));
   const ids = Object.keys(changes);
   if (ids.length === 0) return { events: [], pending: [], changed: [] };
   const topics = await tx.find(Topic, { projectId, id: { $in: ids } });
@@ -222,5 +224,5 @@ export async function joinTopics(
 export async function missingTopics(em: EntityManager, projectId: string, ids: string[]): Promise<string[]> {
   if (ids.length === 0) return [];
   const found = new Set((await em.find(Topic, { projectId, id: { $in: ids } }, { fields: ['id'] })).map((t) => t.id));
-  return ids.filter((id) => !found.has(id));
+  return ids.filter((id) => !found.has(id.toLowerCase()));
 }
