@@ -252,34 +252,20 @@ export function validateTree(tree: unknown, where = 'condition', now = Date.now(
   return refs;
 }
 
-/** The topics a tree's own filters name (segment references followed by the caller). */
-export function topicIdsOf(tree: ConditionTree, now = Date.now()): Set<string> {
-  const ids = new Set<string>();
-  const walk = (t: ConditionTree) => {
-    for (const g of t.groups) {
-      for (const f of g.filters ?? []) {
-        const r = resolveFilter(f, 'condition', now);
-        if (r.kind === 'topic') ids.add(r.topicId);
-      }
-      if (g.conditions) walk(g.conditions);
-    }
-  };
-  walk(tree);
-  return ids;
+/** Every filter of a tree, resolved, nested groups included (segment references are not followed). */
+function* resolvedFilters(tree: ConditionTree, now: number): Generator<Resolved> {
+  for (const g of tree.groups) {
+    for (const f of g.filters ?? []) yield resolveFilter(f, 'condition', now);
+    if (g.conditions) yield* resolvedFilters(g.conditions, now);
+  }
 }
 
 /** Event names a tree needs to be evaluated for one contact (segment references followed by the caller). */
 export function eventNamesOf(tree: ConditionTree, now = Date.now()): Set<string> {
-  const names = new Set<string>();
-  const walk = (t: ConditionTree) => {
-    for (const g of t.groups) {
-      for (const f of g.filters ?? []) {
-        const r = resolveFilter(f, 'condition', now);
-        if (r.kind === 'event') names.add(r.name);
-      }
-      if (g.conditions) walk(g.conditions);
-    }
-  };
-  walk(tree);
-  return names;
+  return new Set([...resolvedFilters(tree, now)].flatMap((r) => (r.kind === 'event' ? [r.name] : [])));
+}
+
+/** The topics a tree's own filters name (segment references followed by the caller). */
+export function topicIdsOf(tree: ConditionTree, now = Date.now()): Set<string> {
+  return new Set([...resolvedFilters(tree, now)].flatMap((r) => (r.kind === 'topic' ? [r.topicId] : [])));
 }
