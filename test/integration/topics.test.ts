@@ -1,4 +1,6 @@
 import { ZoneDnsServer } from '../../src/dns/zone-server';
+import { startCampaignWorkflow } from '../../src/modules/campaigns/campaign-send';
+import { startCampaignSend } from '../../src/modules/campaigns/campaigns.service';
 import { dbQuery } from '../setup/db';
 import { verifiedDomain } from '../setup/sender';
 import { type Account, createAccount, startTestService, type TestService } from '../setup/service';
@@ -264,6 +266,23 @@ describe('targeting a topic', () => {
     expect(header(allMail[0], 'list-unsubscribe')).not.toContain('topic=');
   });
 
+  test('a recipient who leaves the topic after the audience was fixed is skipped', async () => {
+    const a = await audience('late');
+    const news = (await svc.api.post('/topics', { name: 'News' }, a.key)).body.id;
+    await a.contact('stays');
+    const leaves = await a.contact('leaves');
+    const c = (await svc.api.post('/campaigns', { name: 'n', subject: 'News', body: '<p>n</p>', from: a.from, audienceType: 'ALL', topicId: news }, a.key)).body
+      .data;
+    // The audience is fixed (as the workflow's first step does), then the contact leaves, then delivery runs.
+    await dbQuery(svc.databaseUrl, `UPDATE campaigns SET status = 'SCHEDULED' WHERE id = $1`, [c.id]);
+    expect(await startCampaignSend(svc.orm.em.fork(), c.id)).toEqual({ proceed: true, recipients: 2 });
+    await a.setTopics(leaves, { [news]: false });
+    await startCampaignWorkflow(svc.temporal, { id: c.id, projectId: a.acct.project.id, scheduledFor: null });
+    await until(async () => ((await svc.api.get(`/campaigns/${c.id}`, a.key)).body.status === 'SENT' ? true : undefined));
+    await smtp.waitFor(1);
+    expect(recipients(smtp.received, a.domain)).toEqual([`stays@${a.domain}`]);
+  });
+
   test('one-click unsubscribe from a topic email leaves only that topic; the page names the topic', async () => {
     const a = await audience('oneclick');
     const news = (await svc.api.post('/topics', { name: 'Weekly news' }, a.key)).body.id;
@@ -298,6 +317,13 @@ describe('targeting a topic', () => {
     const events = await eventsOf(reader);
     expect(events.at(-1)).toEqual({ name: 'contact.unsubscribed', data: { topicId: news, source: 'one_click' } });
     expect((await svc.api.get(path)).body).toContain('receives no Weekly news email');
+
+    // The topic deleted since (its campaign was sent): the link stops all marketing mail, as the reader asked.
+    expect((await svc.api.delete(`/topics/${news}`, a.key)).status).toBe(200);
+    expect((await svc.api.get(`/campaigns/${c.body.data.id}`, a.key)).body.topicId).toBeNull();
+    expect((await svc.api.get(path)).body).toContain('Stop sending email to');
+    await svc.api.request('POST', path, { raw: 'List-Unsubscribe=One-Click', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+    expect((await svc.api.get(`/contacts/${reader}`, a.key)).body).toMatchObject({ subscribed: false, topics: { [offers]: 'subscribed' } });
   });
 
   test('an automation SEND_EMAIL step with a topic sends only to contacts that receive it', async () => {
