@@ -137,6 +137,17 @@ describe('a contact’s topics', () => {
     );
     expect(events).toHaveLength(2);
     expect(events.every((e) => e.data.source === 'api')).toBe(true);
+    // The activity feed shows them like the global flag's, naming the topic.
+    const feed = (await svc.api.get('/activity', key)).body.data;
+    expect(feed).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({
+          type: 'contact.unsubscribed',
+          contact: { id: contact.id, email: 'reader@example.com' },
+          data: { topicId: optIn, source: 'api' },
+        }),
+      ]),
+    );
   });
 
   test('with double opt-in a join is pending (project setting, or the topic’s own), and leaving still works', async () => {
