@@ -16,7 +16,9 @@ import { Migration20261125001900_webhook_endpoint_due } from './Migration2026112
 import { Migration20261125002000_idempotent_responses } from './Migration20261125002000_idempotent_responses';
 import { Migration20261126002100_inbound_reports } from './Migration20261126002100_inbound_reports';
 import { Migration20261126002200_campaign_chunk_index } from './Migration20261126002200_campaign_chunk_index';
+import { Migration20261126194104_topics } from './Migration20261126194104_topics';
 import { Migration20261126194932_finished_campaigns_forget_deleted_segments } from './Migration20261126194932_finished_campaigns_forget_deleted_segments';
+import { Migration20261126195153_topic_targeting } from './Migration20261126195153_topic_targeting';
 
 /** Every migration in the order it runs; append new ones, never edit landed ones. */
 export const migrationsList = [
@@ -38,5 +40,7 @@ export const migrationsList = [
   { name: 'Migration20261125002000_idempotent_responses', class: Migration20261125002000_idempotent_responses },
   { name: 'Migration20261126002100_inbound_reports', class: Migration20261126002100_inbound_reports },
   { name: 'Migration20261126002200_campaign_chunk_index', class: Migration20261126002200_campaign_chunk_index },
+  { name: 'Migration20261126194104_topics', class: Migration20261126194104_topics },
   { name: 'Migration20261126194932_finished_campaigns_forget_deleted_segments', class: Migration20261126194932_finished_campaigns_forget_deleted_segments },
+  { name: 'Migration20261126195153_topic_targeting', class: Migration20261126195153_topic_targeting },
 ];

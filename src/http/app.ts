@@ -15,6 +15,7 @@ import { scheduleSnoozeEnd } from '../modules/contacts';
 import { domainRoutes } from '../modules/domains';
 import { webhookEndpointRoutes } from '../modules/webhooks-out';
 import { templateRoutes } from '../modules/templates';
+import { topicRoutes } from '../modules/topics';
 import { emailRoutes } from '../modules/emails';
 import type { LocalEmailQueue, SendBatcher } from '../modules/emails';
 import { trackingRoutes } from '../modules/emails';
@@ -105,6 +106,7 @@ export function createApp(deps: AppDeps): Koa {
   eventRoutes(router, guards, { hub: deps.hub, batcher: new TrackBatcher(deps.orm) });
   verifyRoutes(router, guards, { resolver: deps.resolver });
   templateRoutes(router, guards);
+  topicRoutes(router, guards);
   trackingRoutes(router, { links: deps.links, hub: deps.hub });
   preferencePageRoutes(router, { links: deps.links, formBody: jsonBody, hub: deps.hub });
   // SNS posts JSON as text/plain.

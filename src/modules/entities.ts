@@ -24,6 +24,7 @@ import { ContactEventSchema } from './events';
 import { ProjectSuspensionSchema } from './security';
 import { SegmentMembershipSchema, SegmentSchema } from './segments';
 import { TemplateSchema } from './templates';
+import { ContactTopicSchema, TopicSchema } from './topics';
 import { SnsNotificationSchema } from './webhooks-in';
 import { WebhookDeliverySchema, WebhookEndpointSchema } from './webhooks-out';
 
@@ -40,6 +41,7 @@ export const entities: EntitySchema[] = [
   ContactCountSchema,
   ContactCountDeltaSchema,
   ContactEventSchema,
+  ContactTopicSchema,
   ContactImportSchema,
   DevMailboxMessageSchema,
   DomainSchema,
@@ -55,6 +57,7 @@ export const entities: EntitySchema[] = [
   SegmentMembershipSchema,
   SnsNotificationSchema,
   TemplateSchema,
+  TopicSchema,
   WebhookDeliverySchema,
   WebhookEndpointSchema,
   WorkflowSchema,

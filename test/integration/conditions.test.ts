@@ -5,7 +5,7 @@ import { entities } from '../../src/modules/entities';
 import { compileCondition, type SegmentRef } from '../../src/modules/segments/conditions/compile';
 import { evaluateCondition } from '../../src/modules/segments/conditions/evaluate';
 import { loadContactFacts } from '../../src/modules/segments/conditions/facts';
-import { type ConditionTree, ConditionError, eventNamesOf, type Filter, validateTree } from '../../src/modules/segments/conditions/tree';
+import { type ConditionTree, ConditionError, eventNamesOf, type Filter, topicIdsOf, validateTree } from '../../src/modules/segments/conditions/tree';
 import { createTestDatabase } from '../setup/db';
 
 let orm: Orm;
@@ -14,6 +14,8 @@ const NOW = Date.parse('2026-06-15T12:00:00.000Z');
 const DAY = 86_400_000;
 const dynamicSegment = newId();
 const staticSegment = newId();
+const optInTopic = newId();
+const optOutTopic = newId();
 const contactIds: string[] = [];
 
 const iso = (ms: number) => new Date(ms).toISOString();
@@ -87,6 +89,25 @@ beforeAll(async () => {
       projectId,
     ],
   );
+  await sql(em, `INSERT INTO topics (id, project_id, name, default_subscription) VALUES (?, ?, 'News', 'opt_in'), (?, ?, 'Offers', 'opt_out')`, [
+    optInTopic,
+    projectId,
+    optOutTopic,
+    projectId,
+  ]);
+  // Each state in each topic, and contacts with no row (the topic's default).
+  const topicRows: Array<[number, string, string]> = [
+    [0, optInTopic, 'unsubscribed'],
+    [1, optInTopic, 'pending'],
+    [2, optInTopic, 'subscribed'],
+    [0, optOutTopic, 'subscribed'],
+    [3, optOutTopic, 'pending'],
+    [4, optOutTopic, 'unsubscribed'],
+    [5, optOutTopic, 'subscribed'],
+  ];
+  for (const [i, topicId, state] of topicRows) {
+    await sql(em, `INSERT INTO contact_topics (contact_id, topic_id, project_id, state) VALUES (?, ?, ?, ?)`, [contactIds[i], topicId, projectId, state]);
+  }
   for (const i of [1, 3, 5]) {
     await sql(em, `INSERT INTO segment_memberships (segment_id, contact_id, project_id, exited_at) VALUES (?, ?, ?, ?)`, [
       staticSegment,
@@ -118,7 +139,7 @@ async function viaSql(tree: ConditionTree): Promise<string[]> {
 
 async function viaMemory(tree: ConditionTree): Promise<string[]> {
   const names = new Set([...eventNamesOf(tree, NOW), ...eventNamesOf(segments().get(dynamicSegment)!.condition!, NOW)]);
-  const facts = await loadContactFacts(orm.em.fork(), projectId, contactIds, names);
+  const facts = await loadContactFacts(orm.em.fork(), projectId, contactIds, names, topicIdsOf(tree, NOW));
   return [...facts.entries()]
     .filter(([, f]) => evaluateCondition(tree, f, { now: NOW, segments: segments() }))
     .map(([id]) => id)
@@ -187,6 +208,10 @@ const filters: Filter[] = [
   { field: `segment.${dynamicSegment}`, operator: 'memberOfSegment' },
   { field: `segment.${staticSegment}`, operator: 'memberOfSegment' },
   { field: `segment.${staticSegment}`, operator: 'notMemberOfSegment' },
+  { field: `topic.${optInTopic}`, operator: 'subscribed' },
+  { field: `topic.${optInTopic}`, operator: 'notSubscribed' },
+  { field: `topic.${optOutTopic}`, operator: 'subscribed' },
+  { field: `topic.${optOutTopic}`, operator: 'notSubscribed' },
 ];
 
 test.each(filters.map((f) => [`${f.field} ${f.operator} ${JSON.stringify(f.value ?? '')}${f.unit ? ' ' + f.unit : ''}`, f] as const))(
@@ -221,6 +246,17 @@ test('nested groups with AND and OR agree too', async () => {
     },
   ];
   for (const t of trees) expect(await viaMemory(t)).toEqual(await viaSql(t));
+});
+
+test('topic filters: the contact’s row decides, else the default; pending is not subscribed; an unknown topic is nobody’s', async () => {
+  const ids = (...i: number[]) => i.map((n) => contactIds[n]).sort();
+  expect(await viaSql(one({ field: `topic.${optInTopic}`, operator: 'subscribed' }))).toEqual(ids(2, 3, 4, 5, 6, 7, 8, 9));
+  expect(await viaSql(one({ field: `topic.${optOutTopic}`, operator: 'subscribed' }))).toEqual(ids(0, 5));
+  const unknown = `topic.${newId()}`;
+  for (const tree of [one({ field: unknown, operator: 'subscribed' }), one({ field: unknown, operator: 'notSubscribed' })]) {
+    expect(await viaMemory(tree)).toEqual(await viaSql(tree));
+  }
+  expect(await viaSql(one({ field: unknown, operator: 'notSubscribed' }))).toEqual(ids(0, 1, 2, 3, 4, 5, 6, 7, 8, 9));
 });
 
 test('no field name or value changes the shape of the query', () => {
@@ -264,6 +300,9 @@ describe('validation', () => {
     [one({ field: 'email.forwarded', operator: 'triggered' }), /unknown email activity/],
     [one({ field: 'segment.nope', operator: 'memberOfSegment' }), /names no segment id/],
     [one({ field: 'event.x', operator: 'equals', value: 1 }), /takes triggered/],
+    [one({ field: 'topic.news', operator: 'subscribed' }), /names no topic id/],
+    [one({ field: `topic.${newId()}`, operator: 'equals', value: true }), /takes subscribed, notSubscribed/],
+    [one({ field: 'data.plan', operator: 'subscribed' }), /does not apply to data fields/],
   ])('%j is refused', (tree, message) => {
     expect(() => validateTree(tree)).toThrow(ConditionError);
     expect(() => validateTree(tree)).toThrow(message);

@@ -30,6 +30,8 @@ async function populate(acct: Account): Promise<{ segmentId: string; executionId
   const key = { key: acct.project.secretKey };
   await svc.api.post('/v1/track', { email: 'a@life.test', event: 'signup', data: { plan: 'pro' } }, { key: acct.project.publicKey });
   const contact = (await svc.api.post('/contacts', { email: 'b@life.test' }, key)).body;
+  const topic = (await svc.api.post('/topics', { name: 'News' }, key)).body;
+  await svc.api.patch(`/contacts/${contact.id}`, { topics: { [topic.id]: false } }, key);
   const segment = (
     await svc.api.post(
       '/segments',
@@ -57,7 +59,7 @@ test('reset wipes the data and cancels the running workflows; the project, its k
   const { segmentId, executionId } = await populate(acct);
   await eventually(async () => (await statusOf(`automation:${executionId}`)) === 'RUNNING');
   expect(Object.keys(await projectRows(acct.project.id))).toEqual(
-    expect.arrayContaining(['contacts', 'events', 'segments', 'workflows', 'workflow_executions']),
+    expect.arrayContaining(['contacts', 'contact_topics', 'events', 'segments', 'topics', 'workflows', 'workflow_executions']),
   );
 
   await foldActivityCounts(svc.orm.em.fork()); // counts already folded into the hourly and daily tables must go too

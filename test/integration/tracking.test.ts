@@ -124,7 +124,7 @@ test('a project can turn tracking off, or keep it for MARKETING mail only', asyn
   smtp.received.length = 0;
 
   const settings = await svc.api.patch(`/users/@me/projects/${acct.project.id}`, { settings: { tracking: 'marketing' } }, { cookie: acct.cookie });
-  expect(settings.body.settings).toEqual({ tracking: 'marketing', trackOpens: true, trackClicks: true, unsubscribeFooter: true });
+  expect(settings.body.settings).toEqual({ tracking: 'marketing', trackOpens: true, trackClicks: true, unsubscribeFooter: true, doubleOptIn: false });
   const transactional = await deliver({ to: 'tx@example.org', body: '<p><a href="https://a.example/">a</a></p>' });
   expect(pixelOf(transactional.html)).toBeUndefined();
   smtp.received.length = 0;

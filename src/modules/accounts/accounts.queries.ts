@@ -38,6 +38,8 @@ const PROJECT_DATA = [
   'automation_outbox',
   'workflows',
   'campaigns',
+  // Each contact's choice in a topic goes with it (cascade).
+  'topics',
   'segments',
   'templates',
   'domains',

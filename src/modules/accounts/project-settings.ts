@@ -12,12 +12,14 @@ export const projectSettingsSchema = z
     trackClicks: z.boolean(),
     /** The unsubscribe footer MARKETING mail carries before `</body>`. */
     unsubscribeFooter: z.boolean(),
+    /** New topic subscriptions stay pending until confirmed by email; a topic's own `doubleOptIn` overrides it. */
+    doubleOptIn: z.boolean(),
   })
   .strict();
 
 export type ProjectSettings = z.output<typeof projectSettingsSchema>;
 
-export const DEFAULT_PROJECT_SETTINGS: ProjectSettings = { tracking: 'all', trackOpens: true, trackClicks: true, unsubscribeFooter: true };
+export const DEFAULT_PROJECT_SETTINGS: ProjectSettings = { tracking: 'all', trackOpens: true, trackClicks: true, unsubscribeFooter: true, doubleOptIn: false };
 
 /** Open and click tracking switched on or off for a template, campaign or send; an absent switch follows the level above. */
 export const trackingOverrideSchema = z

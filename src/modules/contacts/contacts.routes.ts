@@ -1,7 +1,8 @@
 import type Router from '@koa/router';
 import { z } from 'zod';
 import { endpoint, simpleError } from '../../http/endpoint';
-import { simpleBadRequest } from '../../http/errors';
+import { simpleBadRequest, validationError } from '../../http/errors';
+import { isUuid } from '../../db/ids';
 import { multipartFile, withUploadedFile } from '../../http/multipart';
 import type { Guards } from '../../http/guards';
 import { deletedResponse } from '../../http/responses';
@@ -17,13 +18,14 @@ import {
   bulkSchema,
   contactListQuery,
   contactListResponse,
-  contactResponse,
+  contactWithTopicsResponse,
   createContactSchema,
   fieldDeletedResponse,
   fieldsResponse,
   fieldUsageResponse,
   fieldValuesQuery,
   fieldValuesResponse,
+  importFieldsSchema,
   importJobResponse,
   lookupResponse,
   lookupSchema,
@@ -33,6 +35,7 @@ import {
 } from './contacts.schemas';
 import { deleteContact, getContact, listContacts, lookupContacts, toContactDto, updateContact, upsertContact } from './contacts.service';
 import { transaction } from '../../db/orm';
+import { topicStatesOf } from '../topics';
 
 export interface ContactHooks {
   /** A snooze is being set: arrange, durably, for the contact to be resubscribed at `until`. */
@@ -46,6 +49,16 @@ const IMPORT_MAX_BYTES = 5 * 1024 * 1024;
 
 const tag = 'Contacts';
 const customField = z.string().meta({ description: 'A custom (data) field name' });
+
+/** The import's topic fields, read from the multipart form: 422 naming the field when unusable. */
+function importTopics(body: unknown): { topicIds: string[]; doubleOptIn: boolean } {
+  const parsed = importFieldsSchema.safeParse(body ?? {});
+  if (!parsed.success) throw validationError(parsed.error.issues);
+  const topicIds = [...new Set([parsed.data.topics ?? []].flat().flatMap((v) => v.split(',').map((id) => id.trim().toLowerCase())))].filter(Boolean);
+  const bad = topicIds.find((id) => !isUuid(id));
+  if (bad) throw validationError([{ code: 'custom', path: ['topics'], message: `${bad} is not a topic id`, input: bad }]);
+  return { topicIds, doubleOptIn: parsed.data.doubleOptIn === 'true' };
+}
 
 export function contactRoutes(router: Router, g: Guards, hooks: ContactHooks): void {
   router.post(
@@ -189,13 +202,18 @@ export function contactRoutes(router: Router, g: Guards, hooks: ContactHooks): v
         summary: 'Import contacts from a CSV file (queued)',
         description:
           'The file’s email column is found by its header (or is the first column); other columns become data fields. Poll GET /contacts/import/{jobId}.',
-        upload: { field: 'file', description: 'A CSV file, at most 5 MB' },
+        upload: { field: 'file', description: 'A CSV file, at most 5 MB', fields: importFieldsSchema },
         responses: { 202: importJobResponse.describe('The queued import job') },
-        errors: { 400: simpleError('Not a multipart body'), 413: 'The file is larger than 5 MB', 422: 'No file in the field `file`' },
+        errors: {
+          400: simpleError('Not a multipart body'),
+          413: 'The file is larger than 5 MB',
+          422: 'No file in the field `file`, or a field `topics` naming ids that are not the project’s topics',
+        },
       },
       async (ctx) => {
+        const topics = importTopics(ctx.request.body);
         const job = await withUploadedFile(ctx, 'file', 'A CSV file', (file) =>
-          createImport(ctx.state.em, hooks.temporal, ctx.state.project!.id, { path: file.filepath, name: file.originalFilename, size: file.size }),
+          createImport(ctx.state.em, hooks.temporal, ctx.state.project!.id, { path: file.filepath, name: file.originalFilename, size: file.size }, topics),
         );
         ctx.status = 202;
         ctx.body = toImportDto(job);
@@ -235,9 +253,11 @@ export function contactRoutes(router: Router, g: Guards, hooks: ContactHooks): v
           summary: `${kind[0].toUpperCase()}${kind.slice(1)} up to 1,000 contacts by id (queued)`,
           body: bulkSchema,
           responses: { 202: bulkJobResponse.describe('The queued job') },
+          errors: { 422: kind === 'delete' ? 'Invalid ids, or a topicId (a delete has none)' : 'Invalid ids, or a topicId that is not the project’s' },
         },
         async (ctx, input) => {
-          const job = await createBulkJob(ctx.state.em, hooks.temporal, ctx.state.project!.id, kind, input.body().contactIds);
+          const { contactIds, topicId } = input.body();
+          const job = await createBulkJob(ctx.state.em, hooks.temporal, ctx.state.project!.id, kind, contactIds, topicId);
           ctx.status = 202;
           ctx.body = toBulkJobDto(job);
         },
@@ -270,11 +290,13 @@ export function contactRoutes(router: Router, g: Guards, hooks: ContactHooks): v
         tag,
         summary: 'Get a contact',
         params: { id: uuidPath },
-        responses: { 200: contactResponse.describe('The contact') },
+        responses: { 200: contactWithTopicsResponse.describe('The contact, with its state in every topic') },
         errors: { 404: 'No such contact in the project' },
       },
       async (ctx, input) => {
-        ctx.body = toContactDto(await getContact(ctx.state.em, ctx.state.project!.id, input.param('id')));
+        const projectId = ctx.state.project!.id;
+        const contact = await getContact(ctx.state.em, projectId, input.param('id'));
+        ctx.body = { ...toContactDto(contact), topics: await topicStatesOf(ctx.state.em, projectId, contact.id) };
       },
     ),
   );
@@ -285,12 +307,18 @@ export function contactRoutes(router: Router, g: Guards, hooks: ContactHooks): v
     endpoint(
       {
         tag,
-        summary: 'Update a contact’s email, subscription, snooze or data',
-        description: 'Snooze with `snooze` (a duration) or `snoozedUntil` (a future time); `snoozedUntil: null` ends a snooze.',
+        summary: 'Update a contact’s email, subscription, snooze, data or topics',
+        description:
+          'Snooze with `snooze` (a duration) or `snoozedUntil` (a future time); `snoozedUntil: null` ends a snooze. ' +
+          '`topics` joins (true) or leaves (false) topics by id; a join where double opt-in applies stays `pending` until confirmed.',
         params: { id: uuidPath },
         body: patchContactSchema,
-        responses: { 200: contactResponse.describe('The updated contact') },
-        errors: { 404: 'No such contact in the project', 409: 'Another contact has that email' },
+        responses: { 200: contactWithTopicsResponse.describe('The updated contact, with its state in every topic') },
+        errors: {
+          404: 'No such contact in the project',
+          409: 'Another contact has that email',
+          422: 'Invalid fields, or a topic id that is not the project’s',
+        },
       },
       async (ctx, input) => {
         const id = input.param('id');
@@ -307,11 +335,13 @@ export function contactRoutes(router: Router, g: Guards, hooks: ContactHooks): v
             data: patch.data ? resolveDataMap(patch.data) : undefined,
             snoozedUntil: until,
             endSnooze: patch.snoozedUntil === null,
+            topics: patch.topics,
           },
           until ? () => hooks.snoozed({ id, projectId, until }) : undefined,
         );
         hooks.hub.publish({ projectId, contactIds: [id], events: result.events });
-        ctx.body = toContactDto(result.contact);
+        // result.pending: the topics now awaiting the contact's confirmation (double opt-in).
+        ctx.body = { ...toContactDto(result.contact), topics: await topicStatesOf(ctx.state.em, projectId, id) };
       },
     ),
   );

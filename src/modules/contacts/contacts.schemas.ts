@@ -8,12 +8,22 @@ import type { fieldUsage, fieldValues, listFields } from './contact-fields';
 import type { toImportDto } from './contact-imports';
 import type { ContactDto, listContacts, lookupContacts } from './contacts.service';
 import { dataMapSchema } from './data-map';
+import type { TopicState } from '../topics';
 
 export const createContactSchema = z.object({
   email: emailSchema,
   subscribed: z.boolean().optional(),
   data: dataMapSchema.optional(),
 });
+
+/** A change of a contact's topics: true joins (pending where double opt-in applies), false leaves. */
+const topicChanges = z
+  .record(z.uuid({ message: 'topics must be keyed by topic id (UUID)' }), z.boolean())
+  .meta({ description: 'Topic id → true (join; pending until confirmed where double opt-in applies) or false (leave)' });
+
+// Spelled out rather than imported: the topics module loads the events module, which needs this one loaded.
+const topicState = z.enum(['subscribed', 'unsubscribed', 'pending']);
+sameShape<z.output<typeof topicState>, TopicState>(true);
 
 export const SNOOZE_DURATIONS = ['2_weeks', '1_month', '6_months', '1_year'] as const;
 
@@ -24,6 +34,7 @@ export const patchContactSchema = z
     data: dataMapSchema.optional(),
     snoozedUntil: z.iso.datetime({ offset: true, message: 'snoozedUntil must be an ISO 8601 date-time' }).nullable().optional(),
     snooze: z.enum(SNOOZE_DURATIONS).optional(),
+    topics: topicChanges.optional(),
   })
   .superRefine((v, ctx) => {
     const snoozing = v.snooze !== undefined || (v.snoozedUntil !== undefined && v.snoozedUntil !== null);
@@ -38,6 +49,20 @@ export const patchContactSchema = z
     }
   });
 
+/** The text fields beside an import's file. */
+export const importFieldsSchema = z.object({
+  topics: z
+    .union([z.string(), z.array(z.string())])
+    .optional()
+    .meta({
+      description: 'Topic ids (comma-separated, or the field repeated) every imported contact joins; a contact that already chose in a topic keeps its choice',
+    }),
+  doubleOptIn: z.enum(['true', 'false']).optional().meta({
+    description:
+      'true: those joins wait for an emailed confirmation where double opt-in applies (the topic’s or the project’s setting); false (default): the importer vouches for consent',
+  }),
+});
+
 export const lookupSchema = z.object({
   emails: z.array(emailSchema).min(1).max(500),
 });
@@ -47,6 +72,10 @@ export const bulkSchema = z.object({
     .array(z.uuid({ message: 'contactIds must hold contact ids (UUIDs)' }))
     .min(1)
     .max(1000),
+  topicId: z
+    .uuid()
+    .optional()
+    .meta({ description: 'bulk-subscribe and bulk-unsubscribe only: join or leave this topic instead of changing the global subscription' }),
 });
 
 /** GET /contacts: failures answer in the simple `{ error }` form, in this order. */
@@ -72,6 +101,13 @@ export const contactResponse = z.object({
   updatedAt: dateTime,
 });
 sameShape<z.output<typeof contactResponse>, ContactDto>(true);
+
+/** One contact with its state in every topic of the project. */
+export const contactWithTopicsResponse = contactResponse.extend({
+  topics: z
+    .record(z.string(), topicState)
+    .meta({ description: 'Every topic of the project by id, with the contact’s state in it (the topic’s default where the contact made no choice)' }),
+});
 
 export const upsertedContactResponse = contactResponse.extend({ _meta: z.object({ isNew: z.boolean(), isUpdate: z.boolean() }) });
 export const contactListResponse = cursorList(contactResponse);
@@ -108,6 +144,8 @@ export const fieldDeletedResponse = z.object({ field: z.string(), deleted: z.lit
 
 export const importJobResponse = z.object({
   jobId: z.string(),
+  topics: z.array(z.string()).meta({ description: 'The topics every imported contact joins' }),
+  doubleOptIn: z.boolean(),
   status: z.enum(['QUEUED', 'RUNNING', 'COMPLETED', 'FAILED']),
   filename: z.string().nullable(),
   sizeBytes: z.number().int(),
@@ -128,6 +166,7 @@ sameShape<z.output<typeof importJobResponse>, ReturnType<typeof toImportDto>>(tr
 export const bulkJobResponse = z.object({
   jobId: z.string(),
   type: z.enum(['subscribe', 'unsubscribe', 'delete']),
+  topicId: z.string().nullable().meta({ description: 'The topic joined or left; null: the global subscription' }),
   status: z.enum(['QUEUED', 'RUNNING', 'COMPLETED']),
   total: z.number().int(),
   processed: z.number().int(),

@@ -4,6 +4,7 @@ import { newId } from '../../db/ids';
 import { transaction } from '../../db/orm';
 import { conflict, notFound, simpleBadRequest } from '../../http/errors';
 import { type EventRecord, insertEvents, type NewEvent, SYSTEM_EVENTS } from '../events';
+import { setContactTopics } from '../topics';
 import { Contact } from './contacts.entity';
 import {
   type ContactListRow,
@@ -157,6 +158,8 @@ export interface ContactPatch {
   snoozedUntil?: Date;
   /** Ends a snooze now (snoozedUntil: null). */
   endSnooze?: boolean;
+  /** Topic id → join (true) or leave (false). */
+  topics?: Record<string, boolean>;
 }
 
 /**
@@ -170,7 +173,7 @@ export async function updateContact(
   id: string,
   patch: ContactPatch,
   beforeCommit?: (contact: Contact) => Promise<void>,
-): Promise<UpsertResult> {
+): Promise<UpsertResult & { pending: string[] }> {
   return transaction(em, async (tx) => {
     const current = await tx.findOne(Contact, { projectId, id }, forUpdate);
     if (!current) throw notFound('Contact');
@@ -186,8 +189,9 @@ export async function updateContact(
       eventData: patch.snoozedUntil ? { reason: 'snooze', snoozedUntil: patch.snoozedUntil.toISOString() } : snoozeEnded ? { reason: 'snooze_cancelled' } : {},
     };
     const result = await updateLocked(tx, current, change, flushed(tx, current));
+    const topics = patch.topics ? await setContactTopics(tx, projectId, id, patch.topics, { source: 'api' }) : { events: [], pending: [] };
     await beforeCommit?.(result.contact);
-    return result;
+    return { ...result, events: [...result.events, ...topics.events], pending: topics.pending };
   });
 }
 

@@ -23,7 +23,11 @@ const conditionTreeJson = {
             items: {
               type: 'object',
               properties: {
-                field: { type: 'string', description: 'email, subscribed, createdAt, updatedAt, data.<path>, event.<name>, email.<activity> or segment.<id>' },
+                field: {
+                  type: 'string',
+                  description:
+                    'email, subscribed, createdAt, updatedAt, data.<path>, event.<name>, email.<activity>, segment.<id> or topic.<id> (subscribed / notSubscribed)',
+                },
                 operator: { type: 'string', enum: [...OPERATORS] },
                 value: { description: 'Any JSON value the operator compares with' },
                 unit: { type: 'string', enum: Object.keys(UNITS), description: 'For time windows' },
