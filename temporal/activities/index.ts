@@ -2,7 +2,8 @@ import type { MikroORM } from '@mikro-orm/postgresql';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Logger } from 'pino';
 import { purgeExpiredIdempotencyKeys } from '../../src/db/idempotency-keys';
-import { purgeRateLimitWindows } from '../../src/db/rate-limiter';
+import { purgeRateLimitKeyWindows, purgeRateLimitWindows } from '../../src/db/rate-limiter';
+import { expirePendingTopics } from '../../src/modules/consent';
 import { foldActivityCounts } from '../../src/modules/activity';
 import type { Resolver } from '../../src/dns/resolver';
 import { runBulkJobChunk } from '../../src/modules/contacts';
@@ -31,6 +32,8 @@ export interface ActivityDeps {
   accountMail: { mailer: Mailer; publicUrl: string; from: string };
   hub: ActivityHub;
   idempotencyTtlHours: number;
+  /** A double opt-in subscription still pending this long becomes unsubscribed. */
+  confirmationExpiryHours: number;
   domainCheckIntervalSeconds: number;
   /** The return-path records every sender domain is checked for. */
   returnPath: ReturnPathDns;
@@ -183,13 +186,21 @@ export function createActivities(deps: ActivityDeps) {
       return deps.webhookDispatcher.drain(drainWindow(deps));
     },
 
-    async purgeExpired(): Promise<{ idempotencyKeys: number; rateLimitWindows: number; webhookDeliveries: number; inboundReports: number }> {
+    async purgeExpired(): Promise<{
+      idempotencyKeys: number;
+      rateLimitWindows: number;
+      webhookDeliveries: number;
+      inboundReports: number;
+      pendingTopicsExpired: number;
+    }> {
       const em = deps.orm.em.fork();
       return {
         idempotencyKeys: await purgeExpiredIdempotencyKeys(em, deps.idempotencyTtlHours),
-        rateLimitWindows: await purgeRateLimitWindows(em),
+        rateLimitWindows: (await purgeRateLimitWindows(em)) + (await purgeRateLimitKeyWindows(em)),
         webhookDeliveries: await purgeWebhookDeliveries(em),
         inboundReports: await purgeInboundReports(em),
+        // Not a purge: pending topic subscriptions past the confirmation expiry become unsubscribed (idempotent).
+        pendingTopicsExpired: await expirePendingTopics(em, deps.confirmationExpiryHours),
       };
     },
 
