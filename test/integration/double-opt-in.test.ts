@@ -300,3 +300,27 @@ test('the project edits the confirmation mail through a template named in its se
   expect((await svc.api.request('POST', confirmLinkOf(mail))).body).toContain('Subscription confirmed');
   expect((await contactByEmail(p, 'cook@example.org')).topics[t]).toBe('subscribed');
 });
+
+test('PATCH /contacts/:id joining a topic with double opt-in leaves it pending and mails the confirmation', async () => {
+  const p = await project('Optin Api');
+  const t = await topic(p, 'Briefing', { defaultSubscription: 'opt_out' });
+  const free = await topic(p, 'Free', { defaultSubscription: 'opt_out', doubleOptIn: false });
+  const created = await svc.api.post('/contacts', { email: 'api@example.org', subscribed: true }, p.key);
+
+  const patched = await svc.api.patch(
+    `/contacts/${created.body.id}`,
+    { topics: { [t]: true, [free]: true } },
+    { ...p.key, headers: { 'user-agent': 'Backend/3' } },
+  );
+  expect(patched.status).toBe(200);
+  expect(patched.body.topics).toEqual({ [t]: 'pending', [free]: 'subscribed' });
+  const [mail] = await waitForMail('api@example.org', /^Confirm your subscription/);
+  expect(mail.text).toContain('Briefing');
+  expect(mail.text).not.toContain('Free');
+
+  const [record] = (await svc.api.get(`/contacts/${created.body.id}/consent`, p.key)).body.data;
+  expect(record).toMatchObject({ status: 'pending', source: 'api', topicIds: [t], subscribeAll: false, requestedUserAgent: 'Backend/3' });
+  expect((await svc.api.request('POST', confirmLinkOf(mail))).status).toBe(200);
+  expect((await contactByEmail(p, 'api@example.org')).topics[t]).toBe('subscribed');
+  expect((await svc.api.get(`/contacts/00000000-0000-4000-8000-000000000000/consent`, p.key)).status).toBe(404);
+});

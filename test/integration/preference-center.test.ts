@@ -41,7 +41,7 @@ afterAll(async () => {
 
 const bodyText = () => page.evaluate(() => document.body.innerText);
 
-test('from an email’s manage link: change a topic with the keyboard, save, then unsubscribe from all; the API shows each', async () => {
+test('from the footer of a marketing email: change a topic with the keyboard, save, then unsubscribe from all; the API shows each', async () => {
   const acct = await createAccount(svc.api, 'Prefs');
   const key = { key: acct.project.secretKey };
   await verifiedDomain(svc.api, dns, acct.project.secretKey, 'prefs.test');
@@ -55,7 +55,7 @@ test('from an email’s manage link: change a topic with the keyboard, save, the
     {
       name: 'News',
       subject: 'News for you',
-      body: '<html><body><p>News</p><p><a href="{{manageUrl}}">Manage preferences</a></p></body></html>',
+      body: '<html><body><p>News</p></body></html>',
       from: 'news@prefs.test',
       type: 'MARKETING',
     },
@@ -68,6 +68,7 @@ test('from an email’s manage link: change a topic with the keyboard, save, the
     const found = (await svc.api.get('/dev/mailbox?to=reader%40example.org')).body.data;
     return found.length ? (found[0] as { html: string }) : undefined;
   });
+  // The footer every MARKETING email carries leads to the preference center.
   const href = /<a href="([^"]+)"[^>]*>Manage preferences<\/a>/.exec(mail.html)![1].replace(/&amp;/g, '&');
 
   await page.goto(href);
@@ -136,3 +137,28 @@ test('from an email’s manage link: change a topic with the keyboard, save, the
   await page.goto(`${svc.api.baseUrl}/manage/${contactId}?token=AAAAAAAAAAAAAAAAAAAAAA`);
   expect(await bodyText()).toContain('This link is not valid');
 }, 120_000);
+
+test('the copyable subscribe form, pasted into a page and submitted in the browser, signs the address up', async () => {
+  const acct = await createAccount(svc.api, 'Snippet');
+  const key = { key: acct.project.secretKey };
+  await verifiedDomain(svc.api, dns, acct.project.secretKey, 'snippet.test');
+  const news = (await svc.api.post('/topics', { name: 'News & notes', defaultSubscription: 'opt_out' }, key)).body.id as string;
+  await svc.api.post('/topics', { name: 'Staff only', public: false }, key);
+
+  const snippet = await svc.api.get('/subscribe-form', key);
+  expect(snippet.status).toBe(200);
+  expect(snippet.body.action).toBe(`${svc.api.baseUrl}/v1/subscribe?key=${acct.project.publicKey}`);
+  expect(snippet.body.html).toContain('News &#38; notes');
+  expect(snippet.body.html).not.toContain('Staff only');
+  expect(snippet.body.html).toContain('name="_gotcha"');
+
+  await page.setContent(`<!doctype html><html lang="en"><body>${snippet.body.html}</body></html>`);
+  await page.type('#postbox-email', 'visitor@example.org');
+  await Promise.all([page.waitForNavigation(), page.click('button[type=submit]')]);
+  expect(await bodyText()).toContain('Thank you for subscribing');
+
+  const found = (await svc.api.get('/contacts?search=visitor%40example.org', key)).body.data[0];
+  const contact = (await svc.api.get(`/contacts/${found.id}`, key)).body;
+  // No double opt-in in this project: subscribed at once, to the topic the form's box asked for.
+  expect(contact).toMatchObject({ subscribed: true, topics: { [news]: 'subscribed' } });
+}, 60_000);
