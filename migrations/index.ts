@@ -17,6 +17,7 @@ import { Migration20261125002000_idempotent_responses } from './Migration2026112
 import { Migration20261126002100_inbound_reports } from './Migration20261126002100_inbound_reports';
 import { Migration20261126002200_campaign_chunk_index } from './Migration20261126002200_campaign_chunk_index';
 import { Migration20261126194104_topics } from './Migration20261126194104_topics';
+import { Migration20261126195153_topic_targeting } from './Migration20261126195153_topic_targeting';
 import { Migration20261126195504_consent } from './Migration20261126195504_consent';
 
 /** Every migration in the order it runs; append new ones, never edit landed ones. */
@@ -40,5 +41,6 @@ export const migrationsList = [
   { name: 'Migration20261126002100_inbound_reports', class: Migration20261126002100_inbound_reports },
   { name: 'Migration20261126002200_campaign_chunk_index', class: Migration20261126002200_campaign_chunk_index },
   { name: 'Migration20261126194104_topics', class: Migration20261126194104_topics },
+  { name: 'Migration20261126195153_topic_targeting', class: Migration20261126195153_topic_targeting },
   { name: 'Migration20261126195504_consent', class: Migration20261126195504_consent },
 ];

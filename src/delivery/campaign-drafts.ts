@@ -1,13 +1,13 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { type ProjectSettings, projectSettings } from '../modules/accounts';
-import { draftCampaigns, draftContacts } from './delivery.queries';
+import { draftCampaigns, draftContacts, topicsLeft } from './delivery.queries';
 import type { Draft, QueuedEmail } from './queued-email';
 
 /**
  * Campaign mail is stored unrendered: each recipient's message is rendered as it is sent, with their
  * data as it is when the batch is claimed, where it is encoded (on a delivery thread, so the rendering
- * and its garbage stay off this one). A MARKETING recipient who unsubscribed since the audience was
- * fixed is skipped.
+ * and its garbage stay off this one). A MARKETING recipient who unsubscribed, or left the campaign's
+ * topic, since the audience was fixed is skipped.
  */
 export async function campaignDrafts(em: EntityManager, batch: QueuedEmail[]): Promise<{ draft: (e: QueuedEmail) => Draft | undefined; skipped: Set<string> }> {
   const skipped = new Set<string>();
@@ -25,8 +25,12 @@ export async function campaignDrafts(em: EntityManager, batch: QueuedEmail[]): P
   );
   const settings = new Map<string, ProjectSettings>();
   for (const projectId of new Set(todo.map((e) => e.project_id))) settings.set(projectId, await projectSettings(em, projectId));
+  const topicOf = (e: QueuedEmail) => campaigns.get(e.campaign_id!)?.topic_id ?? null;
+  const forTopics = todo.filter(topicOf).map((e) => ({ contactId: e.contact_id, topicId: topicOf(e)! }));
+  const left = forTopics.length ? await topicsLeft(em, forTopics) : new Set<string>();
   for (const e of todo) {
-    if (campaigns.get(e.campaign_id!)?.type === 'MARKETING' && contacts.get(e.contact_id)?.subscribed === false) skipped.add(e.id);
+    if (campaigns.get(e.campaign_id!)?.type !== 'MARKETING') continue;
+    if (contacts.get(e.contact_id)?.subscribed === false || left.has(`${e.contact_id}:${topicOf(e)}`)) skipped.add(e.id);
   }
   const draft = (e: QueuedEmail): Draft | undefined => {
     const campaign = unrendered(e) ? campaigns.get(e.campaign_id!) : undefined;
@@ -41,6 +45,7 @@ export async function campaignDrafts(em: EntityManager, batch: QueuedEmail[]): P
       headers: {},
       settings: settings.get(e.project_id)!,
       tracking: [campaign.tracking],
+      topicId: campaign.topic_id,
     };
   };
   return { draft, skipped };

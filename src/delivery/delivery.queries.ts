@@ -134,11 +134,26 @@ export interface DraftCampaign {
   body: string;
   type: EmailType;
   tracking: TrackingOverride | null;
+  topic_id: string | null;
 }
 
 /** What renders a batch's campaign drafts: the campaigns' content. */
 export function draftCampaigns(em: EntityManager, ids: string[]): Promise<DraftCampaign[]> {
-  return sql<DraftCampaign>(em, `SELECT id, subject, body, type, tracking FROM campaigns WHERE id = ANY(?::uuid[])`, [ids]);
+  return sql<DraftCampaign>(em, `SELECT id, subject, body, type, tracking, topic_id FROM campaigns WHERE id = ANY(?::uuid[])`, [ids]);
+}
+
+/**
+ * Which of these (contact, topic) pairs the contact left (or has pending) since its mail was queued:
+ * primary-key lookups of contact_topics, so a topic's mail goes only to contacts still receiving it.
+ */
+export async function topicsLeft(em: EntityManager, pairs: Array<{ contactId: string; topicId: string }>): Promise<Set<string>> {
+  const rows = await sql<{ contact_id: string; topic_id: string }>(
+    em,
+    `SELECT ct.contact_id, ct.topic_id FROM contact_topics ct JOIN unnest(?::uuid[], ?::uuid[]) AS p(contact_id, topic_id)
+       ON ct.contact_id = p.contact_id AND ct.topic_id = p.topic_id WHERE ct.state <> 'subscribed'`,
+    [pairs.map((p) => p.contactId), pairs.map((p) => p.topicId)],
+  );
+  return new Set(rows.map((r) => `${r.contact_id}:${r.topic_id}`));
 }
 
 export interface DraftContact {

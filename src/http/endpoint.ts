@@ -95,8 +95,8 @@ export interface EndpointSpec<
   body?: B;
   /** How the body may be sent, when not (only) as JSON. */
   bodyContentTypes?: string[];
-  /** A multipart/form-data body holding one file; read with `withUploadedFile(ctx, field, ...)`. */
-  upload?: { field: string; description: string };
+  /** A multipart/form-data body holding one file (read with `withUploadedFile(ctx, field, ...)`), and the text fields beside it. */
+  upload?: { field: string; description: string; fields?: z.ZodObject };
   /** Successes by status: a description, a zod schema (`.describe()` gives its description), or `content(...)`. */
   responses: Record<number, ResponseDoc>;
   /** Route-specific failures by status, beyond those its guard and schemas imply (401, 403, 422, 429, ...); null: never answered. */

@@ -228,12 +228,13 @@ function operationOf(r: RouteEntry): Operation {
     const types = spec.bodyContentTypes ?? ['application/json'];
     op.requestBody = { required: Array.isArray(schema.required) && schema.required.length > 0, content: Object.fromEntries(types.map((t) => [t, { schema }])) };
   } else if (spec.upload) {
-    const { field, description } = spec.upload;
+    const { field, description, fields } = spec.upload;
+    const others = fields ? ((jsonSchemaOf(fields).properties ?? {}) as Record<string, unknown>) : {};
     op.requestBody = {
       required: true,
       content: {
         'multipart/form-data': {
-          schema: { type: 'object', properties: { [field]: { type: 'string', format: 'binary', description } }, required: [field] },
+          schema: { type: 'object', properties: { [field]: { type: 'string', format: 'binary', description }, ...others }, required: [field] },
         },
       },
     };

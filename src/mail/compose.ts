@@ -52,6 +52,8 @@ export interface ComposeInput {
   settings: MailSettings;
   /** Tracking switches of the send, then of the template or campaign (the first that sets one wins). */
   tracking?: Array<TrackingOverride | null | undefined>;
+  /** The topic MARKETING mail is sent for: its unsubscribe link and one-click header leave only that topic. */
+  topicId?: string | null;
   links: Links;
 }
 
@@ -61,7 +63,7 @@ export interface ComposeInput {
  * rendered with the same data), then tracking.
  */
 export function composeMessage(c: ComposeInput): ComposedMessage & { html: string } {
-  const contactLinks = c.links.contactLinks(c.contact.id);
+  const contactLinks = c.links.contactLinks(c.contact.id, c.type === 'MARKETING' ? c.topicId : null);
   const vars = templateVariables({ contact: c.contact, values: c.values, links: contactLinks });
   const marketing = c.type === 'MARKETING';
   const footer = marketing && c.settings.unsubscribeFooter;

@@ -39,9 +39,19 @@ export class Links {
     return this.verify(`contact:${contactId}`, token);
   }
 
-  contactLinks(contactId: string) {
+  /** The unsubscribe link of a topic's mail: the topic signed together with the contact, so it cannot be swapped. */
+  topicUnsubscribe(contactId: string, topicId: string): string {
+    return `${this.publicUrl}/unsubscribe/${contactId}?topic=${topicId}&token=${this.sign(`contact:${contactId}:topic:${topicId}`)}`;
+  }
+
+  verifyTopicUnsubscribe(contactId: string, topicId: string, token: string | undefined): boolean {
+    return this.verify(`contact:${contactId}:topic:${topicId}`, token);
+  }
+
+  /** The links a message carries; with a topic, unsubscribing leaves only that topic. */
+  contactLinks(contactId: string, topicId?: string | null) {
     return {
-      unsubscribeUrl: this.contactPage('unsubscribe', contactId),
+      unsubscribeUrl: topicId ? this.topicUnsubscribe(contactId, topicId) : this.contactPage('unsubscribe', contactId),
       subscribeUrl: this.contactPage('subscribe', contactId),
       manageUrl: this.contactPage('manage', contactId),
     };

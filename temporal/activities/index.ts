@@ -75,10 +75,10 @@ export function createActivities(deps: ActivityDeps) {
       return { done: r.done };
     },
 
-    /** The next slice of a CSV import; the contacts it wrote are told to live segments. */
+    /** The next slice of a CSV import; the contacts it wrote, and the topics they joined, are told to live segments and automations. */
     async importContactsSlice(input: { jobId: string }): Promise<{ done: boolean }> {
       const r = await importNextSlice(deps.orm.em.fork(), input.jobId);
-      if (r.projectId && r.contactIds.length) deps.hub.publish({ projectId: r.projectId, contactIds: r.contactIds, events: [] });
+      if (r.projectId && r.contactIds.length) deps.hub.publish({ projectId: r.projectId, contactIds: r.contactIds, events: r.events });
       return { done: r.done };
     },
 

@@ -17,6 +17,7 @@ import { evaluateCondition } from '../segments';
 import { loadContactFacts, loadSegmentRefs } from '../segments';
 import { eventNamesOf } from '../segments';
 import { TemplateSchema } from '../templates';
+import { topicStateOf } from '../topics';
 import { executionCommitKey } from './executions.service';
 import { callWebhook, WebhookError } from '../../net/guarded-http';
 import { conditionFilter, type Definition } from './automations.service';
@@ -179,6 +180,7 @@ export class AutomationRuntime {
         data: x.context,
         lastEventAt: new Map(),
         staticSegments: new Set<string>(),
+        subscribedTopics: new Set<string>(),
       };
       return evaluateCondition(tree, facts, { now, segments: new Map() });
     }
@@ -212,6 +214,13 @@ export class AutomationRuntime {
         contact = (await upsertContact(tx, x.projectId, { email: recipient.customEmail, defaultSubscribed: false, data: { set: {}, unset: [] } })).contact;
       }
       if (template.type === 'MARKETING' && !contact.subscribed) return { sent: false, reason: 'the contact is not subscribed to marketing email' };
+      // Transactional mail ignores topics.
+      const topicId = template.type === 'MARKETING' ? ((config.topicId as string | null | undefined) ?? null) : null;
+      if (topicId) {
+        const state = await topicStateOf(tx, x.projectId, contact.id, topicId);
+        if (state === undefined) return { sent: false, reason: 'the step’s topic no longer exists' };
+        if (state !== 'subscribed') return { sent: false, reason: `the contact does not receive the topic (${state})` };
+      }
       const message = composeMessage({
         emailId,
         type: template.type,
@@ -222,6 +231,7 @@ export class AutomationRuntime {
         headers: {},
         settings,
         tracking: [template.tracking],
+        topicId,
         links: this.deps.links,
       });
       await queueEmail(tx, {

@@ -49,6 +49,11 @@ export const stepConfigSchemas = {
   SEND_EMAIL: z
     .object({
       templateId: z.uuid(),
+      topicId: z
+        .uuid()
+        .nullable()
+        .optional()
+        .meta({ description: 'A topic of the project: a MARKETING template is sent only to a contact that receives it, with an unsubscribe link leaving it' }),
       recipient: z
         .object({ type: z.enum(['CONTACT', 'CUSTOM']), customEmail: emailSchema.optional() })
         .refine((r) => r.type !== 'CUSTOM' || !!r.customEmail, { message: 'customEmail is required for a CUSTOM recipient', path: ['customEmail'] })

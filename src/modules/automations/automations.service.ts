@@ -6,6 +6,7 @@ import { AppError, badRequest, conflict, notFound, validationError } from '../..
 import { ContactEventSchema } from '../events';
 import { ConditionError, type Filter, resolveFilter } from '../segments';
 import { TemplateSchema } from '../templates';
+import { Topic, unknownTopics } from '../topics';
 import { refusePrivateTarget } from '../../net/guarded-http';
 import { connectPredecessors, contactDataKeys, executionCounts } from './automations.queries';
 import { type StepType, stepConfigSchemas } from './automations.schemas';
@@ -126,7 +127,7 @@ export interface StepPolicy {
   allowPrivateWebhooks: boolean;
 }
 
-/** Validates a step's config for its type; SEND_EMAIL templates must belong to the project. */
+/** Validates a step's config for its type; SEND_EMAIL templates and topics must belong to the project. */
 export async function checkStepConfig(
   em: EntityManager,
   projectId: string,
@@ -144,6 +145,8 @@ export async function checkStepConfig(
         errors: [{ field: 'config.templateId', message: 'No such template in this project', code: 'invalid_string' }],
       });
     }
+    if (value.topicId && !(await em.count(Topic, { projectId, id: value.topicId as string })))
+      throw unknownTopics([value.topicId as string], () => 'config.topicId');
   }
   if (type === 'CONDITION') {
     try {

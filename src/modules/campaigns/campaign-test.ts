@@ -28,6 +28,7 @@ export async function queueTestSend(em: EntityManager, c: Campaign, email: strin
       headers: {},
       settings,
       tracking: [c.tracking],
+      topicId: c.topicId,
       links,
     });
     await queueEmail(tx, {

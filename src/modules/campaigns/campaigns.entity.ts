@@ -16,6 +16,7 @@ export class Campaign {
     | 'status'
     | 'segmentId'
     | 'audienceCondition'
+    | 'topicId'
     | 'scheduledFor'
     | 'totalRecipients'
     | 'sentCount'
@@ -45,6 +46,8 @@ export class Campaign {
   audienceType!: 'ALL' | 'SEGMENT' | 'FILTERED';
   segmentId: string | null = null;
   audienceCondition: ConditionTree | null = null;
+  /** Only contacts that receive this topic get the campaign, and its unsubscribe link leaves the topic. */
+  topicId: string | null = null;
   scheduledFor: Date | null = null;
   totalRecipients = 0;
   sentCount = 0;
@@ -96,6 +99,17 @@ export const CampaignSchema = new EntitySchema<Campaign>({
       updateRule: 'no action',
     },
     audienceCondition: { type: 'json', columnType: 'jsonb', nullable: true },
+    // A topic in use by an unsent campaign cannot be deleted; a sent one forgets it.
+    topicId: {
+      kind: 'm:1',
+      entity: 'Topic',
+      mapToPk: true,
+      fieldName: 'topic_id',
+      nullable: true,
+      foreignKeyName: 'campaigns_topic_id_fkey',
+      deleteRule: 'set null',
+      updateRule: 'no action',
+    },
     scheduledFor: { ...optionalTimestampColumn },
     totalRecipients: { ...countColumn },
     sentCount: { ...countColumn },

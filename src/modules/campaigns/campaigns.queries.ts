@@ -2,6 +2,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { sql } from '../../db/orm';
 import { badRequest } from '../../http/errors';
 import { compileCondition, loadSegmentRefs, membersWhere } from '../segments';
+import { receivesTopicWhere } from '../topics';
 import type { Campaign } from './campaigns.entity';
 
 /**
@@ -11,7 +12,8 @@ import type { Campaign } from './campaigns.entity';
 
 /**
  * SQL (on `contacts c`) for who a campaign reaches: ALL, a segment's members, or a condition, and
- * always only subscribed contacts (unsubscribed and snoozed contacts never receive a campaign).
+ * always only subscribed contacts (unsubscribed and snoozed contacts never receive a campaign); with a
+ * topic, only those that receive the topic (pending and opted-out contacts do not).
  */
 async function audienceWhere(em: EntityManager, c: Campaign, params: unknown[]): Promise<string> {
   params.push(c.projectId);
@@ -25,6 +27,7 @@ async function audienceWhere(em: EntityManager, c: Campaign, params: unknown[]):
     const segments = await loadSegmentRefs(em, c.projectId);
     where += ` AND ${compileCondition(c.audienceCondition, { now: Date.now(), segments }, params)}`;
   }
+  if (c.topicId) where += ` AND ${await receivesTopicWhere(em, c.projectId, c.topicId, params)}`;
   return where;
 }
 

@@ -30,6 +30,11 @@ export const campaignSchema = z.object({
   audienceType: z.enum(['ALL', 'SEGMENT', 'FILTERED']),
   segmentId: z.uuid().nullable().optional().meta({ description: 'Required when audienceType is SEGMENT' }),
   audienceCondition: conditionInput.optional().meta({ description: 'Required when audienceType is FILTERED' }),
+  topicId: z
+    .uuid()
+    .nullable()
+    .optional()
+    .meta({ description: 'A topic of the project (MARKETING only): only contacts that receive it get the campaign, and its unsubscribe link leaves it' }),
   tracking: trackingOverrideSchema.nullable().optional(),
 });
 
@@ -67,6 +72,7 @@ export const campaignResponse = z.object({
   audienceType: z.enum(['ALL', 'SEGMENT', 'FILTERED']),
   segmentId: z.string().nullable().optional().meta({ description: 'Only when audienceType is SEGMENT' }),
   audienceCondition: conditionTree.nullable().optional().meta({ description: 'Only when audienceType is FILTERED' }),
+  topicId: z.string().nullable().meta({ description: 'The topic the campaign is sent for; null: every subscribed contact of the audience' }),
   scheduledFor: dateTime.nullable(),
   totalRecipients: z.number().int(),
   sentCount: z.number().int(),

@@ -9,6 +9,7 @@ import { cancelCampaignWorkflow, rescheduleCampaignWorkflow, startCampaignWorkfl
 import { assertVerifiedSender } from '../domains';
 import { EmailSchema } from '../emails';
 import { checkCondition, Segment, type ConditionTree } from '../segments';
+import { Topic, unknownTopics } from '../topics';
 import { Campaign } from './campaigns.entity';
 import { audienceSize, emailCounts, markSentWhenDone, queueAudience } from './campaigns.queries';
 import type { CampaignInput, CampaignStatus } from './campaigns.schemas';
@@ -30,6 +31,7 @@ export const toCampaignDto = (c: Campaign) => ({
   audienceType: c.audienceType,
   ...(c.audienceType === 'SEGMENT' ? { segmentId: c.segmentId } : {}),
   ...(c.audienceType === 'FILTERED' ? { audienceCondition: c.audienceCondition } : {}),
+  topicId: c.topicId,
   scheduledFor: iso(c.scheduledFor),
   totalRecipients: c.totalRecipients,
   sentCount: c.sentCount,
@@ -51,7 +53,7 @@ export async function getCampaign(em: EntityManager, projectId: string, id: stri
 }
 
 /** The columns create and PUT set from the body. */
-function campaignFields(input: CampaignInput, audience: { segmentId: string | null; condition: ConditionTree | null }) {
+function campaignFields(input: CampaignInput, audience: Audience) {
   return {
     name: input.name,
     description: input.description ?? null,
@@ -64,22 +66,38 @@ function campaignFields(input: CampaignInput, audience: { segmentId: string | nu
     audienceType: input.audienceType,
     segmentId: audience.segmentId,
     audienceCondition: audience.condition,
+    topicId: audience.topicId,
     tracking: input.tracking ?? null,
   };
 }
 
+interface Audience {
+  segmentId: string | null;
+  condition: ConditionTree | null;
+  topicId: string | null;
+}
+
+/** A campaign's topic must be the project's, and only marketing mail is sent for a topic (422 naming topicId). */
+async function checkTopic(em: EntityManager, projectId: string, input: CampaignInput): Promise<string | null> {
+  if (!input.topicId) return null;
+  if (input.type !== 'MARKETING') {
+    throw new AppError(422, 'VALIDATION_ERROR', 'Request validation failed', {
+      errors: [{ field: 'topicId', message: 'Only a MARKETING campaign is sent for a topic: transactional mail ignores topics', code: 'invalid_topic' }],
+    });
+  }
+  if (!(await em.count(Topic, { projectId, id: input.topicId }))) throw unknownTopics([input.topicId], () => 'topicId');
+  return input.topicId;
+}
+
 /** The audience rules of create and PUT: 400 for a missing segment or condition, 403 for the sender. */
-async function checkAudience(
-  em: EntityManager,
-  projectId: string,
-  input: CampaignInput,
-): Promise<{ segmentId: string | null; condition: ConditionTree | null }> {
+async function checkAudience(em: EntityManager, projectId: string, input: CampaignInput): Promise<Audience> {
+  const topicId = await checkTopic(em, projectId, input);
   if (input.audienceType === 'SEGMENT') {
     if (!input.segmentId) throw badRequest('segmentId is required when audienceType is SEGMENT', 'SEGMENT_REQUIRED');
     if (!(await em.count(Segment, { projectId, id: input.segmentId }))) {
       throw badRequest(`Segment ${input.segmentId} does not exist in this project`, 'SEGMENT_NOT_FOUND');
     }
-    return { segmentId: input.segmentId, condition: null };
+    return { segmentId: input.segmentId, condition: null, topicId };
   }
   if (input.audienceType === 'FILTERED') {
     if (input.audienceCondition === undefined || input.audienceCondition === null) {
@@ -88,9 +106,9 @@ async function checkAudience(
     const condition = await checkCondition(em, projectId, input.audienceCondition).catch((err: AppError) => {
       throw badRequest(err.message, 'INVALID_CONDITION');
     });
-    return { segmentId: null, condition };
+    return { segmentId: null, condition, topicId };
   }
-  return { segmentId: null, condition: null };
+  return { segmentId: null, condition: null, topicId };
 }
 
 export async function createCampaign(em: EntityManager, projectId: string, input: CampaignInput): Promise<Campaign> {
@@ -148,6 +166,7 @@ export async function duplicateCampaign(em: EntityManager, projectId: string, id
     audienceType: c.audienceType,
     segmentId: c.segmentId,
     audienceCondition: structuredClone(c.audienceCondition),
+    topicId: c.topicId,
     tracking: structuredClone(c.tracking),
   });
   await em.persist(copy).flush();

@@ -4,10 +4,12 @@ import type { BulkKind } from './bulk-jobs';
 
 /** A bulk subscribe, unsubscribe or delete job: the contacts it covers and its pollable progress. */
 export class BulkJob {
-  [OptionalProps]?: 'status' | 'processed' | 'changed' | 'unchanged' | 'notFound' | 'createdAt' | 'updatedAt' | 'completedAt';
+  [OptionalProps]?: 'topicId' | 'status' | 'processed' | 'changed' | 'unchanged' | 'notFound' | 'createdAt' | 'updatedAt' | 'completedAt';
   id!: string;
   projectId!: string;
   kind!: BulkKind;
+  /** Subscribe or unsubscribe to this topic rather than to marketing mail as a whole. */
+  topicId: string | null = null;
   status: 'QUEUED' | 'RUNNING' | 'COMPLETED' = 'QUEUED';
   contactIds!: string[];
   processed = 0;
@@ -28,6 +30,8 @@ export const BulkJobSchema = new EntitySchema<BulkJob>({
     id: { type: 'uuid', primary: true },
     projectId: cascadingReference('bulk_jobs', 'project_id', 'Project'),
     kind: { enum: true, items: ['subscribe', 'unsubscribe', 'delete'], type: 'text' },
+    // No foreign key: a job whose topic was deleted changes nothing more.
+    topicId: { type: 'uuid', nullable: true },
     status: { enum: true, items: ['QUEUED', 'RUNNING', 'COMPLETED'], type: 'text', default: 'QUEUED' },
     contactIds: { type: 'string[]', columnType: 'uuid[]' },
     processed: { type: 'integer', default: 0 },

@@ -2,11 +2,13 @@ import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
 import { holdUntilCommit, readAfterCommit, transaction } from '../../db/orm';
-import { notFound } from '../../http/errors';
+import { AppError, notFound } from '../../http/errors';
 import type { TemporalClient } from '../../../temporal/client';
 import { workflowIds } from '../../../temporal/workflow-ids';
 import type { EventRecord } from '../events';
+import { setContactTopics, missingTopics, unknownTopics } from '../topics';
 import { BulkJob } from './bulk-jobs.entity';
+import { Contact } from './contacts.entity';
 import { deleteContactsOf, setSubscriptionOf } from './contacts.service';
 import { bulkJobWorkflow } from '../../../temporal/workflows/bulk-job';
 import { startJobWorkflow } from './job-workflow';
@@ -22,6 +24,7 @@ export function toBulkJobDto(j: BulkJob) {
   return {
     jobId: j.id,
     type: j.kind,
+    topicId: j.topicId,
     status: j.status,
     total: j.contactIds.length,
     processed: j.processed,
@@ -37,11 +40,25 @@ export function toBulkJobDto(j: BulkJob) {
 /**
  * Records the job and starts its `bulk-job:<jobId>` workflow in one transaction: the workflow is
  * started before the commit (a failed start writes nothing) and waits for it (holdUntilCommit).
+ * With a topic, subscribe and unsubscribe join or leave it (422 for a topic not the project's, or on delete).
  */
-export async function createBulkJob(em: EntityManager, temporal: TemporalClient, projectId: string, kind: BulkKind, contactIds: string[]): Promise<BulkJob> {
+export async function createBulkJob(
+  em: EntityManager,
+  temporal: TemporalClient,
+  projectId: string,
+  kind: BulkKind,
+  contactIds: string[],
+  topicId?: string,
+): Promise<BulkJob> {
+  if (topicId && kind === 'delete') {
+    throw new AppError(422, 'VALIDATION_ERROR', 'Request validation failed', {
+      errors: [{ field: 'topicId', message: 'A bulk delete deletes contacts: topicId applies to bulk-subscribe and bulk-unsubscribe', code: 'invalid_type' }],
+    });
+  }
+  if (topicId && (await missingTopics(em, projectId, [topicId])).length) throw unknownTopics([topicId], () => 'topicId');
   const ids = [...new Set(contactIds.map((id) => id.toLowerCase()))];
   return transaction(em, async (tx) => {
-    const job = tx.create(BulkJob, { id: newId(), projectId, kind, contactIds: ids });
+    const job = tx.create(BulkJob, { id: newId(), projectId, kind, contactIds: ids, topicId: topicId ?? null });
     await tx.persist(job).flush();
     await holdUntilCommit(tx, commitKey(job.id));
     await startJobWorkflow(temporal, bulkJobWorkflow, workflowIds.bulkJob(job.id), { id: job.id, projectId });
@@ -53,6 +70,24 @@ export async function getBulkJob(em: EntityManager, projectId: string, id: strin
   const job = await em.findOne(BulkJob, { projectId, id });
   if (!job) throw notFound('Bulk job');
   return job;
+}
+
+/**
+ * Joins (pending where double opt-in applies) or leaves a topic for those of `ids` that are the
+ * project's contacts, locking them in id order. A topic deleted since the job began changes nothing.
+ */
+async function setTopicOf(tx: EntityManager, projectId: string, ids: string[], topicId: string, join: boolean, jobId: string) {
+  const rows = await tx.find(Contact, { projectId, id: { $in: ids } }, { fields: ['id'], orderBy: { id: 'asc' } });
+  const found = new Set(rows.map((r) => r.id));
+  const out = { changed: [] as string[], unchanged: [] as string[], missing: ids.filter((id) => !found.has(id)), events: [] as EventRecord[] };
+  const topicGone = (await missingTopics(tx, projectId, [topicId])).length > 0;
+  for (const { id } of rows) {
+    // result.pending: the joins awaiting the contact's confirmation (double opt-in).
+    const result = topicGone ? undefined : await setContactTopics(tx, projectId, id, { [topicId]: join }, { source: 'bulk', eventData: { jobId } });
+    (result?.changed.length ? out.changed : out.unchanged).push(id);
+    out.events.push(...(result?.events ?? []));
+  }
+  return out;
 }
 
 /**
@@ -73,6 +108,8 @@ export async function runBulkJobChunk(
       let missing: string[];
       let events: EventRecord[] = [];
       if (job.kind === 'delete') ({ deleted: changed, missing } = await deleteContactsOf(tx, job.projectId, chunk));
+      else if (job.topicId)
+        ({ changed, unchanged, missing, events } = await setTopicOf(tx, job.projectId, chunk, job.topicId, job.kind === 'subscribe', jobId));
       else ({ changed, unchanged, missing, events } = await setSubscriptionOf(tx, job.projectId, chunk, job.kind === 'subscribe', { source: 'bulk', jobId }));
       // Written at the commit; the job stays locked until then.
       job.processed += chunk.length;

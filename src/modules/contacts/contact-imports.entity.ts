@@ -20,7 +20,9 @@ export class ContactImport {
     | 'error'
     | 'createdAt'
     | 'updatedAt'
-    | 'completedAt';
+    | 'completedAt'
+    | 'topicIds'
+    | 'doubleOptIn';
   id!: string;
   projectId!: string;
   filename: string | null = null;
@@ -42,6 +44,10 @@ export class ContactImport {
   createdAt!: Date;
   updatedAt!: Date;
   completedAt: Date | null = null;
+  /** Topics every imported contact joins (one that already chose in a topic keeps its choice). */
+  topicIds: string[] = [];
+  /** Joins wait for an emailed confirmation where double opt-in applies; otherwise the importer vouches for consent. */
+  doubleOptIn = false;
 }
 
 export const ContactImportSchema = new EntitySchema<ContactImport>({
@@ -69,5 +75,8 @@ export const ContactImportSchema = new EntitySchema<ContactImport>({
     createdAt: { ...timestampColumn },
     updatedAt: { ...timestampColumn, onUpdate: () => new Date() },
     completedAt: { ...optionalTimestampColumn },
+    // No foreign key: an import whose topic was deleted joins the others.
+    topicIds: { type: 'string[]', columnType: 'uuid[]', defaultRaw: `'{}'::uuid[]` },
+    doubleOptIn: { type: 'boolean', default: false },
   },
 });

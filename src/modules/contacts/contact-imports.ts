@@ -11,6 +11,8 @@ import { appendImportContent, failImport, lockImportSlice, mergeImportedContacts
 import { inferValue, parseCsv } from './csv';
 import { contactImportWorkflow } from '../../../temporal/workflows/contact-import';
 import { startJobWorkflow } from './job-workflow';
+import type { EventRecord } from '../events';
+import { joinTopics, missingTopics, unknownTopics } from '../topics';
 
 /** Bytes of the file read per activity (and per transaction): a few thousand rows. */
 const SLICE_BYTES = 256 * 1024;
@@ -23,6 +25,8 @@ const commitKey = (jobId: string) => `contact-import:${jobId}`;
 export function toImportDto(j: ContactImport) {
   return {
     jobId: j.id,
+    topics: j.topicIds,
+    doubleOptIn: j.doubleOptIn,
     status: j.status,
     filename: j.filename,
     sizeBytes: j.sizeBytes,
@@ -49,10 +53,21 @@ export async function createImport(
   temporal: TemporalClient,
   projectId: string,
   file: { path: string; name: string | null; size: number },
+  topics: { topicIds: string[]; doubleOptIn: boolean } = { topicIds: [], doubleOptIn: false },
 ): Promise<ContactImport> {
+  const missing = await missingTopics(em, projectId, topics.topicIds);
+  if (missing.length) throw unknownTopics(missing, () => 'topics');
   return transaction(em, async (tx) => {
     // An empty file here, filled a piece at a time below.
-    const job = tx.create(ContactImport, { id: newId(), projectId, filename: file.name, sizeBytes: file.size, content: Buffer.alloc(0) });
+    const job = tx.create(ContactImport, {
+      id: newId(),
+      projectId,
+      filename: file.name,
+      sizeBytes: file.size,
+      content: Buffer.alloc(0),
+      topicIds: topics.topicIds,
+      doubleOptIn: topics.doubleOptIn,
+    });
     await tx.persist(job).flush();
     for await (const piece of fs.createReadStream(file.path, { highWaterMark: UPLOAD_PIECE })) await appendImportContent(tx, job.id, piece as Buffer);
     await holdUntilCommit(tx, commitKey(job.id));
@@ -79,15 +94,20 @@ function readHeader(fields: string[]): { columns: string[]; emailColumn: number;
 /**
  * Imports the next slice of the file and records the position reached in the same transaction, so a
  * retried activity never imports a row twice. New contacts are subscribed; existing ones keep their
- * subscription and get the row's fields merged into their data.
+ * subscription and get the row's fields merged into their data. Every contact of the slice joins the
+ * import's topics (one that already chose in a topic keeps its choice).
  */
-export async function importNextSlice(em: EntityManager, jobId: string): Promise<{ done: boolean; projectId?: string; contactIds: string[] }> {
+export async function importNextSlice(
+  em: EntityManager,
+  jobId: string,
+): Promise<{ done: boolean; projectId?: string; contactIds: string[]; events: EventRecord[]; pending: Map<string, string[]> }> {
+  const nothing = { events: [] as EventRecord[], pending: new Map<string, string[]>() };
   const step = () =>
     transaction(em.fork(), async (tx) => {
       const slice = await lockImportSlice(tx, jobId, SLICE_BYTES);
       if (!slice) return undefined;
       const { job, piece } = slice;
-      if (job.status === 'COMPLETED' || job.status === 'FAILED') return { done: true, projectId: job.projectId, contactIds: [] };
+      if (job.status === 'COMPLETED' || job.status === 'FAILED') return { done: true, projectId: job.projectId, contactIds: [], ...nothing };
       const final = job.offsetBytes + piece.length >= job.sizeBytes;
       const text = piece.toString('utf8');
       const parsed = parseCsv(text, job.nextLine, final);
@@ -95,7 +115,7 @@ export async function importNextSlice(em: EntityManager, jobId: string): Promise
       if (job.offsetBytes === 0 && parsed.records[0]) parsed.records[0].fields[0] = parsed.records[0].fields[0].replace(/^\uFEFF/, '');
       if (!final && parsed.records.length === 0) {
         await failImport(tx, jobId, `line ${job.nextLine} is longer than ${SLICE_BYTES / 1024} KB`);
-        return { done: true, projectId: job.projectId, contactIds: [] };
+        return { done: true, projectId: job.projectId, contactIds: [], ...nothing };
       }
       let { columns, emailColumn } = job;
       let records = parsed.records;
@@ -127,6 +147,14 @@ export async function importNextSlice(em: EntityManager, jobId: string): Promise
       }
       const written = contacts.size ? await mergeImportedContacts(tx, job.projectId, contacts) : [];
       const created = written.filter((w) => w.created).length;
+      // `pending`: the joins awaiting the contact's confirmation (double opt-in), for the caller to ask for.
+      const joined = await joinTopics(
+        tx,
+        job.projectId,
+        written.map((w) => w.id),
+        job.topicIds,
+        { source: 'import', askConfirmation: job.doubleOptIn, eventData: { importId: job.id } },
+      );
       await recordImportProgress(tx, jobId, {
         consumedBytes: final ? piece.length : Buffer.byteLength(text.slice(0, parsed.consumed)),
         nextLine: parsed.nextLine,
@@ -139,8 +167,8 @@ export async function importNextSlice(em: EntityManager, jobId: string): Promise
         keptErrors: Math.max(0, MAX_ERRORS - job.errors.length),
         final,
       });
-      return { done: final, projectId: job.projectId, contactIds: written.map((w) => w.id) };
+      return { done: final, projectId: job.projectId, contactIds: written.map((w) => w.id), ...joined };
     });
   // Not there after the creating transaction ended means it rolled back.
-  return (await readAfterCommit(em, commitKey(jobId), step)) ?? { done: true, contactIds: [] };
+  return (await readAfterCommit(em, commitKey(jobId), step)) ?? { done: true, contactIds: [], ...nothing };
 }

@@ -180,7 +180,7 @@ export async function appendImportContent(em: EntityManager, id: string, piece: 
   await sql(em, `UPDATE contact_imports SET content = content || ? WHERE id = ?`, [piece, id]);
 }
 
-const IMPORT_COLUMNS = `id, project_id, filename, size_bytes, status, offset_bytes, next_line, columns, email_column, rows, created, updated, invalid, errors, error, created_at, updated_at, completed_at`;
+const IMPORT_COLUMNS = `id, project_id, filename, size_bytes, status, offset_bytes, next_line, columns, email_column, rows, created, updated, invalid, errors, error, created_at, updated_at, completed_at, topic_ids, double_opt_in`;
 
 // SQL: the import, locked, with the next slice of its file cut out by PostgreSQL (substring of the bytea).
 export async function lockImportSlice(em: EntityManager, id: string, bytes: number): Promise<{ job: ContactImport; piece: Buffer } | undefined> {

@@ -1,7 +1,8 @@
 import type Router from '@koa/router';
 import { z } from 'zod';
 import { endpoint, simpleError } from '../../http/endpoint';
-import { simpleBadRequest } from '../../http/errors';
+import { simpleBadRequest, validationError } from '../../http/errors';
+import { isUuid } from '../../db/ids';
 import { multipartFile, withUploadedFile } from '../../http/multipart';
 import type { Guards } from '../../http/guards';
 import { deletedResponse } from '../../http/responses';
@@ -24,6 +25,7 @@ import {
   fieldUsageResponse,
   fieldValuesQuery,
   fieldValuesResponse,
+  importFieldsSchema,
   importJobResponse,
   lookupResponse,
   lookupSchema,
@@ -49,6 +51,16 @@ const IMPORT_MAX_BYTES = 5 * 1024 * 1024;
 
 const tag = 'Contacts';
 const customField = z.string().meta({ description: 'A custom (data) field name' });
+
+/** The import's topic fields, read from the multipart form: 422 naming the field when unusable. */
+function importTopics(body: unknown): { topicIds: string[]; doubleOptIn: boolean } {
+  const parsed = importFieldsSchema.safeParse(body ?? {});
+  if (!parsed.success) throw validationError(parsed.error.issues);
+  const topicIds = [...new Set([parsed.data.topics ?? []].flat().flatMap((v) => v.split(',').map((id) => id.trim().toLowerCase())))].filter(Boolean);
+  const bad = topicIds.find((id) => !isUuid(id));
+  if (bad) throw validationError([{ code: 'custom', path: ['topics'], message: `${bad} is not a topic id`, input: bad }]);
+  return { topicIds, doubleOptIn: parsed.data.doubleOptIn === 'true' };
+}
 
 export function contactRoutes(router: Router, g: Guards, hooks: ContactHooks): void {
   router.post(
@@ -192,13 +204,18 @@ export function contactRoutes(router: Router, g: Guards, hooks: ContactHooks): v
         summary: 'Import contacts from a CSV file (queued)',
         description:
           'The file’s email column is found by its header (or is the first column); other columns become data fields. Poll GET /contacts/import/{jobId}.',
-        upload: { field: 'file', description: 'A CSV file, at most 5 MB' },
+        upload: { field: 'file', description: 'A CSV file, at most 5 MB', fields: importFieldsSchema },
         responses: { 202: importJobResponse.describe('The queued import job') },
-        errors: { 400: simpleError('Not a multipart body'), 413: 'The file is larger than 5 MB', 422: 'No file in the field `file`' },
+        errors: {
+          400: simpleError('Not a multipart body'),
+          413: 'The file is larger than 5 MB',
+          422: 'No file in the field `file`, or a field `topics` naming ids that are not the project’s topics',
+        },
       },
       async (ctx) => {
+        const topics = importTopics(ctx.request.body);
         const job = await withUploadedFile(ctx, 'file', 'A CSV file', (file) =>
-          createImport(ctx.state.em, hooks.temporal, ctx.state.project!.id, { path: file.filepath, name: file.originalFilename, size: file.size }),
+          createImport(ctx.state.em, hooks.temporal, ctx.state.project!.id, { path: file.filepath, name: file.originalFilename, size: file.size }, topics),
         );
         ctx.status = 202;
         ctx.body = toImportDto(job);
@@ -238,9 +255,11 @@ export function contactRoutes(router: Router, g: Guards, hooks: ContactHooks): v
           summary: `${kind[0].toUpperCase()}${kind.slice(1)} up to 1,000 contacts by id (queued)`,
           body: bulkSchema,
           responses: { 202: bulkJobResponse.describe('The queued job') },
+          errors: { 422: kind === 'delete' ? 'Invalid ids, or a topicId (a delete has none)' : 'Invalid ids, or a topicId that is not the project’s' },
         },
         async (ctx, input) => {
-          const job = await createBulkJob(ctx.state.em, hooks.temporal, ctx.state.project!.id, kind, input.body().contactIds);
+          const { contactIds, topicId } = input.body();
+          const job = await createBulkJob(ctx.state.em, hooks.temporal, ctx.state.project!.id, kind, contactIds, topicId);
           ctx.status = 202;
           ctx.body = toBulkJobDto(job);
         },

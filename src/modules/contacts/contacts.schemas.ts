@@ -49,6 +49,20 @@ export const patchContactSchema = z
     }
   });
 
+/** The text fields beside an import's file. */
+export const importFieldsSchema = z.object({
+  topics: z
+    .union([z.string(), z.array(z.string())])
+    .optional()
+    .meta({
+      description: 'Topic ids (comma-separated, or the field repeated) every imported contact joins; a contact that already chose in a topic keeps its choice',
+    }),
+  doubleOptIn: z.enum(['true', 'false']).optional().meta({
+    description:
+      'true: those joins wait for an emailed confirmation where double opt-in applies (the topic’s or the project’s setting); false (default): the importer vouches for consent',
+  }),
+});
+
 export const lookupSchema = z.object({
   emails: z.array(emailSchema).min(1).max(500),
 });
@@ -58,6 +72,10 @@ export const bulkSchema = z.object({
     .array(z.uuid({ message: 'contactIds must hold contact ids (UUIDs)' }))
     .min(1)
     .max(1000),
+  topicId: z
+    .uuid()
+    .optional()
+    .meta({ description: 'bulk-subscribe and bulk-unsubscribe only: join or leave this topic instead of changing the global subscription' }),
 });
 
 /** GET /contacts: failures answer in the simple `{ error }` form, in this order. */
@@ -126,6 +144,8 @@ export const fieldDeletedResponse = z.object({ field: z.string(), deleted: z.lit
 
 export const importJobResponse = z.object({
   jobId: z.string(),
+  topics: z.array(z.string()).meta({ description: 'The topics every imported contact joins' }),
+  doubleOptIn: z.boolean(),
   status: z.enum(['QUEUED', 'RUNNING', 'COMPLETED', 'FAILED']),
   filename: z.string().nullable(),
   sizeBytes: z.number().int(),
@@ -146,6 +166,7 @@ sameShape<z.output<typeof importJobResponse>, ReturnType<typeof toImportDto>>(tr
 export const bulkJobResponse = z.object({
   jobId: z.string(),
   type: z.enum(['subscribe', 'unsubscribe', 'delete']),
+  topicId: z.string().nullable().meta({ description: 'The topic joined or left; null: the global subscription' }),
   status: z.enum(['QUEUED', 'RUNNING', 'COMPLETED']),
   total: z.number().int(),
   processed: z.number().int(),

@@ -5,7 +5,7 @@ import type { ActivityHub, ContactActivity } from '../../bus/contact-activity';
 import { type EventRecord, insertEvents, type NewEvent } from '../events';
 import { evaluateCondition } from './conditions/evaluate';
 import { loadContactFacts, loadSegmentRefs } from './conditions/facts';
-import { eventNamesOf } from './conditions/tree';
+import { eventNamesOf, topicIdsOf } from './conditions/tree';
 import { Segment } from './segments.entity';
 import { addToMemberCount, currentMemberships, enterMembers, exitMembers, lockMembership } from './segments.queries';
 import { membershipEvents } from './segments.service';
@@ -73,15 +73,17 @@ export class LiveMembership {
       const segments = await loadSegmentRefs(tx, projectId);
       const now = Date.now();
       const names = new Set<string>();
+      const topics = new Set<string>();
       const addNames = (id: string, seen = new Set<string>()) => {
         const ref = segments.get(id);
         if (!ref?.condition || seen.has(id)) return;
         seen.add(id);
         for (const n of eventNamesOf(ref.condition, now)) names.add(n);
+        for (const t of topicIdsOf(ref.condition, now)) topics.add(t);
         for (const g of JSON.stringify(ref.condition).matchAll(/"segment\.([0-9a-f-]{36})"/g)) addNames(g[1], seen);
       };
       for (const s of tracked) addNames(s.id);
-      const facts = await loadContactFacts(tx, projectId, contactIds, names);
+      const facts = await loadContactFacts(tx, projectId, contactIds, names, topics);
       const current = await currentMemberships(
         tx,
         tracked.map((s) => s.id),

@@ -185,6 +185,17 @@ export function contactFactRows(
   );
 }
 
+/** Which of some contacts receive which of some topics, defaults applied: SQL, as it reads the topics module's tables. */
+export function subscribedTopicRows(em: EntityManager, projectId: string, contactIds: string[], topicIds: string[]) {
+  return sql<{ contact_id: string; topic_id: string }>(
+    em,
+    `SELECT c.id AS contact_id, t.id AS topic_id FROM topics t CROSS JOIN unnest(?::uuid[]) AS c(id)
+     LEFT JOIN contact_topics ct ON ct.contact_id = c.id AND ct.topic_id = t.id
+     WHERE t.project_id = ? AND t.id = ANY(?::uuid[]) AND coalesce(ct.state = 'subscribed', t.default_subscription = 'opt_in')`,
+    [contactIds, projectId, topicIds],
+  );
+}
+
 /** The last time each of some contacts had each named event: an aggregate. */
 export function lastEventTimes(
   em: EntityManager,

@@ -8,7 +8,8 @@ import type { Campaign } from '../campaigns';
 import { ContactSchema } from '../contacts';
 import { type EventRecord, insertEvents, type NewEvent } from '../events';
 import { loadSegmentRefs } from './conditions/facts';
-import { type ConditionTree, ConditionError, validateTree } from './conditions/tree';
+import { type ConditionTree, ConditionError, topicIdsOf, validateTree } from './conditions/tree';
+import { Topic } from '../topics';
 import { Segment } from './segments.entity';
 import {
   createMissingContacts,
@@ -50,8 +51,9 @@ export function segmentSlug(name: string): string {
 }
 
 /**
- * A condition must be valid, and every segment it references must exist in the project without
- * leading back to `selfId` (a segment cannot be defined through itself, however indirectly).
+ * A condition must be valid, every topic it names must be the project's, and every segment it
+ * references must exist in the project without leading back to `selfId` (a segment cannot be
+ * defined through itself, however indirectly).
  */
 export async function checkCondition(em: EntityManager, projectId: string, condition: unknown, selfId?: string): Promise<ConditionTree> {
   let refs: Set<string>;
@@ -74,6 +76,12 @@ export async function checkCondition(em: EntityManager, projectId: string, condi
     }
   };
   walk(refs);
+  const topicIds = [...topicIdsOf(condition as ConditionTree)];
+  if (topicIds.length) {
+    const known = new Set((await em.find(Topic, { projectId, id: { $in: topicIds } }, { fields: ['id'] })).map((t) => t.id));
+    const unknown = topicIds.find((id) => !known.has(id));
+    if (unknown) throw simpleBadRequest(`Invalid condition: topic ${unknown} does not exist`);
+  }
   return condition as ConditionTree;
 }
 

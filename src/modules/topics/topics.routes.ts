@@ -72,7 +72,7 @@ export function topicRoutes(router: Router, g: Guards): void {
         summary: 'Delete a topic and every contact’s choice for it',
         params: { id: uuidPath },
         responses: { 200: deletedResponse.describe('Deleted') },
-        errors: NOT_FOUND,
+        errors: { ...NOT_FOUND, 409: 'Unsent campaigns or workflow steps send for the topic (TOPIC_IN_USE, listed in details)' },
       },
       async (ctx, input) => {
         const id = input.param('id');

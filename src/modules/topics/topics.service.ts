@@ -6,6 +6,7 @@ import { AppError, conflict, notFound } from '../../http/errors';
 import { projectSettings } from '../accounts';
 import { type EventRecord, insertEvents, type NewEvent, SYSTEM_EVENTS } from '../events';
 import { ContactTopic, Topic, type TopicState } from './topics.entity';
+import { joinOptOutTopics, topicUsers } from './topics.queries';
 import type { CreateTopic, UpdateTopic } from './topics.schemas';
 
 export const toTopicDto = (t: Topic) => ({
@@ -64,9 +65,16 @@ export async function updateTopic(em: EntityManager, projectId: string, id: stri
   return topic;
 }
 
-/** Deleting a topic deletes every contact's choice for it. */
+/**
+ * Deleting a topic deletes every contact's choice for it; sent campaigns forget it. A topic an unsent
+ * campaign or a workflow step sends for is kept (409): deleting it would change who they reach.
+ */
 export async function deleteTopic(em: EntityManager, projectId: string, id: string): Promise<void> {
   const topic = await getTopic(em, projectId, id);
+  const users = await topicUsers(em, projectId, id);
+  if (users.campaigns.length || users.workflowSteps.length) {
+    throw conflict('The topic is used by unsent campaigns or workflow steps', 'TOPIC_IN_USE', { details: users });
+  }
   await em.remove(topic).flush();
 }
 
@@ -103,6 +111,14 @@ export async function topicStatesOf(em: EntityManager, projectId: string, contac
   return Object.fromEntries(topics.map((t) => [t.id, chosen.get(t.id) ?? defaultState(t)]));
 }
 
+/** The contact's state in one topic, default applied; undefined when the project has no such topic. */
+export async function topicStateOf(em: EntityManager, projectId: string, contactId: string, topicId: string): Promise<TopicState | undefined> {
+  const topic = await em.findOne(Topic, { projectId, id: topicId }, { fields: ['defaultSubscription'] });
+  if (!topic) return undefined;
+  const row = await em.findOne(ContactTopic, { contactId, topicId }, { fields: ['state'] });
+  return row?.state ?? defaultState(topic);
+}
+
 /** Whether joining the topic (null: any topic without its own setting) waits for an emailed confirmation. */
 export async function doubleOptInApplies(em: EntityManager, projectId: string, topicId: string | null): Promise<boolean> {
   const topic = topicId ? await getTopic(em, projectId, topicId) : null;
@@ -110,9 +126,9 @@ export async function doubleOptInApplies(em: EntityManager, projectId: string, t
 }
 
 /** The validation error for topic ids that are not the project's, one entry per id. */
-export function unknownTopics(ids: string[], field = 'topics'): AppError {
+export function unknownTopics(ids: string[], fieldOf: (id: string) => string = (id) => `topics.${id}`): AppError {
   return new AppError(422, 'VALIDATION_ERROR', 'Request validation failed', {
-    errors: ids.map((id) => ({ field: `${field}.${id}`, message: `Topic ${id} does not exist in this project`, code: 'unknown_topic' })),
+    errors: ids.map((id) => ({ field: fieldOf(id), message: `Topic ${id} does not exist in this project`, code: 'unknown_topic' })),
   });
 }
 
@@ -137,9 +153,9 @@ export async function setContactTopics(
   contactId: string,
   changes: Record<string, boolean>,
   how: TopicChangeOptions,
-): Promise<{ events: EventRecord[]; pending: string[] }> {
+): Promise<{ events: EventRecord[]; pending: string[]; changed: string[] }> {
   const ids = Object.keys(changes);
-  if (ids.length === 0) return { events: [], pending: [] };
+  if (ids.length === 0) return { events: [], pending: [], changed: [] };
   const topics = await tx.find(Topic, { projectId, id: { $in: ids } });
   const missing = ids.filter((id) => !topics.some((t) => t.id === id));
   if (missing.length) throw unknownTopics(missing);
@@ -151,6 +167,7 @@ export async function setContactTopics(
 
   const events: NewEvent[] = [];
   const pending: string[] = [];
+  const changed: string[] = [];
   for (const topic of topics) {
     const row = rows.get(topic.id);
     const current = row?.state ?? defaultState(topic);
@@ -159,14 +176,51 @@ export async function setContactTopics(
     else if (current === 'subscribed' || how.confirmed) next = 'subscribed';
     else next = (topic.doubleOptIn ?? projectDoubleOptIn) ? 'pending' : 'subscribed';
     if (next === 'pending') pending.push(topic.id);
+    // A choice equal to the default is still stored: it is the contact's own, which an import keeps.
+    if (!row) tx.create(ContactTopic, { contactId, topicId: topic.id, projectId, state: next, updatedAt: new Date() });
     if (next === current) continue;
+    changed.push(topic.id);
     if (row) Object.assign(row, { state: next, updatedAt: new Date() });
-    else tx.create(ContactTopic, { contactId, topicId: topic.id, projectId, state: next, updatedAt: new Date() });
     if (next !== 'pending') {
       const name = next === 'subscribed' ? SYSTEM_EVENTS.contactSubscribed : SYSTEM_EVENTS.contactUnsubscribed;
       events.push({ projectId, contactId, name, data: { topicId: topic.id, source: how.source, ...how.eventData } });
     }
   }
   await tx.flush();
+  return { events: await insertEvents(tx, events), pending, changed };
+}
+
+/**
+ * Joins many contacts to topics (a CSV import), in the caller's transaction. A contact that already
+ * chose in a topic keeps its choice. With `askConfirmation`, joins wait for confirmation where double
+ * opt-in applies; without it the caller vouches for consent. Records contact.subscribed for each join
+ * and answers the pending ones, by contact, for the caller to send the confirmations.
+ */
+export async function joinTopics(
+  tx: EntityManager,
+  projectId: string,
+  contactIds: string[],
+  topicIds: string[],
+  how: { source: string; askConfirmation: boolean; eventData?: Record<string, unknown> },
+): Promise<{ events: EventRecord[]; pending: Map<string, string[]> }> {
+  const pending = new Map<string, string[]>();
+  if (contactIds.length === 0 || topicIds.length === 0) return { events: [], pending };
+  const projectDoubleOptIn = how.askConfirmation && (await projectSettings(tx, projectId)).doubleOptIn;
+  const rows = await joinOptOutTopics(tx, projectId, contactIds, topicIds, how.askConfirmation, projectDoubleOptIn);
+  const events: NewEvent[] = [];
+  for (const r of rows) {
+    if (r.state === 'pending') pending.set(r.contact_id, [...(pending.get(r.contact_id) ?? []), r.topic_id]);
+    else {
+      const data = { topicId: r.topic_id, source: how.source, ...how.eventData };
+      events.push({ projectId, contactId: r.contact_id, name: SYSTEM_EVENTS.contactSubscribed, data });
+    }
+  }
   return { events: await insertEvents(tx, events), pending };
+}
+
+/** Those of `ids` that are not topics of the project. */
+export async function missingTopics(em: EntityManager, projectId: string, ids: string[]): Promise<string[]> {
+  if (ids.length === 0) return [];
+  const found = new Set((await em.find(Topic, { projectId, id: { $in: ids } }, { fields: ['id'] })).map((t) => t.id));
+  return ids.filter((id) => !found.has(id));
 }

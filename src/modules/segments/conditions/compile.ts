@@ -100,6 +100,13 @@ class Compiler {
         }
         return r.member ? member : `NOT ${member}`;
       }
+      case 'topic': {
+        // The contact's own row decides, else the topic's default; a topic that no longer exists is nobody's.
+        const subscribed =
+          `COALESCE((SELECT ct.state = 'subscribed' FROM contact_topics ct WHERE ct.contact_id = c.id AND ct.topic_id = ${this.p(r.topicId, '::uuid')}), ` +
+          `(SELECT t.default_subscription = 'opt_in' FROM topics t WHERE t.id = ${this.p(r.topicId, '::uuid')}), false)`;
+        return r.subscribed ? subscribed : `NOT ${subscribed}`;
+      }
     }
   }
 

@@ -12,6 +12,8 @@ export interface ContactFacts {
   lastEventAt: ReadonlyMap<string, number>;
   /** Static segments the contact is a current member of. */
   staticSegments: ReadonlySet<string>;
+  /** The topics the contact receives (state 'subscribed', defaults applied). */
+  subscribedTopics: ReadonlySet<string>;
 }
 
 function jsonEqual(a: unknown, b: unknown): boolean {
@@ -137,6 +139,8 @@ export function evaluateCondition(tree: ConditionTree, facts: ContactFacts, ctx:
         }
         return r.member === member;
       }
+      case 'topic':
+        return facts.subscribedTopics.has(r.topicId) === r.subscribed;
     }
   };
   const group = (g: ConditionTree['groups'][number], i: number) =>

@@ -29,7 +29,8 @@ const PRESENCE_OPERATORS = ['exists', 'notExists'] as const;
 const TIME_OPERATORS = ['within', 'olderThan'] as const;
 const EVENT_OPERATORS = ['triggered', 'notTriggered', 'triggeredWithin', 'triggeredOlderThan', 'notTriggeredWithin'] as const;
 const SEGMENT_OPERATORS = ['memberOfSegment', 'notMemberOfSegment'] as const;
-export const OPERATORS = [...VALUE_OPERATORS, ...PRESENCE_OPERATORS, ...TIME_OPERATORS, ...EVENT_OPERATORS, ...SEGMENT_OPERATORS] as const;
+const TOPIC_OPERATORS = ['subscribed', 'notSubscribed'] as const;
+export const OPERATORS = [...VALUE_OPERATORS, ...PRESENCE_OPERATORS, ...TIME_OPERATORS, ...EVENT_OPERATORS, ...SEGMENT_OPERATORS, ...TOPIC_OPERATORS] as const;
 export type Operator = (typeof OPERATORS)[number];
 
 export const UNITS = { minutes: 60_000, hours: 3_600_000, days: 86_400_000 } as const;
@@ -83,7 +84,9 @@ export type Resolved =
   | { kind: 'date'; column: 'createdAt' | 'updatedAt'; test: DateTest }
   | { kind: 'data'; path: string[]; test: DataTest }
   | { kind: 'event'; name: string; operator: (typeof EVENT_OPERATORS)[number]; cutoff?: number }
-  | { kind: 'segment'; segmentId: string; member: boolean };
+  | { kind: 'segment'; segmentId: string; member: boolean }
+  /** The contact's state in the topic is (or is not) 'subscribed'; the global flag is a filter of its own. */
+  | { kind: 'topic'; topicId: string; subscribed: boolean };
 
 /** A comparison of a point in time, already turned into bounds in epoch milliseconds. */
 export type DateTest = { op: 'between'; from: number; to: number; negate: boolean } | { op: 'gt' | 'gte' | 'lt' | 'lte' | 'eq' | 'ne'; at: number };
@@ -212,8 +215,14 @@ export function resolveFilter(f: Filter, where: string, now: number): Resolved {
     if (!isUuid(segmentId)) throw new ConditionError(`${where}: ${field} names no segment id`);
     return { kind: 'segment', segmentId: segmentId.toLowerCase(), member: operator === 'memberOfSegment' };
   }
+  if (field.startsWith('topic.')) {
+    const operator = allow(f, where, TOPIC_OPERATORS);
+    const topicId = field.slice(6);
+    if (!isUuid(topicId)) throw new ConditionError(`${where}: ${field} names no topic id`);
+    return { kind: 'topic', topicId: topicId.toLowerCase(), subscribed: operator === 'subscribed' };
+  }
   throw new ConditionError(
-    `${where}: unknown field ${field} (email, subscribed, createdAt, updatedAt, data.<path>, event.<name>, email.<activity>, segment.<id>)`,
+    `${where}: unknown field ${field} (email, subscribed, createdAt, updatedAt, data.<path>, event.<name>, email.<activity>, segment.<id>, topic.<id>)`,
   );
 }
 
@@ -241,6 +250,22 @@ export function validateTree(tree: unknown, where = 'condition', now = Date.now(
   };
   walk(tree, where, 0);
   return refs;
+}
+
+/** The topics a tree's own filters name (segment references followed by the caller). */
+export function topicIdsOf(tree: ConditionTree, now = Date.now()): Set<string> {
+  const ids = new Set<string>();
+  const walk = (t: ConditionTree) => {
+    for (const g of t.groups) {
+      for (const f of g.filters ?? []) {
+        const r = resolveFilter(f, 'condition', now);
+        if (r.kind === 'topic') ids.add(r.topicId);
+      }
+      if (g.conditions) walk(g.conditions);
+    }
+  };
+  walk(tree);
+  return ids;
 }
 
 /** Event names a tree needs to be evaluated for one contact (segment references followed by the caller). */
