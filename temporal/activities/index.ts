@@ -3,7 +3,7 @@ import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Logger } from 'pino';
 import { purgeExpiredIdempotencyKeys } from '../../src/db/idempotency-keys';
 import { purgeRateLimitKeyWindows, purgeRateLimitWindows } from '../../src/db/rate-limiter';
-import { expirePendingTopics } from '../../src/modules/consent';
+import { type ConsentDeps, expirePendingTopics, requestConfirmation } from '../../src/modules/consent';
 import { foldActivityCounts } from '../../src/modules/activity';
 import type { Resolver } from '../../src/dns/resolver';
 import { runBulkJobChunk } from '../../src/modules/contacts';
@@ -32,8 +32,8 @@ export interface ActivityDeps {
   accountMail: { mailer: Mailer; publicUrl: string; from: string };
   hub: ActivityHub;
   idempotencyTtlHours: number;
-  /** A double opt-in subscription still pending this long becomes unsubscribed. */
-  confirmationExpiryHours: number;
+  /** Double opt-in: confirmation mail for imports that ask for it, and the expiry of pending subscriptions. */
+  consent: ConsentDeps;
   domainCheckIntervalSeconds: number;
   /** The return-path records every sender domain is checked for. */
   returnPath: ReturnPathDns;
@@ -79,6 +79,17 @@ export function createActivities(deps: ActivityDeps) {
     async importContactsSlice(input: { jobId: string }): Promise<{ done: boolean }> {
       const r = await importNextSlice(deps.orm.em.fork(), input.jobId);
       if (r.projectId && r.contactIds.length) deps.hub.publish({ projectId: r.projectId, contactIds: r.contactIds, events: r.events });
+      // After the slice committed: a retry goes on with the next slice, so each pending join is mailed at most once.
+      for (const [contactId, topicIds] of r.pending) {
+        await requestConfirmation(deps.orm.em.fork(), deps.consent, {
+          projectId: r.projectId!,
+          contactId,
+          topicIds,
+          subscribeAll: false,
+          source: 'import',
+          origin: { ip: null, userAgent: null },
+        });
+      }
       return { done: r.done };
     },
 
@@ -200,7 +211,7 @@ export function createActivities(deps: ActivityDeps) {
         webhookDeliveries: await purgeWebhookDeliveries(em),
         inboundReports: await purgeInboundReports(em),
         // Not a purge: pending topic subscriptions past the confirmation expiry become unsubscribed (idempotent).
-        pendingTopicsExpired: await expirePendingTopics(em, deps.confirmationExpiryHours),
+        pendingTopicsExpired: await expirePendingTopics(em, deps.consent.confirmationExpiryHours),
       };
     },
 

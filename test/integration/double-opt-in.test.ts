@@ -153,7 +153,7 @@ test('subscribe → confirmation mail → GET shows, POST confirms → subscribe
   expect((await svc.api.get('/confirm/not-a-uuid?token=x')).status).toBe(404);
 });
 
-test('an expired link gives a clear page; the unconfirmed subscription becomes unsubscribed', async () => {
+test('an expired link gives a clear page; the unconfirmed subscription becomes unsubscribed and a campaign to the topic skips it', async () => {
   const p = await project('Optin Expiry');
   const t = await topic(p, 'Offers', { defaultSubscription: 'opt_out' });
 
@@ -191,6 +191,23 @@ test('an expired link gives a clear page; the unconfirmed subscription becomes u
   await until(async () => ((await contactByEmail(p, 'late@example.org')).topics[t] === 'unsubscribed' ? true : undefined), 30_000, 'late@ unsubscribed');
   expect((await contactByEmail(p, 'waiting@example.org')).topics[t]).toBe('pending');
   expect((await contactByEmail(p, 'kept@example.org')).topics[t]).toBe('subscribed');
+
+  const campaign = await svc.api.post(
+    '/campaigns',
+    { name: 'Offer', subject: 'This week’s offer', body: '<html><body><p>Offer</p></body></html>', from: p.from, audienceType: 'ALL', topicId: t },
+    p.key,
+  );
+  expect(campaign.status).toBe(201);
+  expect((await svc.api.post(`/campaigns/${campaign.body.data.id}/send`, {}, p.key)).status).toBeLessThan(300);
+  await waitForMail('kept@example.org', 'This week’s offer');
+  const sent = await until(async () => {
+    const c = (await svc.api.get(`/campaigns/${campaign.body.data.id}`, p.key)).body;
+    return c.status === 'SENT' ? c : undefined;
+  });
+  expect(sent.totalRecipients).toBe(1);
+  for (const email of ['waiting@example.org', 'late@example.org', 'left@example.org', 'gone@example.org']) {
+    expect((await mailTo(email)).filter((m) => m.subject === 'This week’s offer')).toEqual([]);
+  }
 });
 
 test('the form answers the same for new, pending and confirmed addresses; honeypot, recent confirmation and rate limits', async () => {
@@ -323,4 +340,23 @@ test('PATCH /contacts/:id joining a topic with double opt-in leaves it pending a
   expect((await svc.api.request('POST', confirmLinkOf(mail))).status).toBe(200);
   expect((await contactByEmail(p, 'api@example.org')).topics[t]).toBe('subscribed');
   expect((await svc.api.get(`/contacts/00000000-0000-4000-8000-000000000000/consent`, p.key)).status).toBe(404);
+});
+
+test('a CSV import with doubleOptIn=true leaves opt_out joins pending and mails each contact its confirmation', async () => {
+  const p = await project('Optin Import');
+  const t = await topic(p, 'Quarterly', { defaultSubscription: 'opt_out' });
+  const form = new FormData();
+  form.append('file', new Blob(['email,name\nimp1@example.org,One\nimp2@example.org,Two\n'], { type: 'text/csv' }), 'contacts.csv');
+  form.append('topics', t);
+  form.append('doubleOptIn', 'true');
+  const res = await fetch(`${svc.api.baseUrl}/contacts/import`, { method: 'POST', body: form, headers: { authorization: `Bearer ${p.key.key}` } });
+  expect(res.status).toBe(202);
+
+  for (const email of ['imp1@example.org', 'imp2@example.org']) {
+    const [mail] = await waitForMail(email, /^Confirm your subscription/);
+    expect(mail.text).toContain('Quarterly');
+    const contact = await contactByEmail(p, email);
+    expect(contact.topics[t]).toBe('pending');
+    expect((await svc.api.get(`/contacts/${contact.id}/consent`, p.key)).body.data[0]).toMatchObject({ source: 'import', topicIds: [t], status: 'pending' });
+  }
 });
