@@ -224,10 +224,18 @@ test('the form answers the same for new, pending and confirmed addresses; honeyp
   await ask('new@example.org'); // pending: a second mail (within the per-contact limit)
   await waitForMail('new@example.org', /^Confirm your subscription/, 2);
   expect((await svc.api.request('POST', confirmLinkOf((await mailTo('new@example.org'))[0]))).status).toBe(200);
-  await ask('new@example.org'); // confirmed within the hour: no new mail
+  await ask('new@example.org'); // confirmed: nothing to ask
+  // Confirmed within the hour: joining another topic waits, but no new mail goes out.
+  const later = await topic(p, 'Later letters', { defaultSubscription: 'opt_out' });
+  await ask('new@example.org', { topics: [later] });
+  expect(answers.length).toBe(4);
   expect(new Set(answers.map((a) => JSON.stringify(a)))).toEqual(new Set([JSON.stringify({ status: 200, body: { success: true } })]));
   await new Promise((r) => setTimeout(r, 1500));
   expect((await mailTo('new@example.org')).length).toBe(2);
+  const known = await contactByEmail(p, 'new@example.org');
+  expect(known.topics[later]).toBe('pending');
+  const [newest] = (await svc.api.get(`/contacts/${known.id}/consent`, p.key)).body.data;
+  expect(newest).toMatchObject({ topicIds: [later], status: 'pending', mailedAt: null });
 
   // The honeypot: the same answer, and nothing is created or mailed.
   expect((await ask('bot@example.org', { _gotcha: 'http://spam.example' })).body).toEqual({ success: true });

@@ -33,7 +33,7 @@ export const subscribeQuery = z.object({
 export const consentRecord = z.object({
   id: z.string(),
   status: z.enum(['pending', 'confirmed', 'expired']),
-  source: z.string().meta({ description: 'What asked for the confirmation: subscribe_form or api' }),
+  source: z.string().meta({ description: 'What asked for the confirmation: subscribe_form, api (PATCH /contacts/:id) or import' }),
   topicIds: z.array(z.string()),
   subscribeAll: z.boolean().meta({ description: 'Confirming also sets the contact’s global subscribed' }),
   requestedAt: dateTime,

@@ -22,7 +22,7 @@ export interface RequestOrigin {
 
 /** Confirmation mails one contact gets per hour at most; more requests stay pending without a mail. */
 export const CONFIRMATION_MAILS_PER_HOUR = 3;
-/** An address that confirmed this recently gets no new confirmation mail (no mail bombing through the form). */
+/** An address that confirmed this recently gets no new confirmation mail from the form (no mail bombing through it). */
 const RECENTLY_CONFIRMED_MS = 3600_000;
 
 export interface ConsentDeps {
@@ -62,9 +62,10 @@ async function defaultSender(em: EntityManager, projectId: string, projectName: 
 }
 
 /** Why no mail goes out for a new confirmation, or undefined when one may. */
-async function mailRefusal(em: EntityManager, contactId: string): Promise<string | undefined> {
+async function mailRefusal(em: EntityManager, contactId: string, source: string): Promise<string | undefined> {
   const since = new Date(Date.now() - RECENTLY_CONFIRMED_MS);
-  if ((await em.count(ConsentConfirmation, { contactId, confirmedAt: { $gt: since } })) > 0) return 'confirmed_recently';
+  // The public form is where strangers can ask; the API and imports come from the project itself.
+  if (source === 'subscribe_form' && (await em.count(ConsentConfirmation, { contactId, confirmedAt: { $gt: since } })) > 0) return 'confirmed_recently';
   if ((await em.count(ConsentConfirmation, { contactId, mailedAt: { $gt: since } })) >= CONFIRMATION_MAILS_PER_HOUR) return 'rate_limited';
   return undefined;
 }
@@ -75,7 +76,7 @@ async function mailRefusal(em: EntityManager, contactId: string): Promise<string
  * committed. A failure to mail is logged, never thrown: the subscription simply stays pending.
  */
 export async function requestConfirmation(em: EntityManager, deps: ConsentDeps, req: ConfirmationRequest): Promise<ConsentConfirmation> {
-  const refusal = await mailRefusal(em, req.contactId);
+  const refusal = await mailRefusal(em, req.contactId, req.source);
   const confirmation = em.create(ConsentConfirmation, {
     id: newId(),
     projectId: req.projectId,

@@ -1,3 +1,4 @@
+import crypto from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { type KeyLimit, takeKeyed } from '../../db/rate-limiter';
 import { transaction } from '../../db/orm';
@@ -17,6 +18,9 @@ export const SUBSCRIBE_LIMITS: { perIp: KeyLimit; perAddress: KeyLimit } = {
 
 /** The hidden field a person never fills and a form-filling bot does. */
 export const HONEYPOT_FIELD = '_gotcha';
+
+// Counters are keyed by a hash: the rate-limit table holds no address or IP in clear.
+const counterKey = (kind: string, value: string) => `subscribe-${kind}:${crypto.createHash('sha256').update(value).digest('base64url')}`;
 
 function tooMany(limit: KeyLimit, resetSeconds: number): AppError {
   return new AppError(429, 'RATE_LIMIT_EXCEEDED', `Too many subscribe requests: at most ${limit.limit} per hour`, {
@@ -38,11 +42,11 @@ export async function subscribe(
   input: SubscribeInput,
   origin: RequestOrigin,
 ): Promise<{ contactId?: string; events: EventRecord[] }> {
-  const byIp = await takeKeyed(em, projectId, `subscribe-ip:${origin.ip ?? '-'}`, SUBSCRIBE_LIMITS.perIp);
+  const byIp = await takeKeyed(em, projectId, counterKey('ip', origin.ip ?? '-'), SUBSCRIBE_LIMITS.perIp);
   if (!byIp.allowed) throw tooMany(SUBSCRIBE_LIMITS.perIp, byIp.resetSeconds);
   // A filled honeypot is answered as a success and does nothing more.
   if (input[HONEYPOT_FIELD]) return { events: [] };
-  const byAddress = await takeKeyed(em, projectId, `subscribe-address:${input.email}`, SUBSCRIBE_LIMITS.perAddress);
+  const byAddress = await takeKeyed(em, projectId, counterKey('address', input.email), SUBSCRIBE_LIMITS.perAddress);
   if (!byAddress.allowed) throw tooMany(SUBSCRIBE_LIMITS.perAddress, byAddress.resetSeconds);
 
   const topicIds = [...new Set(input.topics ?? [])];
