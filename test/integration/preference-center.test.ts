@@ -148,12 +148,15 @@ test('the copyable subscribe form, pasted into a page and submitted in the brows
   const snippet = await svc.api.get('/subscribe-form', key);
   expect(snippet.status).toBe(200);
   expect(snippet.body.action).toBe(`${svc.api.baseUrl}/v1/subscribe?key=${acct.project.publicKey}`);
-  expect(snippet.body.html).toContain('News &#38; notes');
+  expect(snippet.body.html).toContain('News &amp; notes');
   expect(snippet.body.html).not.toContain('Staff only');
   expect(snippet.body.html).toContain('name="_gotcha"');
 
   await page.setContent(`<!doctype html><html lang="en"><body>${snippet.body.html}</body></html>`);
   await page.type('#postbox-email', 'visitor@example.org');
+  // Boxes start unchecked: consent is something the visitor does, not a default.
+  expect(await page.$eval(`input[value="${news}"]`, (e) => (e as unknown as { checked: boolean }).checked)).toBe(false);
+  await page.click(`input[value="${news}"]`);
   await Promise.all([page.waitForNavigation(), page.click('button[type=submit]')]);
   expect(await bodyText()).toContain('Thank you for subscribing');
 

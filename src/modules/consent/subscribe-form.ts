@@ -3,6 +3,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { type KeyLimit, takeKeyed } from '../../db/rate-limiter';
 import { transaction } from '../../db/orm';
 import { AppError } from '../../http/errors';
+import { escapeHtml } from '../../mail/render';
 import { Contact, resolveDataMap, updateContactSubscription, upsertContact } from '../contacts';
 import type { EventRecord } from '../events';
 import { projectSettings } from '../accounts';
@@ -61,12 +62,13 @@ export async function subscribe(
     const known = (await tx.count(Contact, { projectId, email: input.email })) > 0;
     const data = known ? { set: {}, unset: [] } : resolveDataMap(input.data);
     const { contact, events } = await upsertContact(tx, projectId, { email: input.email, defaultSubscribed: false, data });
+    const subscribed = contact.subscribed;
     const changed = await setContactTopics(tx, projectId, contact.id, Object.fromEntries(topicIds.map((t) => [t, true])), { source: 'subscribe_form' });
     events.push(...changed.events);
     // A topic means nothing to a contact unsubscribed from all, so the form's signup subscribes it
     // globally too: at once, or on confirmation where double opt-in applies.
-    if (!contact.subscribed && !doubleOptIn) events.push(...(await updateContactSubscription(tx, contact.id, true, { reason: 'subscribe_form' })));
-    return { contactId: contact.id, subscribed: contact.subscribed, pending: changed.pending, events };
+    if (!subscribed && !doubleOptIn) events.push(...(await updateContactSubscription(tx, contact.id, true, { reason: 'subscribe_form' })));
+    return { contactId: contact.id, subscribed, pending: changed.pending, events };
   });
 
   if (outcome.pending.length || (!outcome.subscribed && doubleOptIn)) {
@@ -85,10 +87,9 @@ export async function subscribe(
 
 /** The copyable form for a site: posts to /v1/subscribe?key=<publicKey>, one checkbox per public topic. */
 export function subscribeSnippet(publicUrl: string, publicKey: string, topics: Array<{ id: string; name: string }>): string {
-  const esc = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
-  const boxes = topics.map((t) => `    <label><input type="checkbox" name="topics" value="${esc(t.id)}" checked> ${esc(t.name)}</label>\n`).join('');
+  const boxes = topics.map((t) => `    <label><input type="checkbox" name="topics" value="${escapeHtml(t.id)}"> ${escapeHtml(t.name)}</label>\n`).join('');
   return (
-    `<form method="post" action="${esc(publicUrl)}/v1/subscribe?key=${esc(publicKey)}">\n` +
+    `<form method="post" action="${escapeHtml(publicUrl)}/v1/subscribe?key=${escapeHtml(publicKey)}">\n` +
     `  <label for="postbox-email">Email</label>\n` +
     `  <input id="postbox-email" type="email" name="email" required autocomplete="email">\n` +
     (boxes ? `  <fieldset>\n    <legend>Topics</legend>\n${boxes}  </fieldset>\n` : '') +
