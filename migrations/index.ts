@@ -19,6 +19,7 @@ import { Migration20261126002200_campaign_chunk_index } from './Migration2026112
 import { Migration20261126194104_topics } from './Migration20261126194104_topics';
 import { Migration20261126194932_finished_campaigns_forget_deleted_segments } from './Migration20261126194932_finished_campaigns_forget_deleted_segments';
 import { Migration20261126195153_topic_targeting } from './Migration20261126195153_topic_targeting';
+import { Migration20261126195504_consent } from './Migration20261126195504_consent';
 
 /** Every migration in the order it runs; append new ones, never edit landed ones. */
 export const migrationsList = [
@@ -43,4 +44,5 @@ export const migrationsList = [
   { name: 'Migration20261126194104_topics', class: Migration20261126194104_topics },
   { name: 'Migration20261126194932_finished_campaigns_forget_deleted_segments', class: Migration20261126194932_finished_campaigns_forget_deleted_segments },
   { name: 'Migration20261126195153_topic_targeting', class: Migration20261126195153_topic_targeting },
+  { name: 'Migration20261126195504_consent', class: Migration20261126195504_consent },
 ];

@@ -201,6 +201,12 @@ const envSchema = z.object({
     .max(24 * 365)
     .default(24),
   RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(1000),
+  /** How long a double opt-in confirmation link works; a subscription left pending longer becomes unsubscribed. */
+  CONFIRMATION_EXPIRY_HOURS: z.coerce
+    .number()
+    .positive()
+    .max(24 * 30)
+    .default(72),
   MAX_BODY_MB: z.coerce.number().positive().max(100).default(40),
   /** Sender of the service's own mail to users (verification, password reset); default postbox@<PUBLIC_URL host>. */
   SYSTEM_EMAIL_FROM: z.email().optional(),

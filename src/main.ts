@@ -219,6 +219,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
           retryBaseSeconds: config.WEBHOOK_RETRY_BASE_SECONDS,
         }),
         idempotencyTtlHours: config.IDEMPOTENCY_TTL_HOURS,
+        consent: { links, limits: config.sendLimits, confirmationExpiryHours: config.CONFIRMATION_EXPIRY_HOURS, log },
         domainCheckIntervalSeconds: config.DOMAIN_CHECK_INTERVAL_SECONDS,
         returnPath: config.returnPath,
         dispatchIdleSeconds: config.DISPATCH_IDLE_SECONDS,

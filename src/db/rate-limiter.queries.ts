@@ -16,3 +16,15 @@ export async function reserveInWindow(em: EntityManager, projectId: string, wind
   );
   return Number(rows[0].count);
 }
+
+/** The same counter per key (an IP, an address) of a project: one upsert, since concurrent requests count the same row. */
+export async function countInKeyWindow(em: EntityManager, projectId: string, key: string, windowStartSeconds: number): Promise<number> {
+  const rows = await sql<{ count: number }>(
+    em,
+    `INSERT INTO rate_limit_key_windows (project_id, key, window_start, count) VALUES (?, ?, to_timestamp(?), 1)
+     ON CONFLICT (project_id, key, window_start) DO UPDATE SET count = rate_limit_key_windows.count + 1
+     RETURNING count`,
+    [projectId, key, windowStartSeconds],
+  );
+  return Number(rows[0].count);
+}

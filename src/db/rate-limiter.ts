@@ -1,7 +1,8 @@
 /** Per-project rate limits shared by every process through PostgreSQL: the HTTP API and SMTP submission use them. */
 import type { EntityManager, Orm } from './orm';
 import { RateLimitWindowSchema } from './rate-limit-windows.entity';
-import { reserveInWindow } from './rate-limiter.queries';
+import { RateLimitKeyWindowSchema } from './rate-limit-key-windows.entity';
+import { countInKeyWindow, reserveInWindow } from './rate-limiter.queries';
 
 const WINDOW_MS = 60_000;
 const MAX_BLOCK = 256;
@@ -78,4 +79,28 @@ export class RateLimiter {
 /** Drops windows that ended; any process may run it. */
 export async function purgeRateLimitWindows(em: EntityManager): Promise<number> {
   return em.nativeDelete(RateLimitWindowSchema, { windowStart: { $lt: new Date(Date.now() - 2 * 60_000) } });
+}
+
+/** A limit of `limit` requests per `windowSeconds` for one key of a project (an IP address, an email address). */
+export interface KeyLimit {
+  limit: number;
+  windowSeconds: number;
+}
+
+/**
+ * Counts one request for `key` in its current fixed window, shared by every process through PostgreSQL;
+ * answers whether it is within the limit and when the window ends. For low-volume unauthenticated forms,
+ * so one write per request (no blocks reserved as the project limiter does).
+ */
+export async function takeKeyed(em: EntityManager, projectId: string, key: string, l: KeyLimit, now = Date.now()): Promise<RateDecision> {
+  const windowMs = l.windowSeconds * 1000;
+  const window = Math.floor(now / windowMs);
+  const count = await countInKeyWindow(em, projectId, key, (window * windowMs) / 1000);
+  const resetSeconds = Math.max(1, Math.ceil(((window + 1) * windowMs - now) / 1000));
+  return { allowed: count <= l.limit, limit: l.limit, remaining: Math.max(0, l.limit - count), resetSeconds };
+}
+
+/** Drops keyed windows that started more than a day ago (no keyed limit has a longer window). */
+export async function purgeRateLimitKeyWindows(em: EntityManager): Promise<number> {
+  return em.nativeDelete(RateLimitKeyWindowSchema, { windowStart: { $lt: new Date(Date.now() - 24 * 3600_000) } });
 }

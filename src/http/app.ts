@@ -20,6 +20,7 @@ import { emailRoutes } from '../modules/emails';
 import type { LocalEmailQueue, SendBatcher } from '../modules/emails';
 import { trackingRoutes } from '../modules/emails';
 import { preferencePageRoutes } from '../modules/contacts';
+import { consentRoutes, type ConsentDeps, requestConfirmation } from '../modules/consent';
 import { snsRoutes } from '../modules/webhooks-in';
 import { segmentRoutes } from '../modules/segments';
 import { campaignRoutes } from '../modules/campaigns';
@@ -102,13 +103,27 @@ export function createApp(deps: AppDeps): Koa {
     projectChanged: (id) => deps.keys.forgetProject(id),
     temporal: deps.temporal,
   });
-  contactRoutes(router, guards, { snoozed: (c) => scheduleSnoozeEnd(deps.temporal, c), hub: deps.hub, temporal: deps.temporal });
+  const consent: ConsentDeps = {
+    links: deps.links,
+    limits: config.sendLimits,
+    queue: deps.emailQueue,
+    confirmationExpiryHours: config.CONFIRMATION_EXPIRY_HOURS,
+    log: deps.log,
+  };
+  contactRoutes(router, guards, {
+    snoozed: (c) => scheduleSnoozeEnd(deps.temporal, c),
+    hub: deps.hub,
+    temporal: deps.temporal,
+    confirmationNeeded: (r) =>
+      requestConfirmation(deps.orm.em.fork(), consent, { ...r, subscribeAll: false, source: 'api', origin: { ip: r.ip, userAgent: r.userAgent } }),
+  });
   eventRoutes(router, guards, { hub: deps.hub, batcher: new TrackBatcher(deps.orm) });
   verifyRoutes(router, guards, { resolver: deps.resolver });
   templateRoutes(router, guards);
   topicRoutes(router, guards);
   trackingRoutes(router, { links: deps.links, hub: deps.hub });
   preferencePageRoutes(router, { links: deps.links, formBody: jsonBody, hub: deps.hub });
+  consentRoutes(router, guards, { ...consent, hub: deps.hub, formBody: jsonBody, publicUrl: config.publicUrl });
   // SNS posts JSON as text/plain.
   const textBody = koaBody({ text: true, json: true, textLimit: '1mb', jsonLimit: '1mb', multipart: false });
   const security = config.security;

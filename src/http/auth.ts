@@ -26,7 +26,7 @@ export function apiKey(kind: KeyKind, keys: ProjectKeyCache) {
         throw unauthorized(
           kind === 'public'
             ? 'This endpoint accepts only the public key (pk_)'
-            : 'This endpoint requires the secret key (sk_); the public key only works on POST /v1/track',
+            : 'This endpoint requires the secret key (sk_); the public key only works on POST /v1/track and POST /v1/subscribe',
           'INVALID_API_KEY',
         );
       }

@@ -68,8 +68,8 @@ export function composeMessage(c: ComposeInput): ComposedMessage & { html: strin
   const marketing = c.type === 'MARKETING';
   const footer = marketing && c.settings.unsubscribeFooter;
   let html = render(c.body, vars, 'html');
-  if (footer) html = insertBeforeBodyEnd(html, unsubscribeFooter(contactLinks.unsubscribeUrl));
-  const textTemplate = htmlToTextTemplate(footer ? insertBeforeBodyEnd(c.body, unsubscribeFooter('{{unsubscribeUrl}}')) : c.body);
+  if (footer) html = insertBeforeBodyEnd(html, unsubscribeFooter(contactLinks.unsubscribeUrl, contactLinks.manageUrl));
+  const textTemplate = htmlToTextTemplate(footer ? insertBeforeBodyEnd(c.body, unsubscribeFooter('{{unsubscribeUrl}}', '{{manageUrl}}')) : c.body);
   const text = (textTemplate && render(textTemplate, vars, 'text').trim()) || null;
   html = addTracking(html, c.emailId, c.links, effectiveTracking(c.settings, marketing, ...(c.tracking ?? [])));
   const headers = { ...c.headers };

@@ -57,6 +57,15 @@ export class Links {
     };
   }
 
+  /** A double opt-in confirmation's page; the row it names says when it expires and whether it was used. */
+  confirmation(confirmationId: string): string {
+    return `${this.publicUrl}/confirm/${confirmationId}?token=${this.sign(`confirm:${confirmationId}`)}`;
+  }
+
+  verifyConfirmation(confirmationId: string, token: string | undefined): boolean {
+    return this.verify(`confirm:${confirmationId}`, token);
+  }
+
   openPixel(emailId: string): string {
     return `${this.publicUrl}/t/o/${emailId}/${this.sign(`open:${emailId}`)}.gif`;
   }

@@ -37,11 +37,12 @@ export function insertBeforeBodyEnd(html: string, fragment: string): string {
   return at === -1 ? html + fragment : html.slice(0, at) + fragment + html.slice(at);
 }
 
-/** The unsubscribe footer of MARKETING mail. */
-export function unsubscribeFooter(unsubscribeUrl: string): string {
+/** The footer of MARKETING mail: the unsubscribe link, and the preference center where "unsubscribe from all" lives. */
+export function unsubscribeFooter(unsubscribeUrl: string, manageUrl: string): string {
   return (
     '<div style="margin-top:24px;font-size:12px;color:#888;text-align:center">' +
     `You are receiving this email because you subscribed. <a href="${encodeAttr(unsubscribeUrl)}">Unsubscribe</a>` +
+    ` · <a href="${encodeAttr(manageUrl)}">Manage preferences</a>` +
     '</div>'
   );
 }

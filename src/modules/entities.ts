@@ -1,5 +1,6 @@
 import type { EntitySchema } from '@mikro-orm/core';
 import { IdempotencyKeySchema } from '../db/idempotency-keys.entity';
+import { RateLimitKeyWindowSchema } from '../db/rate-limit-key-windows.entity';
 import { RateLimitWindowSchema } from '../db/rate-limit-windows.entity';
 import { InboundReportSchema } from '../inbound/inbound-reports.entity';
 import { accountEntities } from './accounts';
@@ -16,6 +17,7 @@ import {
 } from './automations';
 import { ProcessedStripeEventSchema, ProjectBillingSchema } from './billing';
 import { CampaignSchema } from './campaigns';
+import { ConsentConfirmationSchema } from './consent';
 import { BulkJobSchema, ContactCountDeltaSchema, ContactCountSchema, ContactImportSchema, ContactSchema } from './contacts';
 import { DevMailboxMessageSchema } from './dev-mailbox';
 import { DomainSchema } from './domains';
@@ -37,6 +39,7 @@ export const entities: EntitySchema[] = [
   AutomationOutboxEntrySchema,
   BulkJobSchema,
   CampaignSchema,
+  ConsentConfirmationSchema,
   ContactSchema,
   ContactCountSchema,
   ContactCountDeltaSchema,
@@ -52,6 +55,7 @@ export const entities: EntitySchema[] = [
   ProcessedStripeEventSchema,
   ProjectBillingSchema,
   ProjectSuspensionSchema,
+  RateLimitKeyWindowSchema,
   RateLimitWindowSchema,
   SegmentSchema,
   SegmentMembershipSchema,

@@ -2,7 +2,8 @@ import type { MikroORM } from '@mikro-orm/postgresql';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Logger } from 'pino';
 import { purgeExpiredIdempotencyKeys } from '../../src/db/idempotency-keys';
-import { purgeRateLimitWindows } from '../../src/db/rate-limiter';
+import { purgeRateLimitKeyWindows, purgeRateLimitWindows } from '../../src/db/rate-limiter';
+import { type ConsentDeps, expirePendingTopics, requestConfirmation } from '../../src/modules/consent';
 import { foldActivityCounts } from '../../src/modules/activity';
 import type { Resolver } from '../../src/dns/resolver';
 import { runBulkJobChunk } from '../../src/modules/contacts';
@@ -31,6 +32,8 @@ export interface ActivityDeps {
   accountMail: { mailer: Mailer; publicUrl: string; from: string };
   hub: ActivityHub;
   idempotencyTtlHours: number;
+  /** Double opt-in: confirmation mail for imports that ask for it, and the expiry of pending subscriptions. */
+  consent: ConsentDeps;
   domainCheckIntervalSeconds: number;
   /** The return-path records every sender domain is checked for. */
   returnPath: ReturnPathDns;
@@ -76,6 +79,17 @@ export function createActivities(deps: ActivityDeps) {
     async importContactsSlice(input: { jobId: string }): Promise<{ done: boolean }> {
       const r = await importNextSlice(deps.orm.em.fork(), input.jobId);
       if (r.projectId && r.contactIds.length) deps.hub.publish({ projectId: r.projectId, contactIds: r.contactIds, events: r.events });
+      // After the slice committed: a retry goes on with the next slice, so each pending join is mailed at most once.
+      for (const [contactId, topicIds] of r.pending) {
+        await requestConfirmation(deps.orm.em.fork(), deps.consent, {
+          projectId: r.projectId!,
+          contactId,
+          topicIds,
+          subscribeAll: false,
+          source: 'import',
+          origin: { ip: null, userAgent: null },
+        });
+      }
       return { done: r.done };
     },
 
@@ -183,13 +197,21 @@ export function createActivities(deps: ActivityDeps) {
       return deps.webhookDispatcher.drain(drainWindow(deps));
     },
 
-    async purgeExpired(): Promise<{ idempotencyKeys: number; rateLimitWindows: number; webhookDeliveries: number; inboundReports: number }> {
+    async purgeExpired(): Promise<{
+      idempotencyKeys: number;
+      rateLimitWindows: number;
+      webhookDeliveries: number;
+      inboundReports: number;
+      pendingTopicsExpired: number;
+    }> {
       const em = deps.orm.em.fork();
       return {
         idempotencyKeys: await purgeExpiredIdempotencyKeys(em, deps.idempotencyTtlHours),
-        rateLimitWindows: await purgeRateLimitWindows(em),
+        rateLimitWindows: (await purgeRateLimitWindows(em)) + (await purgeRateLimitKeyWindows(em)),
         webhookDeliveries: await purgeWebhookDeliveries(em),
         inboundReports: await purgeInboundReports(em),
+        // Not a purge: pending topic subscriptions past the confirmation expiry become unsubscribed (idempotent).
+        pendingTopicsExpired: await expirePendingTopics(em, deps.consent.confirmationExpiryHours),
       };
     },
 

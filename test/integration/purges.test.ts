@@ -2,7 +2,7 @@
 import crypto from 'node:crypto';
 import pino from 'pino';
 import { createOrm, type Orm } from '../../src/db/orm';
-import { purgeRateLimitWindows } from '../../src/db/rate-limiter';
+import { purgeRateLimitKeyWindows, purgeRateLimitWindows } from '../../src/db/rate-limiter';
 import { purgeInboundReports } from '../../src/inbound/inbound-reports';
 import { entities } from '../../src/modules/entities';
 import { createTestDatabase, dbQuery } from '../setup/db';
@@ -28,6 +28,16 @@ test('rate-limit windows that ended more than two minutes ago are purged; the cu
   );
   expect(await purgeRateLimitWindows(orm.em.fork())).toBe(1);
   expect(await dbQuery(url, `SELECT count FROM rate_limit_windows`)).toEqual([{ count: 7 }]);
+});
+
+test('keyed rate-limit windows (the subscribe form) are purged a day after they started; younger ones stay', async () => {
+  await dbQuery(
+    url,
+    `INSERT INTO rate_limit_key_windows (project_id, key, window_start, count) VALUES ($1, 'ip:a', now() - interval '25 hours', 5), ($1, 'ip:a', now() - interval '23 hours', 2)`,
+    [projectId],
+  );
+  expect(await purgeRateLimitKeyWindows(orm.em.fork())).toBe(1);
+  expect(await dbQuery(url, `SELECT count FROM rate_limit_key_windows`)).toEqual([{ count: 2 }]);
 });
 
 test('inbound reports older than the log keeps are purged; recent ones stay', async () => {

@@ -197,8 +197,9 @@ describe('a sent email', () => {
     expect(header(msg, 'List-Unsubscribe-Post')).toBe('List-Unsubscribe=One-Click');
     expect(header(msg, 'Precedence')).toBe('bulk');
     expect(header(msg, 'X-Campaign')).toBe('spring');
-    expect(msg.parsed.html).toMatch(/Unsubscribe<\/a><\/div>.*<\/body>/s);
+    expect(msg.parsed.html).toMatch(/Unsubscribe<\/a> · <a href="https:\/\/mail\.postbox\.test\/manage\/[^"]+">Manage preferences<\/a><\/div>.*<\/body>/s);
     expect(msg.parsed.text).toMatch(/Unsubscribe \[https:\/\/mail\.postbox\.test\/unsubscribe\//);
+    expect(msg.parsed.text).toMatch(/Manage preferences \[https:\/\/mail\.postbox\.test\/manage\//);
 
     smtp.received.length = 0;
     await send({ to: 'fan@example.org', template: tpl.id, headers: { 'List-Unsubscribe': '<mailto:u@acme.test>' } });

@@ -177,7 +177,8 @@ test('unsubscribe, subscribe and manage pages: GET shows, POST acts, RFC 8058 on
   expect((await svc.api.request('POST', subscribe)).status).toBe(200);
   expect((await svc.api.get(`/contacts/${contactId}`, key)).body.subscribed).toBe(true);
   const manage = await svc.api.get(path(unsubscribeUrl).replace('/unsubscribe/', '/manage/'));
-  expect(manage.body).toContain('is subscribed');
+  expect(manage.body).toContain('Email preferences for <b>leaver@example.org</b>');
+  expect(manage.body).toMatch(/<input type="checkbox" id="unsubscribe-all" name="unsubscribeAll" value="1">/);
   expect((await svc.api.request('POST', path(unsubscribeUrl))).status).toBe(200);
   expect((await eventsOf(contactId, 'contact.unsubscribed')).map((e) => e.data.reason)).toEqual(['one_click', 'unsubscribe_link']);
 

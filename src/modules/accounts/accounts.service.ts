@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import { UniqueConstraintViolationException, type EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
 import { transaction } from '../../db/orm';
-import { conflict, forbidden, notFound, unauthorized } from '../../http/errors';
+import { AppError, conflict, forbidden, notFound, unauthorized } from '../../http/errors';
 import { Project, ProjectMember, type Role, User } from './accounts.entity';
 import { DUMMY_HASH, hashPassword, needsRehash, verifyPassword } from './passwords';
 import { type ProjectSettings, withDefaults } from './project-settings';
@@ -111,6 +111,13 @@ export async function updateProject(
   role: Role,
 ) {
   const project = await em.findOneOrFail(Project, { id: projectId });
+  const templateId = patch.settings?.confirmationTemplateId;
+  // By the entity's name: the templates module imports this one.
+  if (templateId && (await em.count('Template', { projectId, id: templateId })) === 0) {
+    throw new AppError(422, 'VALIDATION_ERROR', 'Request validation failed', {
+      errors: [{ field: 'settings.confirmationTemplateId', message: 'No such template in the project', code: 'not_found' }],
+    });
+  }
   if (patch.name !== undefined) project.name = patch.name;
   const tracking = patch.tracking ? { trackOpens: patch.tracking.opens, trackClicks: patch.tracking.clicks } : {};
   const changes = Object.fromEntries(Object.entries({ ...patch.settings, ...tracking }).filter(([, v]) => v !== undefined));

@@ -14,6 +14,8 @@ export const projectSettingsSchema = z
     unsubscribeFooter: z.boolean(),
     /** New topic subscriptions stay pending until confirmed by email; a topic's own `doubleOptIn` overrides it. */
     doubleOptIn: z.boolean(),
+    /** The template of double opt-in confirmation mail; absent or null: the built-in mail (docs/consent.md). */
+    confirmationTemplateId: z.uuid({ message: 'confirmationTemplateId must be a template id (UUID)' }).nullable().optional(),
   })
   .strict();
 

@@ -42,6 +42,8 @@ export interface ContactHooks {
   snoozed(contact: { id: string; projectId: string; until: Date }): Promise<void>;
   hub: ActivityHub;
   temporal: TemporalClient;
+  /** Topics were left pending (double opt-in), committed: mail the contact a confirmation. */
+  confirmationNeeded(request: { projectId: string; contactId: string; topicIds: string[]; ip: string | null; userAgent: string | null }): Promise<unknown>;
 }
 
 /** POST /contacts/import: the spec's limit on the CSV file. */
@@ -340,7 +342,9 @@ export function contactRoutes(router: Router, g: Guards, hooks: ContactHooks): v
           until ? () => hooks.snoozed({ id, projectId, until }) : undefined,
         );
         hooks.hub.publish({ projectId, contactIds: [id], events: result.events });
-        // result.pending: the topics now awaiting the contact's confirmation (double opt-in).
+        if (result.pending.length) {
+          await hooks.confirmationNeeded({ projectId, contactId: id, topicIds: result.pending, ip: ctx.ip || null, userAgent: ctx.get('user-agent') || null });
+        }
         ctx.body = { ...toContactDto(result.contact), topics: await topicStatesOf(ctx.state.em, projectId, id) };
       },
     ),

@@ -66,7 +66,7 @@ const pageSpec = (summary: string, shows: string) => ({
 const oneClickForm = z.object({ 'List-Unsubscribe': z.literal('One-Click').optional().meta({ description: 'RFC 8058 one-click unsubscribe' }) });
 
 /**
- * The pages behind `unsubscribeUrl`, `subscribeUrl` and `manageUrl`. GET shows the page (so link
+ * The pages behind `unsubscribeUrl` and `subscribeUrl` (`manageUrl`, the preference center, is the consent module's). GET shows the page (so link
  * scanners change nothing); POST acts. A POST to the unsubscribe URL is also the RFC 8058 one-click
  * path (`List-Unsubscribe=One-Click`). Never rate limited: they carry no API key.
  */
@@ -171,22 +171,6 @@ export function preferencePageRoutes(router: Router, deps: { links: Links; formB
       await setSubscribed(ctx, c, true, 'subscribe_link');
       ctx.type = 'text/html';
       ctx.body = page('Subscribed', `<p><b>${escapeHtml(c.email)}</b> is subscribed again.</p>`);
-    }),
-  );
-
-  router.get(
-    '/manage/:contactId',
-    endpoint(pageSpec('Email preferences page (manageUrl)', 'The contact’s state, with the button that changes it'), async (ctx, input) => {
-      const link = linkOf(input);
-      const c = await contactOf(ctx, deps.links, link);
-      if (!c) return invalid(ctx);
-      const token = encodeURIComponent(link.token ?? '');
-      ctx.type = 'text/html';
-      ctx.body = page(
-        'Email preferences',
-        `<p><b>${escapeHtml(c.email)}</b> is ${c.subscribed ? 'subscribed' : 'unsubscribed'}.</p>` +
-          (c.subscribed ? form(`/unsubscribe/${c.id}?token=${token}`, 'Unsubscribe') : form(`/subscribe/${c.id}?token=${token}`, 'Subscribe')),
-      );
     }),
   );
 }
