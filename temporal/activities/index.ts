@@ -60,6 +60,22 @@ function drainWindow(deps: ActivityDeps) {
 
 /** Thin adapters from workflows to services. Each one is safe to run twice. */
 export function createActivities(deps: ActivityDeps) {
+  /**
+   * Double opt-in mail for the joins a committed chunk left pending. A retry goes on with the next chunk,
+   * so each pending join is mailed at most once (one whose mail failed stays pending and expires).
+   */
+  const mailConfirmations = async (projectId: string | undefined, pending: Map<string, string[]>, source: 'import' | 'bulk') => {
+    for (const [contactId, topicIds] of pending) {
+      await requestConfirmation(deps.orm.em.fork(), deps.consent, {
+        projectId: projectId!,
+        contactId,
+        topicIds,
+        subscribeAll: false,
+        source,
+        origin: { ip: null, userAgent: null },
+      });
+    }
+  };
   return {
     /** Resubscribes the contact if it still carries exactly this snooze; otherwise does nothing. */
     async endContactSnooze(input: { contactId: string; until: string }): Promise<{ resubscribed: boolean }> {
@@ -72,6 +88,7 @@ export function createActivities(deps: ActivityDeps) {
     async runBulkJobChunk(input: { jobId: string }): Promise<{ done: boolean }> {
       const r = await runBulkJobChunk(deps.orm.em.fork(), input.jobId);
       if (r.projectId) deps.hub.publish({ projectId: r.projectId, contactIds: r.contactIds, events: r.events });
+      await mailConfirmations(r.projectId, r.pending, 'bulk');
       return { done: r.done };
     },
 
@@ -79,17 +96,7 @@ export function createActivities(deps: ActivityDeps) {
     async importContactsSlice(input: { jobId: string }): Promise<{ done: boolean }> {
       const r = await importNextSlice(deps.orm.em.fork(), input.jobId);
       if (r.projectId && r.contactIds.length) deps.hub.publish({ projectId: r.projectId, contactIds: r.contactIds, events: r.events });
-      // After the slice committed: a retry goes on with the next slice, so each pending join is mailed at most once.
-      for (const [contactId, topicIds] of r.pending) {
-        await requestConfirmation(deps.orm.em.fork(), deps.consent, {
-          projectId: r.projectId!,
-          contactId,
-          topicIds,
-          subscribeAll: false,
-          source: 'import',
-          origin: { ip: null, userAgent: null },
-        });
-      }
+      await mailConfirmations(r.projectId, r.pending, 'import');
       return { done: r.done };
     },
 

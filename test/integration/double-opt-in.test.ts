@@ -368,3 +368,20 @@ test('a CSV import with doubleOptIn=true leaves opt_out joins pending and mails 
     expect((await svc.api.get(`/contacts/${contact.id}/consent`, p.key)).body.data[0]).toMatchObject({ source: 'import', topicIds: [t], status: 'pending' });
   }
 });
+
+test('bulk-subscribe to a topic with double opt-in leaves the joins pending and mails each contact its confirmation', async () => {
+  const p = await project('Optin Bulk');
+  const t = await topic(p, 'Monthly', { defaultSubscription: 'opt_out' });
+  const ids: string[] = [];
+  for (const email of ['bulk1@example.org', 'bulk2@example.org']) ids.push((await svc.api.post('/contacts', { email, subscribed: true }, p.key)).body.id);
+  const res = await svc.api.post('/contacts/bulk-subscribe', { contactIds: ids, topicId: t }, p.key);
+  expect(res.status).toBe(202);
+
+  for (const email of ['bulk1@example.org', 'bulk2@example.org']) {
+    const [mail] = await waitForMail(email, /^Confirm your subscription/);
+    expect(mail.text).toContain('Monthly');
+    const contact = await contactByEmail(p, email);
+    expect(contact.topics[t]).toBe('pending');
+    expect((await svc.api.get(`/contacts/${contact.id}/consent`, p.key)).body.data[0]).toMatchObject({ source: 'bulk', topicIds: [t], status: 'pending' });
+  }
+});

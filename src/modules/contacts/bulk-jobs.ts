@@ -79,13 +79,20 @@ export async function getBulkJob(em: EntityManager, projectId: string, id: strin
 async function setTopicOf(tx: EntityManager, projectId: string, ids: string[], topicId: string, join: boolean, jobId: string) {
   const rows = await tx.find(Contact, { projectId, id: { $in: ids } }, { fields: ['id'], orderBy: { id: 'asc' } });
   const found = new Set(rows.map((r) => r.id));
-  const out = { changed: [] as string[], unchanged: [] as string[], missing: ids.filter((id) => !found.has(id)), events: [] as EventRecord[] };
+  const out = {
+    changed: [] as string[],
+    unchanged: [] as string[],
+    missing: ids.filter((id) => !found.has(id)),
+    events: [] as EventRecord[],
+    pending: [] as string[],
+  };
   const topicGone = (await missingTopics(tx, projectId, [topicId])).length > 0;
   for (const { id } of rows) {
-    // result.pending: the joins awaiting the contact's confirmation (double opt-in).
     const result = topicGone ? undefined : await setContactTopics(tx, projectId, id, { [topicId]: join }, { source: 'bulk', eventData: { jobId } });
     (result?.changed.length ? out.changed : out.unchanged).push(id);
     out.events.push(...(result?.events ?? []));
+    // A join awaiting the contact's confirmation (double opt-in): the caller mails it after the commit.
+    if (result?.pending.length) out.pending.push(id);
   }
   return out;
 }
@@ -97,7 +104,7 @@ async function setTopicOf(tx: EntityManager, projectId: string, ids: string[], t
 export async function runBulkJobChunk(
   em: EntityManager,
   jobId: string,
-): Promise<{ done: boolean; projectId?: string; contactIds: string[]; events: EventRecord[] }> {
+): Promise<{ done: boolean; projectId?: string; contactIds: string[]; events: EventRecord[]; pending: Map<string, string[]> }> {
   const step = () =>
     transaction(em.fork(), async (tx) => {
       const job = await tx.findOne(BulkJob, { id: jobId }, { lockMode: LockMode.PESSIMISTIC_WRITE, refresh: true });
@@ -107,9 +114,10 @@ export async function runBulkJobChunk(
       let unchanged: string[] = [];
       let missing: string[];
       let events: EventRecord[] = [];
+      let pending: string[] = [];
       if (job.kind === 'delete') ({ deleted: changed, missing } = await deleteContactsOf(tx, job.projectId, chunk));
       else if (job.topicId)
-        ({ changed, unchanged, missing, events } = await setTopicOf(tx, job.projectId, chunk, job.topicId, job.kind === 'subscribe', jobId));
+        ({ changed, unchanged, missing, events, pending } = await setTopicOf(tx, job.projectId, chunk, job.topicId, job.kind === 'subscribe', jobId));
       else ({ changed, unchanged, missing, events } = await setSubscriptionOf(tx, job.projectId, chunk, job.kind === 'subscribe', { source: 'bulk', jobId }));
       // Written at the commit; the job stays locked until then.
       job.processed += chunk.length;
@@ -119,8 +127,8 @@ export async function runBulkJobChunk(
       const done = job.processed >= job.contactIds.length;
       job.status = done ? 'COMPLETED' : 'RUNNING';
       job.completedAt = done ? new Date() : null;
-      return { done, projectId: job.projectId, contactIds: changed, events };
+      return { done, projectId: job.projectId, contactIds: changed, events, pending: new Map(pending.map((id) => [id, [job.topicId!]])) };
     });
   // Not there after the creating transaction ended means it rolled back.
-  return (await readAfterCommit(em, commitKey(jobId), step)) ?? { done: true, contactIds: [], events: [] };
+  return (await readAfterCommit(em, commitKey(jobId), step)) ?? { done: true, contactIds: [], events: [], pending: new Map() };
 }
