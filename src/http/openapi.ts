@@ -261,7 +261,7 @@ export function openApiDocument(router: Router, opts: { serverUrl: string; versi
       version: opts.version,
       description:
         'Email delivery and audience API. API-key endpoints take `Authorization: Bearer <key>`: the public key (`pk_`) ' +
-        'on POST /v1/track only, the secret key (`sk_`) everywhere else. Dashboard endpoints use the session cookie. ' +
+        'on POST /v1/track and POST /v1/subscribe only, the secret key (`sk_`) everywhere else. Dashboard endpoints use the session cookie. ' +
         'Operations marked internal are not for API clients.',
     },
     servers: [{ url: opts.serverUrl }],
