@@ -9,6 +9,7 @@ import { cancelCampaignWorkflow, rescheduleCampaignWorkflow, startCampaignWorkfl
 import { assertVerifiedSender } from '../domains';
 import { EmailSchema } from '../emails';
 import { checkCondition, Segment, type ConditionTree } from '../segments';
+import { copiedMessage } from '../templates';
 import { Topic, unknownTopics } from '../topics';
 import { Campaign } from './campaigns.entity';
 import { audienceSize, emailCounts, markSentWhenDone, queueAudience } from './campaigns.queries';
@@ -155,14 +156,7 @@ export async function duplicateCampaign(em: EntityManager, projectId: string, id
   const copy = em.create(Campaign, {
     id: newId(),
     projectId,
-    name: `${c.name} (copy)`,
-    description: c.description,
-    subject: c.subject,
-    body: c.body,
-    fromEmail: c.fromEmail,
-    fromName: c.fromName,
-    replyTo: c.replyTo,
-    type: c.type,
+    ...copiedMessage(c),
     audienceType: c.audienceType,
     segmentId: c.segmentId,
     audienceCondition: structuredClone(c.audienceCondition),

@@ -1,5 +1,5 @@
 /** The templates module's public surface: the only file other modules import. */
-export { messageProperties, Template, TemplateSchema } from './templates.entity';
+export { copiedMessage, messageProperties, Template, TemplateSchema } from './templates.entity';
 export { TEMPLATE_TYPES, subjectSchema } from './templates.schemas';
 export { getTemplate } from './templates.service';
 export { templateRoutes } from './templates.routes';

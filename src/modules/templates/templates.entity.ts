@@ -35,6 +35,18 @@ export const messageProperties = {
   tracking: { type: 'json', columnType: 'jsonb', nullable: true },
 } as const;
 
+/** The message fields a duplicate of a template or a campaign takes over, named "<name> (copy)". */
+export const copiedMessage = (m: Pick<Template, 'name' | 'description' | 'subject' | 'body' | 'fromEmail' | 'fromName' | 'replyTo' | 'type'>) => ({
+  name: `${m.name} (copy)`,
+  description: m.description,
+  subject: m.subject,
+  body: m.body,
+  fromEmail: m.fromEmail,
+  fromName: m.fromName,
+  replyTo: m.replyTo,
+  type: m.type,
+});
+
 export const TemplateSchema = new EntitySchema<Template>({
   class: Template,
   tableName: 'templates',

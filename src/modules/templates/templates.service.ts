@@ -2,7 +2,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
 import { conflict, notFound } from '../../http/errors';
 import { assertVerifiedSender } from '../domains';
-import { Template } from './templates.entity';
+import { copiedMessage, Template } from './templates.entity';
 import { workflowStepsSending } from './templates.queries';
 import type { CreateTemplate, UpdateTemplate } from './templates.schemas';
 
@@ -82,14 +82,7 @@ export async function duplicateTemplate(em: EntityManager, projectId: string, id
   const copy = em.create(Template, {
     id: newId(),
     projectId,
-    name: `${source.name} (copy)`,
-    description: source.description,
-    subject: source.subject,
-    body: source.body,
-    fromEmail: source.fromEmail,
-    fromName: source.fromName,
-    replyTo: source.replyTo,
-    type: source.type,
+    ...copiedMessage(source),
   });
   await em.persist(copy).flush();
   return copy;
