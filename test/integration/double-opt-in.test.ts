@@ -350,6 +350,15 @@ test('PATCH /contacts/:id joining a topic with double opt-in leaves it pending a
   expect((await svc.api.get(`/contacts/00000000-0000-4000-8000-000000000000/consent`, p.key)).status).toBe(404);
 });
 
+/** The contact got its confirmation mail naming the topic, is pending in it, and its consent record says where the request came from. */
+async function expectConfirmationAsked(p: Project, email: string, t: string, topicName: string, source: string) {
+  const [mail] = await waitForMail(email, /^Confirm your subscription/);
+  expect(mail.text).toContain(topicName);
+  const contact = await contactByEmail(p, email);
+  expect(contact.topics[t]).toBe('pending');
+  expect((await svc.api.get(`/contacts/${contact.id}/consent`, p.key)).body.data[0]).toMatchObject({ source, topicIds: [t], status: 'pending' });
+}
+
 test('a CSV import with doubleOptIn=true leaves opt_out joins pending and mails each contact its confirmation', async () => {
   const p = await project('Optin Import');
   const t = await topic(p, 'Quarterly', { defaultSubscription: 'opt_out' });
@@ -360,13 +369,7 @@ test('a CSV import with doubleOptIn=true leaves opt_out joins pending and mails 
   const res = await fetch(`${svc.api.baseUrl}/contacts/import`, { method: 'POST', body: form, headers: { authorization: `Bearer ${p.key.key}` } });
   expect(res.status).toBe(202);
 
-  for (const email of ['imp1@example.org', 'imp2@example.org']) {
-    const [mail] = await waitForMail(email, /^Confirm your subscription/);
-    expect(mail.text).toContain('Quarterly');
-    const contact = await contactByEmail(p, email);
-    expect(contact.topics[t]).toBe('pending');
-    expect((await svc.api.get(`/contacts/${contact.id}/consent`, p.key)).body.data[0]).toMatchObject({ source: 'import', topicIds: [t], status: 'pending' });
-  }
+  for (const email of ['imp1@example.org', 'imp2@example.org']) await expectConfirmationAsked(p, email, t, 'Quarterly', 'import');
 });
 
 test('bulk-subscribe to a topic with double opt-in leaves the joins pending and mails each contact its confirmation', async () => {
@@ -377,11 +380,5 @@ test('bulk-subscribe to a topic with double opt-in leaves the joins pending and 
   const res = await svc.api.post('/contacts/bulk-subscribe', { contactIds: ids, topicId: t }, p.key);
   expect(res.status).toBe(202);
 
-  for (const email of ['bulk1@example.org', 'bulk2@example.org']) {
-    const [mail] = await waitForMail(email, /^Confirm your subscription/);
-    expect(mail.text).toContain('Monthly');
-    const contact = await contactByEmail(p, email);
-    expect(contact.topics[t]).toBe('pending');
-    expect((await svc.api.get(`/contacts/${contact.id}/consent`, p.key)).body.data[0]).toMatchObject({ source: 'bulk', topicIds: [t], status: 'pending' });
-  }
+  for (const email of ['bulk1@example.org', 'bulk2@example.org']) await expectConfirmationAsked(p, email, t, 'Monthly', 'bulk');
 });
