@@ -1,6 +1,7 @@
 import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
+import { containsPattern } from '../../db/like-pattern';
 import { transaction } from '../../db/orm';
 import { AppError, badRequest, conflict, notFound } from '../../http/errors';
 import type { TemporalClient } from '../../../temporal/client';
@@ -181,7 +182,7 @@ export async function listCampaigns(
   projectId: string,
   q: { page: number; pageSize: number; status?: CampaignStatus; search?: string; sort: 'name' | 'createdAt' | 'updatedAt'; dir: 'ASC' | 'DESC' },
 ) {
-  const like = q.search && `%${q.search.replace(/[\\%_]/g, (ch) => `\\${ch}`)}%`;
+  const like = q.search && containsPattern(q.search);
   const [rows, n] = await em.findAndCount(
     Campaign,
     {

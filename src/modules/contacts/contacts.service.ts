@@ -1,6 +1,7 @@
 import { LockMode, raw } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
+import { containsPattern } from '../../db/like-pattern';
 import { transaction } from '../../db/orm';
 import { conflict, notFound, simpleBadRequest } from '../../http/errors';
 import { type EventRecord, insertEvents, type NewEvent, SYSTEM_EVENTS } from '../events';
@@ -274,15 +275,13 @@ export interface ListQuery {
   dir: 'asc' | 'desc';
 }
 
-const likePattern = (s: string) => `%${s.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-
 /** Cursor pages ordered by the sort column then id; `total` only on the first page. */
 export async function listContacts(em: EntityManager, projectId: string, q: ListQuery) {
   const where: string[] = ['project_id = ?'];
   const params: unknown[] = [projectId];
   if (q.search) {
     where.push(`email ILIKE ?`);
-    params.push(likePattern(q.search.trim().toLowerCase()));
+    params.push(containsPattern(q.search.trim().toLowerCase()));
   }
   if (q.subscribed !== undefined) {
     where.push('subscribed = ?');

@@ -1,5 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
+import { containsPattern } from '../../db/like-pattern';
 import { conflict, notFound } from '../../http/errors';
 import { assertVerifiedSender } from '../domains';
 import { copiedMessage, Template } from './templates.entity';
@@ -97,10 +98,8 @@ export interface TemplateListQuery {
   dir: 'ASC' | 'DESC';
 }
 
-const likePattern = (s: string) => `%${s.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-
 export async function listTemplates(em: EntityManager, projectId: string, q: TemplateListQuery) {
-  const pattern = q.search ? likePattern(q.search) : undefined;
+  const pattern = q.search ? containsPattern(q.search) : undefined;
   const [rows, total] = await em.findAndCount(
     Template,
     {

@@ -1,6 +1,7 @@
 import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
+import { containsPattern } from '../../db/like-pattern';
 import { isUniqueViolation } from '../../db/orm';
 import { AppError, conflict, notFound } from '../../http/errors';
 import { projectSettings } from '../accounts';
@@ -86,10 +87,8 @@ export interface TopicListQuery {
   dir: 'ASC' | 'DESC';
 }
 
-const likePattern = (s: string) => `%${s.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-
 export async function listTopics(em: EntityManager, projectId: string, q: TopicListQuery) {
-  const pattern = q.search ? likePattern(q.search) : undefined;
+  const pattern = q.search ? containsPattern(q.search) : undefined;
   const [rows, total] = await em.findAndCount(
     Topic,
     { projectId, ...(pattern ? { $or: [{ name: { $ilike: pattern } }, { description: { $ilike: pattern } }] } : {}) },

@@ -1,3 +1,4 @@
+import { containsPattern } from '../../../db/like-pattern';
 import { type ConditionTree, ConditionError, type DataTest, type DateTest, resolveFilter, type Resolved } from './tree';
 
 /** A segment a condition may reference, as the compilers need it. */
@@ -77,7 +78,7 @@ class Compiler {
     switch (r.kind) {
       case 'email': {
         if (r.operator === 'equals' || r.operator === 'notEquals') return `(c.email ${r.operator === 'equals' ? '=' : '<>'} ${this.p(r.value)})`;
-        const like = `%${r.value.replace(/[\\%_]/g, (ch) => `\\${ch}`)}%`;
+        const like = containsPattern(r.value);
         return `(c.email ${r.operator === 'contains' ? '' : 'NOT '}ILIKE ${this.p(like)})`;
       }
       case 'subscribed':
