@@ -5,7 +5,7 @@ import { newId } from '../db/ids';
 import { transaction } from '../db/orm';
 import { whileUnreachable } from '../db/unreachable';
 import { classifySmtpReply } from '../inbound/bounce-report';
-import type { DeliveryOutcome } from '../mail/transport';
+import type { DeliveryOutcome, SmtpStep } from '../mail/transport';
 import type { Metrics } from '../metrics';
 import { recordEmailActivity } from '../modules/emails';
 import { toEventRecord } from '../modules/events';
@@ -14,8 +14,8 @@ import type { DrainReport, QueuedEmail } from './queued-email';
 
 type SmtpVerdict = ReturnType<typeof classifySmtpReply>;
 
-/** How a refusal's words classify (the reply code leads nodemailer's `response`). */
-const verdictOf = (error: string): SmtpVerdict => classifySmtpReply(Number(/^\s*(\d{3})/.exec(error)?.[1] ?? 0), error);
+/** How a refusal classifies by its words and the command it answered (the reply code leads nodemailer's `response`). */
+const verdictOf = (f: { error: string; step?: SmtpStep }): SmtpVerdict => classifySmtpReply(Number(/^\s*(\d{3})/.exec(f.error)?.[1] ?? 0), f.error, f.step);
 
 /**
  * How long a living process keeps trying to record outcomes SMTP already gave it while the database is
@@ -114,7 +114,7 @@ async function recordOutcomes(deps: RecorderDeps, items: Outcome[]): Promise<voi
   const projectOf = new Map(items.map((i) => [i.email.contact_id, i.email.project_id]));
   const retry = of('retry');
   // A 5xx that says the address does not exist (or no longer takes mail) is a hard bounce, as a DSN saying so would be.
-  const rejections = of('failed').map((f) => ({ ...f, verdict: verdictOf(f.outcome.error) }));
+  const rejections = of('failed').map((f) => ({ ...f, verdict: verdictOf(f.outcome) }));
   const bounced = rejections.filter((f) => f.verdict.bounceType === 'Permanent');
   const failed = rejections.filter((f) => f.verdict.bounceType !== 'Permanent');
   const write = async (tx: EntityManager): Promise<EventRecord[]> => {

@@ -932,8 +932,20 @@ function proven(reason: BounceReason, c: Context): boolean {
   }
 }
 
-/** sisimai's order of judgement, in our own terms: the MTA's verdict, then specific words, the status code, general words, the status class. */
+/** Reasons that say the recipient's address is gone for good. */
+const ADDRESS_GONE = new Set<BounceReason>(['userunknown', 'hostunknown', 'hasmoved', 'notaccept']);
+
+/**
+ * The reason for one recipient. A refusal of MAIL FROM speaks of the envelope sender (ours), whatever its words: it is
+ * `rejected`, never an unknown recipient, or a relay that refuses our sender would unsubscribe everyone we mail.
+ */
 export function decideReason(e: ReasonEvidence): BounceReason {
+  const reason = judge(e);
+  return e.command === 'MAIL' && ADDRESS_GONE.has(reason) ? 'rejected' : reason;
+}
+
+/** sisimai's order of judgement, in our own terms: the MTA's verdict, then specific words, the status code, general words, the status class. */
+function judge(e: ReasonEvidence): BounceReason {
   const text = e.text.toLowerCase().slice(0, MAX_DIAGNOSTIC_SCAN);
   if (e.status?.startsWith('2.')) return 'delivered';
   if (e.mtaVerdict) return e.mtaVerdict;
@@ -1040,11 +1052,16 @@ export function findCommand(text: string): ReasonEvidence['command'] {
 }
 
 /** An SMTP-session rejection (the relay or receiving MX answered 5xx/4xx while we were sending): same classification by enhanced status and text. */
-export function classifySmtpReply(replyCode: number, text: string): { reason: BounceReason; bounceType: BounceType; subType: string; status: string | null } {
+export function classifySmtpReply(
+  replyCode: number,
+  text: string,
+  /** The command the reply answered, when the client knows it; else read from the text, as in a report. */
+  command?: ReasonEvidence['command'],
+): { reason: BounceReason; bounceType: BounceType; subType: string; status: string | null } {
   const scan = text.slice(0, MAX_DIAGNOSTIC_SCAN);
   const code = Number.isInteger(replyCode) && replyCode >= 200 && replyCode <= 599 ? String(replyCode) : null;
   const status = findEnhancedStatus(scan, code?.[0]);
-  const reason = decideReason({ status, replyCode: code, text: scan, command: findCommand(scan), action: null, diagnosticType: 'smtp' });
+  const reason = decideReason({ status, replyCode: code, text: scan, command: command ?? findCommand(scan), action: null, diagnosticType: 'smtp' });
   let bounceType = bounceTypeOf(reason, status, code, scan);
   // A 4xx answer is retried by the sender whatever the words say; only a 5xx can end an address.
   if (code?.startsWith('4') && bounceType === 'Permanent') bounceType = 'Transient';

@@ -7,8 +7,8 @@ export type DeliveryOutcome =
   | { kind: 'sent'; response: string; providerMessageId: string | null }
   /** The server answered 4xx for this message: try again later. */
   | { kind: 'retry'; error: string }
-  /** The server answered 5xx: it will never take this message. */
-  | { kind: 'failed'; error: string }
+  /** The server answered 5xx: it will never take this message. `step` is the command it refused, when known. */
+  | { kind: 'failed'; error: string; step?: SmtpStep }
   /** No conversation was possible (refused, timed out, TLS or auth failure): every message waits. */
   | { kind: 'unreachable'; error: string };
 
@@ -59,7 +59,11 @@ interface Session {
   closed: boolean;
 }
 
-type SmtpError = Error & { responseCode?: number; response?: string; code?: string };
+type SmtpError = Error & { responseCode?: number; response?: string; code?: string; command?: string };
+
+/** The SMTP command a refusal answered: a refused MAIL FROM is about the sender, not the recipient. */
+export type SmtpStep = 'MAIL' | 'RCPT' | 'DATA';
+const STEPS: Record<string, SmtpStep> = { 'MAIL FROM': 'MAIL', 'RCPT TO': 'RCPT', DATA: 'DATA' };
 
 /**
  * Up to `maxConnections` SMTP sessions (nodemailer's SMTPConnection), each carrying one ready message
@@ -181,7 +185,10 @@ export function classify(err: unknown): DeliveryOutcome {
   const error = e.response ?? e.message ?? String(err);
   const code = e.responseCode;
   // Refused during the conversation with a reply code: that message's own fate.
-  if (code && code >= 500 && code < 600 && e.code !== 'EAUTH') return { kind: 'failed', error };
+  if (code && code >= 500 && code < 600 && e.code !== 'EAUTH') {
+    const step = e.command ? STEPS[e.command] : undefined;
+    return step ? { kind: 'failed', error, step } : { kind: 'failed', error };
+  }
   if (code && code >= 400 && code < 500 && (e.code === 'EENVELOPE' || e.code === 'EMESSAGE')) return { kind: 'retry', error };
   // 421 and the like, auth failures, connection errors: the server, not the message.
   return { kind: 'unreachable', error };

@@ -249,6 +249,20 @@ test('a 5.1.1 refusal while sending is a hard bounce: BOUNCED and unsubscribed, 
   }
 });
 
+test('a relay refusing our envelope sender, however it words it, bounces no one: FAILED, and the contact stays subscribed', async () => {
+  // Postfix's reject_unlisted_sender on a relay that thinks the sender's domain is its own.
+  relay.mailFromReply = (from) => ({ code: 550, message: `5.1.0 <${from}>: Sender address rejected: User unknown in local recipient table` });
+  try {
+    const res = await svc.api.post('/v1/send', { to: 'reader@example.org', from: 'hi@acme.test', subject: 'Hi', body: 'x', subscribed: true }, key);
+    const emailId = res.body.data.emails[0].email;
+    await until(async () => ((await emailRow(emailId)).status === 'FAILED' ? true : undefined), 20_000, 'FAILED');
+    expect(await eventsOf(emailId, 'email.bounce')).toHaveLength(0);
+    expect((await contact(res.body.data.emails[0].contact.id)).subscribed).toBe(true);
+  } finally {
+    relay.mailFromReply = () => 'accept';
+  }
+});
+
 test('with embedded defaults (the dev mailbox, the MX on): a /v1/send message bounced to its envelope sender unsubscribes the contact within seconds', async () => {
   const port = await freePort();
   // A project judged from its first email: one bounce in one email sent is over any threshold.

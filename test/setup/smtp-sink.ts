@@ -21,6 +21,8 @@ export class SmtpSink {
   readonly received: Received[] = [];
   /** Decides the reply to each message; accepts everything by default. */
   reply: (rcpt: string[]) => Reply = () => 'accept';
+  /** Decides the reply to each MAIL FROM (a relay refusing the envelope sender); accepts every sender by default. */
+  mailFromReply: (from: string) => Reply = () => 'accept';
   /** The text after `250` when accepting; SES answers `Ok <message id>`. */
   acceptText: () => string = () => 'Accepted';
   port = 0;
@@ -45,6 +47,11 @@ export class SmtpSink {
       disabledCommands: ['STARTTLS', 'AUTH'],
       logger: false,
       size: 64 * 1024 * 1024,
+      onMailFrom: (address, _session, callback) => {
+        const decision = this.mailFromReply(address.address);
+        if (decision === 'accept') return callback();
+        callback(Object.assign(new Error(decision.message), { responseCode: decision.code }));
+      },
       onData: (stream, session, callback) => {
         const chunks: Buffer[] = [];
         stream.on('data', (c: Buffer) => chunks.push(c));

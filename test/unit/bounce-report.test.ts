@@ -134,6 +134,17 @@ describe('delivery-status reports', () => {
     });
   });
 
+  test('a refusal of our envelope sender (in reply to MAIL FROM) is rejected, not the recipient unknown', async () => {
+    const report = await parseInboundReport(
+      dsn(
+        'failed',
+        '5.1.0',
+        '550 5.1.0 <bounces+abc@postbox.example>: Sender address rejected: User unknown in local recipient table (in reply to MAIL FROM command)',
+      ),
+    );
+    expect(report).toMatchObject({ kind: 'bounce', recipients: [{ reason: 'rejected', bounceType: 'Transient' }] });
+  });
+
   test('Action: failed with 5.1.1 is a permanent bounce with no such mailbox', async () => {
     const report = await parseInboundReport(dsn('failed', '5.1.1', '550 5.1.1 <someone@example.org>: Recipient address rejected: User unknown'));
     expect(report).toMatchObject({
@@ -155,6 +166,14 @@ describe('classifySmtpReply', () => {
     [450, '4.1.1 <x@y>: Recipient address rejected: User unknown in local recipient table', 'userunknown', 'Transient', 'NoEmail', '4.1.1'],
   ])('%i %s', (code, text, reason, bounceType, subType, status) => {
     expect(classifySmtpReply(code, `${code} ${text}`)).toEqual({ reason, bounceType, subType, status });
+  });
+
+  test.each([
+    [550, '5.1.0 <hi@acme.test>: Sender address rejected: User unknown in local recipient table'],
+    [553, '5.1.8 <b01@bounces.acme.test>: Sender address rejected: Domain not found'],
+    [550, '5.1.1 Mailbox does not exist'],
+  ])("%i %s at MAIL FROM is about our sender: rejected, never a recipient's hard bounce", (code, text) => {
+    expect(classifySmtpReply(code, `${code} ${text}`, 'MAIL')).toMatchObject({ reason: 'rejected', bounceType: 'Transient' });
   });
 
   test('nonsense is undetermined, not an exception', () => {
