@@ -263,9 +263,9 @@ test('a relay refusing our envelope sender, however it words it, bounces no one:
   }
 });
 
-test('with embedded defaults (the dev mailbox, the MX on): a /v1/send message bounced to its envelope sender unsubscribes the contact within seconds', async () => {
+test('with embedded defaults (the dev mailbox, the MX on): bounces to the envelope sender unsubscribe within seconds, a campaign counts them; soft bounces, delays and auto-replies do not', async () => {
   const port = await freePort();
-  // A project judged from its first email: one bounce in one email sent is over any threshold.
+  // A project judged from its first email: one bounce in the emails sent is over any threshold.
   const dev = await startTestService({
     DNS_SERVERS: dns.address,
     PUBLIC_URL: 'https://dev.postbox.test',
@@ -277,22 +277,63 @@ test('with embedded defaults (the dev mailbox, the MX on): a /v1/send message bo
     const k = { key: owner.project.secretKey };
     const domain = await verifiedDomain(dev.api, dns, owner.project.secretKey, 'dev-sender.test');
     await publishReturnPath(dev.api, dns, owner.project.secretKey, domain.id);
+    /** The envelope sender of the message the dev mailbox captured for `to`. */
+    const envelopeSenderOf = async (to: string): Promise<string> =>
+      (await until(async () => (await dev.api.get(`/dev/mailbox?to=${encodeURIComponent(to)}`)).body.data?.[0], 20_000, `the message to ${to}`)).envelope.from;
+    const bounce = async (file: string, to: string, rcpt: string) =>
+      run('swaks', [
+        '--server',
+        `127.0.0.1:${port}`,
+        '--from',
+        '<>',
+        '--to',
+        rcpt,
+        '--data',
+        `@${await reportFrom(file, { recipient: to })}`,
+        '--helo',
+        'mta.test',
+      ]);
+    // (Read from the database: after the first hard bounce the project is suspended and its keys answer 403.)
+    const subscribed = async (contactId: string) =>
+      (await dbQuery(dev.databaseUrl, `SELECT subscribed FROM contacts WHERE id = $1`, [contactId]))[0].subscribed;
+
     const sent = await dev.api.post('/v1/send', { to: 'reader@example.org', from: 'hi@dev-sender.test', subject: 'Hi', body: 'x', subscribed: true }, k);
-    const captured = await until(async () => (await dev.api.get('/dev/mailbox?to=reader@example.org')).body.data?.[0], 20_000, 'the captured message');
-    const envelopeFrom: string = captured.envelope.from;
-    expect(envelopeFrom).toMatch(/@bounces\.dev-sender\.test$/);
-    const dsn = await reportFrom('lhost-qmail-01.eml', { recipient: 'reader@example.org' });
-    await run('swaks', ['--server', `127.0.0.1:${port}`, '--from', '<>', '--to', envelopeFrom, '--data', `@${dsn}`, '--helo', 'mta.test']);
     const contactId = sent.body.data.emails[0].contact.id;
-    // (Read from the database: the suspension below makes the project's keys answer 403.)
-    await until(
-      async () => ((await dbQuery(dev.databaseUrl, `SELECT subscribed FROM contacts WHERE id = $1`, [contactId]))[0].subscribed === false ? true : undefined),
-      10_000,
-      'unsubscribed',
-    );
-    // Sending security sees the bounce as it sees SES's: the project is suspended for its rate.
+    const envelopeFrom = await envelopeSenderOf('reader@example.org');
+    expect(envelopeFrom).toMatch(/@bounces\.dev-sender\.test$/);
+
+    // A mailbox full, a delay warning and a vacation reply: recorded, and the contact stays subscribed.
+    await bounce('lhost-qmail-08.eml', 'reader@example.org', envelopeFrom);
+    await bounce('rfc3464-07.eml', 'reader@example.org', envelopeFrom);
+    await bounce('rfc3834-01.eml', 'reader@example.org', envelopeFrom);
+    const received = async () =>
+      dbQuery(dev.databaseUrl, `SELECT data->>'type' AS type FROM events WHERE name = 'email.received' AND contact_id = $1`, [contactId]);
+    await until(async () => ((await received()).length === 2 ? true : undefined), 10_000, 'the delay and the auto-reply');
+    expect((await received()).map((e) => e.type).sort()).toEqual(['auto-reply', 'delay']);
+    expect(await subscribed(contactId)).toBe(true);
+
+    // A campaign email hard-bounced: its contact unsubscribed and the campaign's bouncedCount 1.
+    const reader2 = (await dev.api.post('/contacts', { email: 'reader2@example.org', subscribed: true }, k)).body;
+    const audienceCondition = { logic: 'AND', groups: [{ filters: [{ field: 'email', operator: 'equals', value: 'reader2@example.org' }] }] };
+    const campaign = (
+      await dev.api.post(
+        '/campaigns',
+        { name: 'B', subject: 'News', body: '<p>News</p>', from: 'hi@dev-sender.test', audienceType: 'FILTERED', audienceCondition },
+        k,
+      )
+    ).body.data;
+    expect((await dev.api.post(`/campaigns/${campaign.id}/send`, {}, k)).status).toBeLessThan(300);
+    await bounce('lhost-exim-05.eml', 'reader2@example.org', await envelopeSenderOf('reader2@example.org'));
+    await until(async () => ((await subscribed(reader2.id)) === false ? true : undefined), 10_000, 'the campaign contact unsubscribed');
+    const [counted] = await dbQuery(dev.databaseUrl, `SELECT bounced_count FROM campaigns WHERE id = $1`, [campaign.id]);
+    expect(counted.bounced_count).toBe(1);
+
+    // The /v1/send message hard-bounced: unsubscribed within seconds.
+    await bounce('lhost-qmail-01.eml', 'reader@example.org', envelopeFrom);
+    await until(async () => ((await subscribed(contactId)) === false ? true : undefined), 10_000, 'unsubscribed');
+    // Sending security sees the bounces as it sees SES's: the project is suspended for its rate.
     const security = (await dev.api.get(`/projects/${owner.project.id}/security`, { cookie: owner.cookie })).body;
-    expect(security).toMatchObject({ status: 'suspended', bounced: 1, sent: 1 });
+    expect(security).toMatchObject({ status: 'suspended', bounced: 2, sent: 2 });
   } finally {
     await dev.stop();
   }
