@@ -73,6 +73,16 @@ test('the Temporal Web UI port follows the dev server port (+1000) unless set; 0
   expect(() => loadConfig({ TEMPORAL_UI: 'maybe' })).toThrow(ConfigError);
 });
 
+test("the inbound MX: 2525 unless set (0 is off); return paths on bounces.<domain>, their MX at PUBLIC_URL's host unless set; five soft bounces", () => {
+  const c = loadConfig({ PUBLIC_URL: 'https://Mail.Example.com' });
+  expect(c.inbound).toEqual({ port: 2525, explicit: false, maxBytes: 10 * 2 ** 20 });
+  expect(c.returnPath).toMatchObject({ prefix: 'bounces', mxHost: 'mail.example.com' });
+  expect(c.SOFT_BOUNCE_LIMIT).toBe(5);
+  expect(loadConfig({ INBOUND_SMTP_PORT: '0' }).inbound).toMatchObject({ port: 0, explicit: true });
+  expect(loadConfig({ INBOUND_MX_HOST: 'mx.example.net', RETURN_PATH_PREFIX: 'RP' }).returnPath).toMatchObject({ prefix: 'rp', mxHost: 'mx.example.net' });
+  expect(() => loadConfig({ RETURN_PATH_PREFIX: 'a.b' })).toThrow(/^Invalid configuration: RETURN_PATH_PREFIX: /);
+});
+
 test('SMTP submission: 2587 unless set (0 is off); the certificate and key come together; the implicit-TLS port needs them', () => {
   expect(loadConfig({}).submission).toEqual({ port: 2587, explicit: false });
   expect(loadConfig({ SMTP_SUBMISSION_PORT: '0' }).submission).toEqual({ port: 0, explicit: true });
