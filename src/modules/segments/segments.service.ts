@@ -160,7 +160,16 @@ export async function redefineSegment(
     if (!isObject(fields.condition)) throw simpleBadRequest('condition must be an object');
     condition = await checkCondition(em, projectId, fields.condition, id);
   }
-  await updateSegment(em, projectId, id, { ...fields, condition });
+  const { name, description, trackMembership } = fields;
+  if (name !== undefined || description !== undefined || condition !== undefined || trackMembership !== undefined) {
+    if (name !== undefined) segment.name = name;
+    if (description !== undefined) segment.description = description;
+    if (condition !== undefined) segment.condition = condition;
+    if (trackMembership !== undefined) segment.trackMembership = trackMembership;
+    // A PATCH with fields moves updatedAt even when their values are the same.
+    segment.updatedAt = new Date();
+    await em.flush();
+  }
   const computed = await computeMembership(em, id);
   const refreshed = await refreshCount(em, id);
   return { segment: refreshed ?? (await getSegment(em, projectId, id)), events: computed?.events ?? [] };
@@ -193,25 +202,6 @@ export async function createSegment(em: EntityManager, projectId: string, input:
     trackMembership: input.trackMembership,
   });
   await em.persist(segment).flush();
-  return segment;
-}
-
-export async function updateSegment(
-  em: EntityManager,
-  projectId: string,
-  id: string,
-  patch: { name?: string; description?: string | null; condition?: ConditionTree; trackMembership?: boolean },
-): Promise<Segment> {
-  const segment = await getSegment(em, projectId, id);
-  const { name, description, condition, trackMembership } = patch;
-  if (name === undefined && description === undefined && condition === undefined && trackMembership === undefined) return segment;
-  if (name !== undefined) segment.name = name;
-  if (description !== undefined) segment.description = description;
-  if (condition !== undefined) segment.condition = condition;
-  if (trackMembership !== undefined) segment.trackMembership = trackMembership;
-  // A PATCH with fields moves updatedAt even when their values are the same.
-  segment.updatedAt = new Date();
-  await em.flush();
   return segment;
 }
 
