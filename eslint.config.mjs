@@ -8,6 +8,11 @@ const moduleInternals = (depth) => ({
   message: 'Import another module through its index.ts (`../<module>`), never its files.',
 });
 
+const oneTransactionApi = [
+  { selector: "CallExpression[callee.property.name='transactional']", message: 'Use transaction(em, fn) from src/db/orm.ts.' },
+  { selector: "CallExpression[callee.property.name='begin'][arguments.length=0]", message: 'Use transaction(em, fn) from src/db/orm.ts.' },
+];
+
 export default tseslint.config(
   { ignores: ['**/dist/**', '**/node_modules/**', '**/fixtures/**', 'packages/*/webui/**', 'packages/*/features-suite/**', '**/*.js', '**/*.mjs'] },
   js.configs.recommended,
@@ -27,11 +32,20 @@ export default tseslint.config(
   {
     // One transaction API (src/db/orm.ts): MikroORM's own would not share a connection with sql().
     files: ['src/**/*.ts', 'temporal/**/*.ts', 'test/**/*.ts'],
+    rules: { 'no-restricted-syntax': ['error', ...oneTransactionApi] },
+  },
+  {
+    // Thin routes: a route validates, calls its service and shapes the answer; reads, writes and transactions live in the service.
+    files: ['src/modules/**/*.routes.ts'],
     rules: {
       'no-restricted-syntax': [
         'error',
-        { selector: "CallExpression[callee.property.name='transactional']", message: 'Use transaction(em, fn) from src/db/orm.ts.' },
-        { selector: "CallExpression[callee.property.name='begin'][arguments.length=0]", message: 'Use transaction(em, fn) from src/db/orm.ts.' },
+        ...oneTransactionApi,
+        { selector: "CallExpression[callee.name='transaction']", message: 'A transaction belongs in the service the route calls.' },
+        {
+          selector: "CallExpression[callee.object.property.name='em'][callee.property.name!='fork']",
+          message: 'Entity reads and writes belong in the service the route calls.',
+        },
       ],
     },
   },

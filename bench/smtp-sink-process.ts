@@ -77,7 +77,7 @@ export interface BaselineSpec {
   subject: string;
 }
 
-/** The baseline's connections: a fixed reference (issue 16), whatever the service's own SMTP_POOL_SIZE. */
+/** The baseline's connections: a fixed reference (docs/performance.md, the baseline), whatever the service's own SMTP_POOL_SIZE. */
 export const BASELINE_CONNECTIONS = 8;
 
 export interface BaselineRun {

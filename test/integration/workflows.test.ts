@@ -298,6 +298,8 @@ describe('executions', () => {
     expect(detail.steps.every((s: any) => s.startedAt && s.completedAt)).toBe(true);
     expect(detail.context.webhook).toEqual({ status: 200, body: { ok: true, n: 1 } });
     const handle = svc.temporal.client.workflow.getHandle(`automation:${keen.id}`);
+    // The execution's row is COMPLETED by the last step's activity, a moment before the workflow itself ends.
+    await handle.result();
     expect((await handle.describe()).status.name).toBe('COMPLETED');
     expect((await handle.describe()).searchAttributes.ProjectId).toEqual([acct.project.id]);
   });

@@ -1,6 +1,6 @@
 import { workflowIds } from '../../temporal/workflow-ids';
 import { domainVerificationWorkflow } from '../../temporal/workflows';
-import { HOUR, type MockActivities, runsOf, scheduledAt, uid, withWorkers, workflowTestEnv } from './env';
+import { HOUR, type MockActivities, gapsInSeconds, runsOf, scripted, uid, withWorkers, workflowTestEnv } from './env';
 
 const t = workflowTestEnv();
 
@@ -8,17 +8,9 @@ type Check = Awaited<ReturnType<NonNullable<MockActivities['checkDomain']>>>;
 
 /** A checkDomain that answers `answers` in order (the last one again and again), recording when it ran. */
 function checks(answers: Array<Check | Error>) {
-  const at: number[] = [];
-  const checkDomain = jest.fn(async (_input: { domainId: string }): Promise<Check> => {
-    at.push(scheduledAt());
-    const answer = answers[Math.min(at.length - 1, answers.length - 1)];
-    if (answer instanceof Error) throw answer;
-    return answer;
-  });
+  const { at, activity: checkDomain } = scripted<[{ domainId: string }], Check>(answers);
   return { at, activities: { checkDomain } satisfies MockActivities, checkDomain };
 }
-
-const gapsInSeconds = (at: number[]) => at.slice(1).map((x, i) => Math.round((x - at[i]) / 1000));
 
 test('checks at once, then every interval the last check answered, verified or not, and ends when the domain is gone', async () => {
   const domainId = uid('domain');

@@ -114,6 +114,24 @@ export async function eventually(probe: () => boolean | Promise<boolean>, what =
 /** The server's clock when the running activity attempt was scheduled: when, in workflow time, it ran. */
 export const scheduledAt = () => Context.current().info.currentAttemptScheduledTimestampMs;
 
+/**
+ * A mocked activity that answers `answers` in order (the last one again and again), throwing an Error
+ * answer, and records in `at` when (workflow time) each call ran.
+ */
+export function scripted<A extends unknown[], R>(answers: Array<R | Error>): { at: number[]; activity: jest.Mock<Promise<R>, A> } {
+  const at: number[] = [];
+  const activity = jest.fn(async (..._args: A): Promise<R> => {
+    at.push(scheduledAt());
+    const answer = answers[Math.min(at.length - 1, answers.length - 1)];
+    if (answer instanceof Error) throw answer;
+    return answer;
+  });
+  return { at, activity };
+}
+
+/** The gaps between the times in `at`, in whole seconds. */
+export const gapsInSeconds = (at: number[]) => at.slice(1).map((x, i) => Math.round((x - at[i]) / 1000));
+
 /** A promise with its resolve, to hold a mocked activity until the test lets it go. */
 export function gate<T = void>(): { promise: Promise<T>; open: (v: T) => void } {
   let open!: (v: T) => void;

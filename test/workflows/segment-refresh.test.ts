@@ -1,23 +1,16 @@
 import { workflowIds } from '../../temporal/workflow-ids';
 import { segmentRefreshWorkflow } from '../../temporal/workflows';
-import { type MockActivities, runsOf, scheduledAt, uid, withWorkers, workflowTestEnv } from './env';
+import { type MockActivities, gapsInSeconds, runsOf, scripted, uid, withWorkers, workflowTestEnv } from './env';
 
 const t = workflowTestEnv();
 
 type Refresh = Awaited<ReturnType<NonNullable<MockActivities['refreshSegment']>>>;
 
+/** A refreshSegment that answers `answers` in order (the last one again and again), recording when it ran. */
 function refreshes(answers: Array<Refresh | Error>) {
-  const at: number[] = [];
-  const refreshSegment = jest.fn(async (_input: { segmentId: string }): Promise<Refresh> => {
-    at.push(scheduledAt());
-    const answer = answers[Math.min(at.length - 1, answers.length - 1)];
-    if (answer instanceof Error) throw answer;
-    return answer;
-  });
+  const { at, activity: refreshSegment } = scripted<[{ segmentId: string }], Refresh>(answers);
   return { at, activities: { refreshSegment } satisfies MockActivities, refreshSegment };
 }
-
-const gapsInSeconds = (at: number[]) => at.slice(1).map((x, i) => Math.round((x - at[i]) / 1000));
 
 test('refreshes at once and then every SEGMENT_REFRESH_SECONDS (skipped time), and ends when the segment is gone', async () => {
   const segmentId = uid('segment');

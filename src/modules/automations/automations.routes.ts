@@ -3,11 +3,10 @@ import type { Context } from 'koa';
 import { z } from 'zod';
 import type { TemporalClient } from '../../../temporal/client';
 import { endpoint } from '../../http/endpoint';
-import { badRequest } from '../../http/errors';
 import type { Guards } from '../../http/guards';
 import { deletedResponse } from '../../http/responses';
 import { uuidPath } from '../../http/validate';
-import { cancelExecutions, executionSteps, getExecution, listExecutions, startExecutionByHand, toExecutionDto } from './executions.service';
+import { cancelExecution, cancelExecutions, executionSteps, getExecution, listExecutions, startExecutionByHand, toExecutionDto } from './executions.service';
 import {
   conditionFieldsResponse,
   createStepSchema,
@@ -343,10 +342,7 @@ export function workflowRoutes(router: Router, g: Guards, deps: { temporal: Temp
       },
       async (ctx, input) => {
         const w = await workflowOf(ctx, input.param('id'));
-        const x = await getExecution(ctx.state.em, w.id, input.param('executionId'));
-        if (x.status !== 'RUNNING' && x.status !== 'WAITING') throw badRequest(`A ${x.status} execution cannot be cancelled`, 'EXECUTION_FINISHED');
-        await cancelExecutions(ctx.state.em, deps.temporal, w.id, x.id);
-        ctx.body = toExecutionDto(await getExecution(ctx.state.em, w.id, x.id, true));
+        ctx.body = toExecutionDto(await cancelExecution(ctx.state.em, deps.temporal, w.id, input.param('executionId')));
       },
     ),
   );

@@ -141,6 +141,14 @@ export async function cancelExecutions(em: EntityManager, temporal: TemporalClie
   return ids;
 }
 
+/** `POST /workflows/:id/executions/:executionId/cancel`: one running or waiting execution, answered as it is after. */
+export async function cancelExecution(em: EntityManager, temporal: TemporalClient, workflowId: string, executionId: string): Promise<WorkflowExecution> {
+  const x = await getExecution(em, workflowId, executionId);
+  if (x.status !== 'RUNNING' && x.status !== 'WAITING') throw badRequest(`A ${x.status} execution cannot be cancelled`, 'EXECUTION_FINISHED');
+  await cancelExecutions(em, temporal, workflowId, x.id);
+  return getExecution(em, workflowId, x.id, true);
+}
+
 /**
  * `POST /workflows/:id/executions`: an execution started by hand for one of the project's contacts,
  * even of a disabled workflow (to try it out), but only of a graph that can run.

@@ -8,14 +8,11 @@ import type { Guards } from '../../http/guards';
 import { okResponse } from '../../http/responses';
 import { uuidPath } from '../../http/validate';
 import { escapeHtml } from '../../mail/render';
-import { Project } from '../accounts';
-import { Contact } from '../contacts';
 import type { EventRecord } from '../events';
-import { Topic } from '../topics';
 import { consentResponse, snippetResponse, subscribeQuery, subscribeSchema } from './consent.schemas';
 import { type ConfirmationView, type ConsentDeps, confirm, consentOf, type RequestOrigin, viewConfirmation } from './consent.service';
-import { preferencePage, preferencesOf, readPreferenceForm, savePreferences } from './preference-center';
-import { subscribe, subscribeSnippet } from './subscribe-form';
+import { contactOfLink, preferencePage, preferencesOf, readPreferenceForm, savePreferenceForm } from './preference-center';
+import { subscribe, subscribeFormOf } from './subscribe-form';
 
 /** The shell of every hosted page: readable, with a focus ring a keyboard user can always see. */
 function page(title: string, body: string): string {
@@ -131,13 +128,7 @@ export function consentRoutes(router: Router, g: Guards, deps: ConsentRouteDeps)
         responses: { 200: snippetResponse.describe('The form’s HTML and where it posts') },
       },
       async (ctx) => {
-        const projectId = ctx.state.project!.id;
-        const project = await ctx.state.em.findOneOrFail(Project, { id: projectId });
-        const topics = await ctx.state.em.find(Topic, { projectId, public: true }, { orderBy: { name: 'asc', id: 'asc' } });
-        ctx.body = {
-          action: `${deps.publicUrl}/v1/subscribe?key=${project.publicKey}`,
-          html: subscribeSnippet(deps.publicUrl, project.publicKey, topics),
-        };
+        ctx.body = await subscribeFormOf(ctx.state.em, deps.publicUrl, ctx.state.project!.id);
       },
     ),
   );
@@ -194,9 +185,7 @@ export function consentRoutes(router: Router, g: Guards, deps: ConsentRouteDeps)
     ),
   );
 
-  const contactOf = async (ctx: Context, id: string, token: string | undefined) =>
-    // The signed link names the contact; no project is known here.
-    isUuid(id) && deps.links.verifyContact(id, token) ? ((await ctx.state.em.findOne(Contact, { id })) ?? undefined) : undefined;
+  const contactOf = (ctx: Context, id: string, token: string | undefined) => contactOfLink(ctx.state.em, deps.links, id, token);
   const invalid = (ctx: Context) => html(ctx, 404, 'Link not valid', '<p>This link is not valid, or the address was removed.</p>');
 
   router.get(
@@ -233,10 +222,9 @@ export function consentRoutes(router: Router, g: Guards, deps: ConsentRouteDeps)
         const { token } = input.query();
         const contact = await contactOf(ctx, input.param('contactId'), token);
         if (!contact) return invalid(ctx);
-        const events = await savePreferences(ctx.state.em, contact, readPreferenceForm(ctx.request.body));
+        const { events, preferences } = await savePreferenceForm(ctx.state.em, contact, readPreferenceForm(ctx.request.body));
         publish(contact.projectId, contact.id, events);
-        const fresh = await ctx.state.em.findOneOrFail(Contact, { id: contact.id }, { refresh: true });
-        html(ctx, 200, 'Email preferences', preferencePage(await preferencesOf(ctx.state.em, fresh), self(ctx, token), true));
+        html(ctx, 200, 'Email preferences', preferencePage(preferences, self(ctx, token), true));
       },
     ),
   );

@@ -1,5 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { isUuid } from '../../db/ids';
 import { transaction } from '../../db/orm';
+import type { Links } from '../../mail/links';
 import { escapeHtml } from '../../mail/render';
 import { Contact, updateContactSubscription } from '../contacts';
 import type { EventRecord } from '../events';
@@ -25,6 +27,11 @@ export async function preferencesOf(em: EntityManager, contact: Contact): Promis
     topicStatesOf(em, contact.projectId, contact.id),
   ]);
   return { contact, topics: topics.map((t) => ({ id: t.id, name: t.name, description: t.description, state: states[t.id] ?? 'unsubscribed' })) };
+}
+
+/** The contact a signed preference link names, or undefined where the link does not hold; no project is known here. */
+export async function contactOfLink(em: EntityManager, links: Links, id: string, token: string | undefined): Promise<Contact | undefined> {
+  return isUuid(id) && links.verifyContact(id, token) ? ((await em.findOne(Contact, { id })) ?? undefined) : undefined;
 }
 
 /** What the form posts: the boxes checked, the boxes as they were shown, and the global choice. */
@@ -64,6 +71,17 @@ export async function savePreferences(em: EntityManager, contact: Contact, form:
     }
     return events;
   });
+}
+
+/** Saves the form (`savePreferences`) and answers the page's preferences as they are after it, with the events to publish. */
+export async function savePreferenceForm(
+  em: EntityManager,
+  contact: Contact,
+  form: PreferenceForm,
+): Promise<{ events: EventRecord[]; preferences: Preferences }> {
+  const events = await savePreferences(em, contact, form);
+  const fresh = await em.findOneOrFail(Contact, { id: contact.id }, { refresh: true });
+  return { events, preferences: await preferencesOf(em, fresh) };
 }
 
 const STATE_NOTE: Record<TopicState, string> = { subscribed: '', unsubscribed: '', pending: ' (waiting for your confirmation: check it to join now)' };

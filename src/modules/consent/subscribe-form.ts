@@ -6,7 +6,7 @@ import { AppError } from '../../http/errors';
 import { escapeHtml } from '../../mail/render';
 import { Contact, resolveDataMap, updateContactSubscription, upsertContact } from '../contacts';
 import type { EventRecord } from '../events';
-import { projectSettings } from '../accounts';
+import { Project, projectSettings } from '../accounts';
 import { setContactTopics, Topic, unknownTopics } from '../topics';
 import { type ConsentDeps, type RequestOrigin, requestConfirmation } from './consent.service';
 import type { SubscribeInput } from './consent.schemas';
@@ -83,6 +83,13 @@ export async function subscribe(
     });
   }
   return { contactId: outcome.contactId, events: outcome.events };
+}
+
+/** `GET /subscribe-form`: where the form posts, and its snippet with a box per public topic, by name. */
+export async function subscribeFormOf(em: EntityManager, publicUrl: string, projectId: string): Promise<{ action: string; html: string }> {
+  const project = await em.findOneOrFail(Project, { id: projectId });
+  const topics = await em.find(Topic, { projectId, public: true }, { orderBy: { name: 'asc', id: 'asc' } });
+  return { action: `${publicUrl}/v1/subscribe?key=${project.publicKey}`, html: subscribeSnippet(publicUrl, project.publicKey, topics) };
 }
 
 /** The copyable form for a site: posts to /v1/subscribe?key=<publicKey>, one checkbox per public topic. */

@@ -33,8 +33,7 @@ import {
   snoozeEnd,
   upsertedContactResponse,
 } from './contacts.schemas';
-import { deleteContact, getContact, listContacts, lookupContacts, toContactDto, updateContact, upsertContact } from './contacts.service';
-import { transaction } from '../../db/orm';
+import { deleteContact, getContact, listContacts, lookupContacts, saveContact, toContactDto, updateContact } from './contacts.service';
 import { topicStatesOf } from '../topics';
 
 export interface ContactHooks {
@@ -80,9 +79,7 @@ export function contactRoutes(router: Router, g: Guards, hooks: ContactHooks): v
         if (raw.email === undefined || raw.email === null || raw.email === '') throw simpleBadRequest('email is required');
         const { email, subscribed, data } = input.body();
         const projectId = ctx.state.project!.id;
-        const result = await transaction(ctx.state.em, (tx) =>
-          upsertContact(tx, projectId, { email, subscribed, defaultSubscribed: true, data: resolveDataMap(data) }),
-        );
+        const result = await saveContact(ctx.state.em, projectId, { email, subscribed, data: resolveDataMap(data) });
         hooks.hub.publish({ projectId, contactIds: [result.contact.id], events: result.events });
         ctx.status = result.isNew ? 201 : 200;
         ctx.body = { ...toContactDto(result.contact), _meta: { isNew: result.isNew, isUpdate: !result.isNew } };

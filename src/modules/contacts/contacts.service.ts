@@ -69,6 +69,11 @@ function subscriptionEvent(projectId: string, contactId: string, subscribed: boo
 
 const sameJson = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
 
+/** `POST /contacts`: creates or updates the contact with this email in a transaction of its own (a new contact is subscribed). */
+export function saveContact(em: EntityManager, projectId: string, input: Omit<UpsertInput, 'defaultSubscribed'>): Promise<UpsertResult> {
+  return transaction(em, (tx) => upsertContact(tx, projectId, { ...input, defaultSubscribed: true }));
+}
+
 /**
  * Creates or updates the contact with this email. The insert is tried first; an existing row is then
  * locked so a change of `subscribed` is seen, and its event written, exactly once.

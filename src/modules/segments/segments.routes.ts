@@ -22,25 +22,22 @@ import {
 } from './segments.schemas';
 import {
   addStaticMembers,
-  checkCondition,
-  computeMembership,
-  createRefreshedSegment,
+  defineSegment,
   deleteSegment,
   getSegment,
   listSegments,
+  recomputeSegment,
+  redefineSegment,
   refreshCount,
   removeStaticMembers,
   segmentContacts,
   toSegmentDto,
-  updateSegment,
 } from './segments.service';
 
 export interface SegmentDeps {
   temporal: TemporalClient;
   hub: ActivityHub;
 }
-
-const isObject = (v: unknown) => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 const tag = 'Segments';
 const params = { id: uuidPath };
@@ -65,20 +62,11 @@ export function segmentRoutes(router: Router, g: Guards, deps: SegmentDeps): voi
         // The spec answers a missing name with its simple 400, before any other validation.
         const raw = (ctx.request.body ?? {}) as Record<string, unknown>;
         if (typeof raw.name !== 'string' || !raw.name.trim()) throw simpleBadRequest('name is required');
-        const fields = input.body();
         const projectId = ctx.state.project!.id;
-        if (fields.type === 'DYNAMIC' && !isObject(fields.condition)) {
-          throw simpleBadRequest('condition is required for a DYNAMIC segment and must be an object');
-        }
-        const condition = fields.type === 'DYNAMIC' ? await checkCondition(ctx.state.em, projectId, fields.condition) : null;
-        const segment = await createRefreshedSegment(ctx.state.em, deps.temporal, projectId, { ...fields, condition });
-        const counted = (await refreshCount(ctx.state.em, segment.id)) ?? segment;
-        if (counted.trackMembership && counted.type === 'DYNAMIC') {
-          const computed = await computeMembership(ctx.state.em, segment.id);
-          if (computed?.events.length) deps.hub.publish({ projectId, contactIds: [], events: computed.events });
-        }
+        const { segment, events } = await defineSegment(ctx.state.em, deps.temporal, projectId, input.body());
+        if (events.length) deps.hub.publish({ projectId, contactIds: [], events });
         ctx.status = 201;
-        ctx.body = toSegmentDto((await getSegment(ctx.state.em, projectId, segment.id)) ?? counted);
+        ctx.body = toSegmentDto(segment);
       },
     ),
   );
@@ -119,22 +107,10 @@ export function segmentRoutes(router: Router, g: Guards, deps: SegmentDeps): voi
         errors: { ...NOT_FOUND, 400: simpleError('A condition on a STATIC segment, or an invalid condition') },
       },
       async (ctx, input) => {
-        const id = input.param('id');
         const projectId = ctx.state.project!.id;
-        const segment = await getSegment(ctx.state.em, projectId, id);
-        const fields = input.body();
-        let condition;
-        if (fields.condition !== undefined) {
-          if (segment.type === 'STATIC') throw simpleBadRequest('A STATIC segment has no condition; its members are managed with /members');
-          if (!isObject(fields.condition)) throw simpleBadRequest('condition must be an object');
-          condition = await checkCondition(ctx.state.em, projectId, fields.condition, id);
-        }
-        await updateSegment(ctx.state.em, projectId, id, { ...fields, condition });
-        // A changed definition takes effect at once: the count, and for tracked segments the membership.
-        const computed = await computeMembership(ctx.state.em, id);
-        if (computed?.events.length) deps.hub.publish({ projectId, contactIds: [], events: computed.events });
-        const refreshed = await refreshCount(ctx.state.em, id);
-        ctx.body = toSegmentDto(refreshed ?? (await getSegment(ctx.state.em, projectId, id)));
+        const { segment, events } = await redefineSegment(ctx.state.em, projectId, input.param('id'), input.body());
+        if (events.length) deps.hub.publish({ projectId, contactIds: [], events });
+        ctx.body = toSegmentDto(segment);
       },
     ),
   );
@@ -239,17 +215,9 @@ export function segmentRoutes(router: Router, g: Guards, deps: SegmentDeps): voi
       },
       async (ctx, input) => {
         const projectId = ctx.state.project!.id;
-        const segment = await getSegment(ctx.state.em, projectId, input.param('id'));
-        const computed = await computeMembership(ctx.state.em, segment.id);
-        if (computed?.events.length) deps.hub.publish({ projectId, contactIds: [], events: computed.events });
-        const refreshed =
-          segment.trackMembership && segment.type === 'DYNAMIC'
-            ? await getSegment(ctx.state.em, projectId, segment.id)
-            : await refreshCount(ctx.state.em, segment.id);
-        ctx.body = {
-          ...toSegmentDto(refreshed ?? segment),
-          computed: { tracked: segment.trackMembership, entered: computed?.entered ?? 0, exited: computed?.exited ?? 0 },
-        };
+        const { segment, events, computed } = await recomputeSegment(ctx.state.em, projectId, input.param('id'));
+        if (events.length) deps.hub.publish({ projectId, contactIds: [], events });
+        ctx.body = { ...toSegmentDto(segment), computed };
       },
     ),
   );

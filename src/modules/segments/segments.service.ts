@@ -115,6 +115,82 @@ export async function createRefreshedSegment(em: EntityManager, temporal: Tempor
   });
 }
 
+const isObject = (v: unknown) => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** What a request's membership changes recorded: for the caller to publish once they are committed. */
+export interface SegmentChange {
+  segment: Segment;
+  events: EventRecord[];
+}
+
+/**
+ * `POST /segments`: the condition checked, the segment created with its refresh workflow, counted, and
+ * a tracked dynamic segment's first members entered (their entry events returned).
+ */
+export async function defineSegment(
+  em: EntityManager,
+  temporal: TemporalClient,
+  projectId: string,
+  fields: Omit<SegmentInput, 'condition'> & { condition?: unknown },
+): Promise<SegmentChange> {
+  if (fields.type === 'DYNAMIC' && !isObject(fields.condition)) {
+    throw simpleBadRequest('condition is required for a DYNAMIC segment and must be an object');
+  }
+  const condition = fields.type === 'DYNAMIC' ? await checkCondition(em, projectId, fields.condition) : null;
+  const segment = await createRefreshedSegment(em, temporal, projectId, { ...fields, condition });
+  const counted = (await refreshCount(em, segment.id)) ?? segment;
+  const computed = counted.trackMembership && counted.type === 'DYNAMIC' ? await computeMembership(em, segment.id) : undefined;
+  return { segment: await getSegment(em, projectId, segment.id), events: computed?.events ?? [] };
+}
+
+/**
+ * `PATCH /segments/:id`: a changed definition takes effect at once: the count, and for a tracked
+ * segment the membership (its entry and exit events returned).
+ */
+export async function redefineSegment(
+  em: EntityManager,
+  projectId: string,
+  id: string,
+  fields: { name?: string; description?: string | null; condition?: unknown; trackMembership?: boolean },
+): Promise<SegmentChange> {
+  const segment = await getSegment(em, projectId, id);
+  let condition: ConditionTree | undefined;
+  if (fields.condition !== undefined) {
+    if (segment.type === 'STATIC') throw simpleBadRequest('A STATIC segment has no condition; its members are managed with /members');
+    if (!isObject(fields.condition)) throw simpleBadRequest('condition must be an object');
+    condition = await checkCondition(em, projectId, fields.condition, id);
+  }
+  const { name, description, trackMembership } = fields;
+  if (name !== undefined || description !== undefined || condition !== undefined || trackMembership !== undefined) {
+    if (name !== undefined) segment.name = name;
+    if (description !== undefined) segment.description = description;
+    if (condition !== undefined) segment.condition = condition;
+    if (trackMembership !== undefined) segment.trackMembership = trackMembership;
+    // A PATCH with fields moves updatedAt even when their values are the same.
+    segment.updatedAt = new Date();
+    await em.flush();
+  }
+  const computed = await computeMembership(em, id);
+  const refreshed = await refreshCount(em, id);
+  return { segment: refreshed ?? (await getSegment(em, projectId, id)), events: computed?.events ?? [] };
+}
+
+/** `POST /segments/:id/compute`: membership recomputed now, with how many entered and exited. */
+export async function recomputeSegment(
+  em: EntityManager,
+  projectId: string,
+  id: string,
+): Promise<SegmentChange & { computed: { tracked: boolean; entered: number; exited: number } }> {
+  const segment = await getSegment(em, projectId, id);
+  const computed = await computeMembership(em, segment.id);
+  const refreshed = segment.trackMembership && segment.type === 'DYNAMIC' ? await getSegment(em, projectId, segment.id) : await refreshCount(em, segment.id);
+  return {
+    segment: refreshed ?? segment,
+    events: computed?.events ?? [],
+    computed: { tracked: segment.trackMembership, entered: computed?.entered ?? 0, exited: computed?.exited ?? 0 },
+  };
+}
+
 export async function createSegment(em: EntityManager, projectId: string, input: SegmentInput): Promise<Segment> {
   const segment = em.create(Segment, {
     id: newId(),
@@ -126,25 +202,6 @@ export async function createSegment(em: EntityManager, projectId: string, input:
     trackMembership: input.trackMembership,
   });
   await em.persist(segment).flush();
-  return segment;
-}
-
-export async function updateSegment(
-  em: EntityManager,
-  projectId: string,
-  id: string,
-  patch: { name?: string; description?: string | null; condition?: ConditionTree; trackMembership?: boolean },
-): Promise<Segment> {
-  const segment = await getSegment(em, projectId, id);
-  const { name, description, condition, trackMembership } = patch;
-  if (name === undefined && description === undefined && condition === undefined && trackMembership === undefined) return segment;
-  if (name !== undefined) segment.name = name;
-  if (description !== undefined) segment.description = description;
-  if (condition !== undefined) segment.condition = condition;
-  if (trackMembership !== undefined) segment.trackMembership = trackMembership;
-  // A PATCH with fields moves updatedAt even when their values are the same.
-  segment.updatedAt = new Date();
-  await em.flush();
   return segment;
 }
 
