@@ -131,7 +131,7 @@ const envSchema = z.object({
   HTTP_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(100_000).default(1024),
   /** Connections the HTTP API holds from one client address. Unset: 256, or HTTP_MAX_CONNECTIONS with TRUST_PROXY (the proxy is the client). */
   HTTP_MAX_CONNECTIONS_PER_CLIENT: z.coerce.number().int().min(1).max(100_000).optional(),
-  /** A connection that has not sent a whole request head this long after connecting (or after its last answer) is closed (408). */
+  /** A connection that has not sent a whole request head this long after connecting (or after starting its next one) is closed (408). */
   HTTP_HEADERS_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(600).default(10),
   /** Names the Web UI and the dev mailbox answer to besides 127.0.0.1, localhost and [::1] (host or host:port, comma-separated). */
   ALLOWED_HOSTS: z

@@ -17,7 +17,10 @@ export interface ListenOptions {
   port: number;
   /** The listener's connection limits. */
   gate: ConnectionGate;
-  /** A connection must send a whole request head within this long of connecting (or of its last answer), or get 408. */
+  /**
+   * A connection must send a whole request head within this long of connecting (or of starting its next
+   * request), or get 408. Between requests a keep-alive connection is idle, and closed after 65 s.
+   */
   headersTimeoutMs: number;
 }
 

@@ -102,8 +102,15 @@ function fold(name: string, value: string): string {
   return (out + line).slice(name.length + 2);
 }
 
-/** A header value as written: encoded-words where it is not plain ASCII. */
-const headerText = (value: string) => (mimeFuncs.isPlainText(value) ? value : mimeFuncs.encodeWords(value, 'Q', 52));
+/**
+ * Text a header may carry as it is. nodemailer counts CR and LF as plain, but written out they would end
+ * the header line (a second From:), so text with them is encoded too, whatever validated it upstream.
+ */
+const plainText = (value: string) => mimeFuncs.isPlainText(value) && !/[\r\n]/.test(value);
+
+/** A header value as written: encoded-words where it is not plain ASCII (all of it when it holds a line break). */
+const headerText = (value: string) =>
+  plainText(value) ? value : /[\r\n]/.test(value) ? mimeFuncs.encodeWord(value, 'Q', 52) : mimeFuncs.encodeWords(value, 'Q', 52);
 
 function asciiAddress(address: string): string {
   const at = address.lastIndexOf('@');
@@ -118,7 +125,7 @@ export const ADDRESS_SHAPE = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
 export function mailbox(m: { name: string | null; address: string }): string {
   const address = asciiAddress(m.address);
   if (!m.name) return address;
-  const name = mimeFuncs.isPlainText(m.name) ? mimeFuncs.quoteString(m.name) : mimeFuncs.encodeWord(m.name, 'Q', 52);
+  const name = plainText(m.name) ? mimeFuncs.quoteString(m.name) : mimeFuncs.encodeWord(m.name, 'Q', 52);
   return `${name} <${address}>`;
 }
 

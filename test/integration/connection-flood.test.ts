@@ -21,10 +21,12 @@ const FLOOD = path.join(ROOT, 'dist/test/setup/flood.js');
 const FILE_LIMIT = 4096;
 /** The defaults of HTTP_MAX_CONNECTIONS, SMTP_SUBMISSION_MAX_CONNECTIONS, INBOUND_MAX_CONNECTIONS and the fixed Web UI and metrics limits. */
 const LIMITS = { http: 1024, submission: 256, inbound: 256, temporalUi: 128, metrics: 32 };
+/** The capture SMTP server's fixed limit: the service's own mail goes through it, so it is flooded on its own. */
+const DEV_SMTP_LIMIT = 256;
 
 let service: ChildProcess;
 let output = '';
-const ports = { api: 0, submission: 0, inbound: 0, ui: 0, metrics: 0, temporal: 0 };
+const ports = { api: 0, submission: 0, inbound: 0, ui: 0, metrics: 0, temporal: 0, devSmtp: 0 };
 let dataDir: string;
 
 beforeAll(async () => {
@@ -44,6 +46,7 @@ beforeAll(async () => {
     TEMPORAL_DEV_SERVER_PORT: String(ports.temporal),
     TEMPORAL_DEV_SERVER_PERSISTENCE: 'memory',
     TEMPORAL_UI_PORT: String(ports.ui),
+    DEV_SMTP_PORT: String(ports.devSmtp),
     LOG_LEVEL: 'warn',
   };
   service = spawn('prlimit', [`--nofile=${FILE_LIMIT}:${FILE_LIMIT}`, process.execPath, MAIN, 'all'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -226,6 +229,35 @@ test('10× the connection limit on every listener at once: /health answers throu
   for (const listener of ['http', 'submission', 'inbound', 'temporalUi', 'metrics']) {
     expect(metrics).toMatch(new RegExp(`postbox_connections_refused_total\\{listener="${listener}",reason="(total|per_client)"\\} [1-9]`));
   }
+  expect(service.exitCode).toBeNull();
+  expect(output).not.toMatch(/uv loop|EMFILE|Failed to initialize/);
+});
+
+test("10× the capture SMTP server's limit: /health answers throughout, and the service's own mail is captured again afterwards", async () => {
+  const api = new Api(`http://127.0.0.1:${ports.api}`);
+  const health = pollHealth();
+  await new Promise((r) => setTimeout(r, 300));
+  const before = openSockets();
+  const attack = await flood([{ port: ports.devSmtp, count: 10 * DEV_SMTP_LIMIT }]);
+  try {
+    expect(attack.result.attempted).toBe(10 * DEV_SMTP_LIMIT);
+    expect(openSockets() - before).toBeLessThanOrEqual(heldAtMost([DEV_SMTP_LIMIT]) + OWN_SOCKETS);
+    expect(service.exitCode).toBeNull();
+  } finally {
+    attack.stop();
+    await health.stop();
+  }
+  expect(health.statuses.length).toBeGreaterThan(2);
+  expect(health.statuses.every((s) => s === 200)).toBe(true);
+  const signup = await api.post('/auth/signup', { email: `after-smtp-${Date.now()}@example.com`, password: 'correct horse battery' });
+  expect(signup.status).toBe(201);
+  await until(
+    async () => ((await api.get(`/dev/mailbox?to=${encodeURIComponent(signup.body.email)}`)).body.data?.length ? true : undefined),
+    30_000,
+    'the verification mail after the capture SMTP flood',
+  );
+  const metrics = await (await fetch(`http://127.0.0.1:${ports.metrics}/metrics`)).text();
+  expect(metrics).toMatch(/postbox_connections_refused_total\{listener="devSmtp",reason="(total|per_client)"\} [1-9]/);
   expect(service.exitCode).toBeNull();
   expect(output).not.toMatch(/uv loop|EMFILE|Failed to initialize/);
 });

@@ -41,6 +41,9 @@ async function submit(raw: string, to = 'victim@example.org'): Promise<string> {
   return reply;
 }
 
+/** `text` as one RFC 2047 encoded-word, which a parser decodes byte for byte. */
+const encodedWord = (text: string) => `=?utf-8?B?${Buffer.from(text).toString('base64')}?=`;
+
 const written = async (to: string) => (await dbQuery(svc.databaseUrl, `SELECT id FROM emails WHERE to_email = $1`, [to])).length;
 
 test('a bare CR in a header value (a second From: smuggled in) is 550 5.6.0; /v1/send refuses the same header with 422', async () => {
@@ -64,6 +67,10 @@ test('a bare CR in a header value (a second From: smuggled in) is 550 5.6.0; /v1
     [attachment('Content-Type: image/png; name="a\rFrom: ceo@bank.test"'), /Content-Type/],
     [attachment('Content-Type: image/png\nContent-Disposition: attachment; filename="a\0b.png"'), /Content-Disposition/],
     ['From: hi@acme.test\nSubject: s\nX-Nul: a\0b\n\nbody\n', /X-Nul/],
+    // Encoded-words decode to any byte: a Cc name of "a<CRLF>From: ceo@bank.test", and one with a NUL.
+    [`From: hi@acme.test\nCc: ${encodedWord('a\r\nFrom: ceo@bank.test')} <cc@example.org>\nSubject: s\n\nbody\n`, /Cc: Cannot contain line breaks or NUL/],
+    [`From: hi@acme.test\nCc: ${encodedWord('a\0b')} <cc@example.org>\nSubject: s\n\nbody\n`, /Cc: .*NUL/],
+    [`From: ${encodedWord('Hi\r\nFrom: ceo@bank.test')} <hi@acme.test>\nSubject: s\n\nbody\n`, /From: Cannot contain line breaks/],
   ] as const) {
     expect(await submit(raw, 'cr@example.org')).toMatch(new RegExp(`^550 5\\.6\\.0 .*${named.source}`));
   }

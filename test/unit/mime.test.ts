@@ -3,7 +3,7 @@ import { simpleParser } from 'mailparser';
 import { ZoneDnsServer } from '../../src/dns/zone-server';
 import { dkimStatus } from '../setup/dkim';
 import { relaxedBody, relaxedHeader } from '../../src/mail/dkim';
-import { encodeMessage, type OutgoingMessage } from '../../src/mail/mime';
+import { encodeMessage, mailbox, type OutgoingMessage } from '../../src/mail/mime';
 
 let dns: ZoneDnsServer;
 const keys = crypto.generateKeyPairSync('rsa', { modulusLength: 2048 });
@@ -134,6 +134,22 @@ describe('messages built by encodeMessage', () => {
       comment: 'body hash did not verify',
     });
     expect(await dkimResult(Buffer.from(raw.toString().replace('Subject: Hello', 'Subject: Hellp')))).toBe('fail');
+  });
+
+  test('a name or header value holding CR or LF is encoded, never a line of its own (a second From:)', async () => {
+    const smuggled = 'a\r\nFrom: ceo@bank.test';
+    const { raw } = await encodeMessage({
+      ...base,
+      to: { name: smuggled, address: 'user@example.org' },
+      subject: smuggled,
+      headers: { 'X-Note': smuggled, Cc: mailbox({ name: smuggled, address: 'cc@example.org' }) },
+    });
+    const head = raw.toString().split('\r\n\r\n')[0];
+    expect(head.split('\r\n').filter((l) => /^from:/i.test(l))).toEqual(['From: "Shapes" <hello@shapes.test>']);
+    expect(head).not.toMatch(/[^\r]\n|\r(?!\n)/);
+    const parsed = await simpleParser(raw);
+    expect(parsed.subject).toBe(smuggled);
+    expect(parsed.cc).toMatchObject({ value: [{ name: smuggled, address: 'cc@example.org' }] });
   });
 
   test('without a key, nothing is signed', async () => {

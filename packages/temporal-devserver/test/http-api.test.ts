@@ -8,6 +8,7 @@ import { Client, Connection } from '@temporalio/client';
 import pino from 'pino';
 import { type DevServer, startDevServer, type DevServerOptions } from '../src';
 import { httpCallContext } from '../src/http/gateway';
+import { hostAllowed } from '../src/http/ui-server';
 import { registerSearchAttributes, uid } from './helpers/env';
 import { createTestDatabase } from './helpers/postgres';
 
@@ -285,6 +286,14 @@ describe.each(modes)('HTTP API (%s)', (_mode, options) => {
       expect((await rawRequest('GET', '/api/v1/settings', { host })).status).toBe(200);
     }
     await handle.terminate();
+    // Names the operator configured (ALLOWED_HOSTS): a bare name on any port, a name:port on that port only.
+    expect(hostAllowed('ui.dev.test:9000', 8233, ['ui.dev.test'])).toBe(true);
+    expect(hostAllowed('UI.dev.test', 8233, ['ui.dev.test'])).toBe(true);
+    expect(hostAllowed('ops.test:9000', 8233, ['ops.test:9000'])).toBe(true);
+    expect(hostAllowed('ops.test:9001', 8233, ['ops.test:9000'])).toBe(false);
+    expect(hostAllowed('ui.dev.test.evil.test:9000', 8233, ['ui.dev.test'])).toBe(false);
+    expect(hostAllowed('[::1]:8233', 8233)).toBe(true);
+    expect(hostAllowed(undefined, 8233, ['ui.dev.test'])).toBe(false);
   });
 
   test('a write from another site is refused even with the CSRF token: Sec-Fetch-Site or Origin must name this UI', async () => {

@@ -143,10 +143,15 @@ export const sendSchema = z.object(sendFields(base64Content)).superRefine(sendRu
 
 /**
  * A message submitted over SMTP, as /v1/send would take it and checked by the same rules: `body` is its
- * HTML (or else its text), `text` its text part beside the HTML, attachments their decoded bytes.
+ * HTML (or else its text), `text` its text part beside the HTML, attachments their decoded bytes, and
+ * `cc` the Cc: header's addresses, named by the same rule as recipients.
  */
 export const submittedSendSchema = z
-  .object({ ...sendFields(z.instanceof(Buffer).refine((b) => b.length > 0, 'an attachment cannot be empty')), text: body.optional() })
+  .object({
+    ...sendFields(z.instanceof(Buffer).refine((b) => b.length > 0, 'an attachment cannot be empty')),
+    text: body.optional(),
+    cc: z.array(recipientObject).optional(),
+  })
   .superRefine(sendRules);
 
 export type SendInput = z.output<typeof sendSchema>;

@@ -161,6 +161,8 @@ function sendRequestOf(parsed: ParsedMail, envelope: { from: string | null; to: 
     subject: parsed.subject || undefined,
     body: template === undefined ? (html ?? text) : undefined,
     text: template === undefined && html !== undefined ? text : undefined,
+    // Its display names come decoded from encoded-words, so they are checked like a recipient's name.
+    cc: addresses(parsed.cc).map((a) => ({ email: a.address, name: a.name || undefined })),
     template,
     headers,
     data,
@@ -179,12 +181,11 @@ function sendRequestOf(parsed: ParsedMail, envelope: { from: string | null; to: 
       };
     }),
   });
-  const { body: _body, text: _text, ...checked } = submitted;
+  const { body: _body, text: _text, cc, ...checked } = submitted;
   // Cc is shown as the client wrote it (its addresses parsed, names encoded); every envelope recipient, Bcc
   // ones too, gets an email of their own.
-  const cc = addresses(parsed.cc);
-  const request = cc.length
-    ? { ...checked, headers: { ...checked.headers, Cc: cc.map((a) => mailbox({ address: a.address, name: a.name || null })).join(', ') } }
+  const request = cc?.length
+    ? { ...checked, headers: { ...checked.headers, Cc: cc.map((a) => mailbox({ address: a.email, name: a.name ?? null })).join(', ') } }
     : checked;
   if (submitted.template !== undefined) return request;
   return { ...request, literal: { subject: submitted.subject ?? '', html: html ?? null, text: text ?? null } };
@@ -199,6 +200,7 @@ function fieldInMessage(field: string): string {
     subject: 'Subject',
     from: 'From',
     to: 'To',
+    cc: 'Cc',
     reply: 'Reply-To',
     body: 'the body',
     text: 'the text part',
