@@ -67,7 +67,7 @@ const envSchema = z.object({
   /** Background refresh of each segment's count, and recompute of tracked memberships (time-based conditions). */
   SEGMENT_REFRESH_SECONDS: z.coerce.number().int().min(1).max(86_400).default(300),
   DOMAIN_CHECK_INTERVAL_SECONDS: z.coerce.number().int().min(1).max(86_400).default(300),
-  /** Email dispatchers of each worker process (`email-dispatch:<its queue>:<n>`); every worker's share the outgoing queue. */
+  /** Email dispatchers of each worker process (`email-dispatch:<its queue>:<n>`); all of them share the outgoing queue. */
   EMAIL_DISPATCHERS: z.coerce.number().int().min(1).max(64).default(2),
   /** First retry delay after an SMTP 4xx reply; doubles on each attempt, at most one hour. */
   EMAIL_RETRY_BASE_SECONDS: z.coerce.number().int().min(1).max(3600).default(30),

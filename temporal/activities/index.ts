@@ -135,11 +135,6 @@ export function createActivities(deps: ActivityDeps) {
     },
 
     /**
-     * A campaign's recipients, batch after batch for up to CAMPAIGN_DELIVERY_MS (one batch in memory at a
-     * time); `stopped` once the campaign is no longer SENDING. The name is older than the loop: it is
-     * the activity type in the histories of campaigns already sending.
-     */
-    /**
      * The next chunks of a campaign to deliver (after `after`), and how many may be in flight: every
      * worker polling for chunks now, times the chunks each takes at once. With no chunk left, what is
      * still queued (retries after a 4xx) and when it comes due.

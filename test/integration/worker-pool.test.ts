@@ -18,6 +18,8 @@ const MAIN = path.resolve(__dirname, '../../dist/src/main.js');
 const WORKERS = 3;
 const RECIPIENTS = 3000;
 const SENDS = 600;
+/** Transactional mail queued at once against a slow relay, so that drains hold claims. */
+const BACKLOG = 2000;
 
 interface PoolWorker {
   child: ChildProcess;
@@ -30,6 +32,8 @@ let api: TestService;
 let acct: Account;
 let key: { key: string };
 const workers: PoolWorker[] = [];
+/** Workers that join the pool later and leave it again (stopped or killed). */
+const joiners: PoolWorker[] = [];
 
 async function startWorker(): Promise<PoolWorker> {
   const metricsPort = await freePort();
@@ -65,7 +69,7 @@ beforeAll(async () => {
   for (let i = 0; i < WORKERS; i++) workers.push(await startWorker());
 }, 240_000);
 afterAll(async () => {
-  for (const w of workers) if (w.child.exitCode === null) w.child.kill('SIGKILL');
+  for (const w of [...workers, ...joiners]) if (w.child.exitCode === null) w.child.kill('SIGKILL');
   await api?.stop();
   await smtp?.stop();
   await dns?.stop();
@@ -87,6 +91,8 @@ test(`a ${RECIPIENTS}-recipient campaign is delivered by every worker (each at l
   const to = smtp.received.map((m) => m.envelope.to[0]).filter((t) => t.endsWith('@pool.test'));
   expect(new Set(to).size).toBe(RECIPIENTS);
   expect(to).toHaveLength(RECIPIENTS);
+  const stats = (await api.api.get(`/campaigns/${c.id}/stats`, key)).body;
+  expect(stats).toMatchObject({ status: 'SENT', totalRecipients: RECIPIENTS, sent: RECIPIENTS, queued: 0, failed: 0 });
 }, 240_000);
 
 test(`${SENDS} /v1/send messages are delivered by every worker (each at least 10%), each once`, async () => {
@@ -113,7 +119,113 @@ test(`${SENDS} /v1/send messages are delivered by every worker (each at least 10
   expect(to).toHaveLength(SENDS);
 }, 240_000);
 
-test('a worker that stops gives its claims back, and one killed in the middle of a campaign loses nothing', async () => {
+/** Transactional mail a worker holds claimed and has not sent yet (its dispatchers' ids carry its pid). */
+async function heldBy(w: PoolWorker): Promise<number> {
+  const [row] = await dbQuery<{ n: number }>(
+    api.databaseUrl,
+    `SELECT count(*)::int AS n FROM emails WHERE status = 'QUEUED' AND claimed_until > now() AND claimed_by LIKE $1`,
+    [`%:${w.child.pid}:%`],
+  );
+  return row.n;
+}
+
+/** Queues `n` /v1/send messages to `<prefix><i>@<domain>`, 16 requests at a time. */
+async function sendMany(n: number, prefix: string, domain: string): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: 16 }, async () => {
+      while (next < n) {
+        const i = next++;
+        const res = await api.api.post('/v1/send', { to: `${prefix}${i}@${domain}`, from: 'hi@pool.test', subject: 'Hi', body: 'x' }, key);
+        expect(res.status).toBe(200);
+      }
+    }),
+  );
+}
+
+const receivedAt = (domain: string) => smtp.received.map((m) => m.envelope.to[0]).filter((t) => t.endsWith(`@${domain}`));
+
+test('a worker that joins takes its share of /v1/send at once, and one that stops (SIGTERM) gives back what it holds claimed', async () => {
+  const joiner = await startWorker();
+  joiners.push(joiner);
+  // A slow relay and a backlog: every drain holds a claimed batch for a while.
+  smtp.delayMs = 300;
+  try {
+    await sendMany(BACKLOG, 'j', 'join.test');
+    // Its dispatchers claim from the shared queue as soon as it runs: it delivers, and holds more.
+    await until(async () => ((await sentBy(joiner)) > 0 && (await heldBy(joiner)) >= 50 ? true : undefined), 60_000, 'the new worker delivering');
+    joiner.child.kill('SIGTERM');
+    await new Promise((r) => joiner.child.once('exit', r));
+    // Left to expire, its claims would hold that mail back for CLAIM_SECONDS (2 minutes).
+    expect(await heldBy(joiner)).toBe(0);
+    await until(async () => (new Set(receivedAt('join.test')).size === BACKLOG ? true : undefined), 60_000, 'every send delivered');
+  } finally {
+    smtp.delayMs = 0;
+  }
+  expect(receivedAt('join.test')).toHaveLength(BACKLOG);
+}, 240_000);
+
+test('a worker killed (SIGKILL) while it holds /v1/send mail claimed loses none of it: the pool sends it once the claims expire', async () => {
+  const doomed = await startWorker();
+  joiners.push(doomed);
+  smtp.delayMs = 300;
+  try {
+    await sendMany(BACKLOG, 'd', 'dead.test');
+    await until(async () => ((await heldBy(doomed)) >= 50 ? true : undefined), 60_000, 'the doomed worker holding claims');
+    doomed.child.kill('SIGKILL');
+    await new Promise((r) => doomed.child.once('exit', r));
+    expect(await heldBy(doomed)).toBeGreaterThan(0);
+  } finally {
+    smtp.delayMs = 0;
+  }
+  // The other workers' dispatchers sleep until the dead claims expire (CLAIM_SECONDS), then take them.
+  await until(async () => (new Set(receivedAt('dead.test')).size === BACKLOG ? true : undefined), 200_000, 'every send delivered after the kill');
+  const to = receivedAt('dead.test');
+  // Only what SMTP accepted and the killed worker had not recorded goes twice (DELIVERY_IN_FLIGHT, 64 by default).
+  expect(to.length - BACKLOG).toBeLessThanOrEqual(64);
+  const [left] = await dbQuery<{ n: number }>(api.databaseUrl, `SELECT count(*)::int AS n FROM emails WHERE status = 'QUEUED' AND to_email LIKE '%@dead.test'`);
+  expect(left.n).toBe(0);
+}, 300_000);
+
+test('cancelling a campaign that every worker is sending stops them all: nothing more leaves, the counters match the sink', async () => {
+  await dbQuery(
+    api.databaseUrl,
+    `INSERT INTO contacts (id, project_id, email, subscribed) SELECT gen_random_uuid(), $1, 'x' || i || '@cancel.test', true FROM generate_series(1, $2) AS i`,
+    [acct.project.id, RECIPIENTS],
+  );
+  await dbQuery(api.databaseUrl, `UPDATE contacts SET subscribed = false WHERE project_id = $1 AND email NOT LIKE '%@cancel.test'`, [acct.project.id]);
+  const before = await shares();
+  smtp.delayMs = 100;
+  try {
+    const c = (await api.api.post('/campaigns', { name: 'Cancel', subject: 'Hi', body: '<p>Hi</p>', from: 'news@pool.test', audienceType: 'ALL' }, key)).body
+      .data;
+    await api.api.post(`/campaigns/${c.id}/send`, {}, key);
+    // Under way on every worker before the cancel.
+    await until(async () => ((await shares()).every((n, i) => n > before[i]) ? true : undefined), 60_000, 'every worker sending');
+    expect((await api.api.post(`/campaigns/${c.id}/cancel`, {}, key)).body.data.status).toBe('CANCELLED');
+    await until(
+      async () => {
+        const [r] = await dbQuery(api.databaseUrl, `SELECT count(*)::int AS q FROM emails WHERE campaign_id = $1 AND status = 'QUEUED'`, [c.id]);
+        return r.q === 0 ? true : undefined;
+      },
+      60_000,
+      'nothing of the campaign queued',
+    );
+    await new Promise((r) => setTimeout(r, 1500));
+    const received = receivedAt('cancel.test').length;
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(receivedAt('cancel.test')).toHaveLength(received);
+    expect(received).toBeLessThan(RECIPIENTS);
+    const stats = (await api.api.get(`/campaigns/${c.id}/stats`, key)).body;
+    expect(stats.status).toBe('CANCELLED');
+    expect(stats.sent + stats.cancelled).toBe(RECIPIENTS);
+    expect(stats.sent).toBe(received);
+  } finally {
+    smtp.delayMs = 0;
+  }
+}, 240_000);
+
+test('a worker killed and another stopped in the middle of a campaign lose no recipient, and its counters stay exact', async () => {
   await dbQuery(
     api.databaseUrl,
     `INSERT INTO contacts (id, project_id, email, subscribed) SELECT gen_random_uuid(), $1, 'k' || i || '@kill.test', true FROM generate_series(1, $2) AS i`,
@@ -129,7 +241,7 @@ test('a worker that stops gives its claims back, and one killed in the middle of
   );
   const killed = workers[0];
   killed.child.kill('SIGKILL');
-  // A graceful stop too: its dispatchers are cancelled and nothing it claimed stays claimed.
+  // A graceful stop too: its chunks in flight end early and their rest is planned again.
   const stopped = workers[1];
   stopped.child.kill('SIGTERM');
   await new Promise((r) => stopped.child.once('exit', r));
@@ -142,6 +254,6 @@ test('a worker that stops gives its claims back, and one killed in the middle of
   expect(new Set(to).size).toBe(RECIPIENTS);
   // What a killed worker can send twice: what SMTP accepted and it had not recorded (DELIVERY_IN_FLIGHT, 64 by default).
   expect(to.length - RECIPIENTS).toBeLessThanOrEqual(64);
-  const [held] = await dbQuery(api.databaseUrl, `SELECT count(*)::int AS n FROM emails WHERE status = 'QUEUED' AND claimed_by IS NOT NULL`);
-  expect(held.n).toBe(0);
+  const stats = (await api.api.get(`/campaigns/${c.id}/stats`, key)).body;
+  expect(stats).toMatchObject({ status: 'SENT', totalRecipients: RECIPIENTS, sent: RECIPIENTS, queued: 0, failed: 0 });
 }, 400_000);
