@@ -2,7 +2,8 @@
  * Bounces and complaints from any relay: mail goes out with a per-message return path once the domain
  * publishes it, and what real MTAs send back to it (samples from sisimai's set-of-emails, sent with swaks
  * to the service's own MX) is recorded as SES's events are: hard bounces and complaints unsubscribe,
- * soft bounces, delays and auto-replies do not, and a 5.1.1 during the SMTP session is a hard bounce too.
+ * soft bounces, delays and auto-replies do not, and a 5xx during the SMTP session is a hard bounce (5.1.1) or, when it
+ * speaks of the recipient's mailbox, a soft one.
  */
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
@@ -246,6 +247,69 @@ test('a 5.1.1 refusal while sending is a hard bounce: BOUNCED and unsubscribed, 
     expect((await contact(soft.body.data.emails[0].contact.id)).subscribed).toBe(true);
   } finally {
     relay.reply = () => 'accept';
+  }
+});
+
+test("a 5xx about the recipient's mailbox while sending is a soft bounce: Transient, subscribed until SOFT_BOUNCE_LIMIT in a row; a relay's own refusal stays FAILED", async () => {
+  const full = `full-rcpt-${Date.now()}@example.org`;
+  const denied = `denied-rcpt-${Date.now()}@example.org`;
+  relay.rcptReply = (rcpt) =>
+    rcpt === full
+      ? { code: 552, message: '5.2.2 <' + rcpt + '>: Recipient address rejected: Mailbox full' }
+      : rcpt === denied
+        ? { code: 550, message: '5.7.1 <' + rcpt + '>: Relay access denied' }
+        : 'accept';
+  const send = async (to: string) =>
+    (await svc.api.post('/v1/send', { to, from: 'hi@acme.test', subject: 'Hi', body: 'x', subscribed: true }, key)).body.data.emails[0];
+  try {
+    const first = await send(full);
+    await until(async () => ((await eventsOf(first.email, 'email.bounce')).length ? true : undefined), 20_000, 'the soft bounce');
+    expect((await eventsOf(first.email, 'email.bounce'))[0].data).toMatchObject({
+      bounceType: 'Transient',
+      bounceSubType: 'MailboxFull',
+      reason: 'mailboxfull',
+      status: '5.2.2',
+      diagnosticCode: expect.stringContaining('Mailbox full'),
+      source: 'smtp',
+    });
+    // It never left, so it is not queued again: BOUNCED, as a hard refusal is.
+    expect((await emailRow(first.email)).status).toBe('BOUNCED');
+    expect((await contact(first.contact.id)).subscribed).toBe(true);
+
+    // The limit is reached on the third refusal with nothing delivered or opened between.
+    for (let i = 1; i < SOFT_BOUNCE_LIMIT; i++) {
+      const next = await send(full);
+      await until(async () => ((await eventsOf(next.email, 'email.bounce')).length ? true : undefined), 20_000, 'the soft bounce');
+      expect((await contact(first.contact.id)).subscribed).toBe(i < SOFT_BOUNCE_LIMIT - 1);
+    }
+
+    const relaying = await send(denied);
+    await until(async () => ((await emailRow(relaying.email)).status === 'FAILED' ? true : undefined), 20_000, 'FAILED');
+    expect(await eventsOf(relaying.email, 'email.bounce')).toHaveLength(0);
+    expect((await contact(relaying.contact.id)).subscribed).toBe(true);
+  } finally {
+    relay.rcptReply = () => 'accept';
+  }
+});
+
+test("a campaign email refused with a full mailbox counts in the campaign's bouncedCount, and the contact stays subscribed", async () => {
+  const email = `campaign-full-${Date.now()}@example.org`;
+  relay.rcptReply = (rcpt) => (rcpt === email ? { code: 552, message: '5.2.2 Mailbox full' } : 'accept');
+  try {
+    const c = (await svc.api.post('/contacts', { email, subscribed: true }, key)).body;
+    const audienceCondition = { logic: 'AND', groups: [{ filters: [{ field: 'email', operator: 'equals', value: email }] }] };
+    const campaign = (
+      await svc.api.post(
+        '/campaigns',
+        { name: 'F', subject: 'News', body: '<p>News</p>', from: 'hi@acme.test', audienceType: 'FILTERED', audienceCondition },
+        key,
+      )
+    ).body.data;
+    expect((await svc.api.post(`/campaigns/${campaign.id}/send`, {}, key)).status).toBeLessThan(300);
+    await until(async () => ((await svc.api.get(`/campaigns/${campaign.id}`, key)).body.bouncedCount === 1 ? true : undefined), 30_000, 'bouncedCount 1');
+    expect((await contact(c.id)).subscribed).toBe(true);
+  } finally {
+    relay.rcptReply = () => 'accept';
   }
 });
 
