@@ -136,7 +136,7 @@ test('a hard bounce from a real MTA to the return path unsubscribes the contact 
   expect(JSON.stringify(feed)).toContain('email.bounce');
 
   await deliverReport(dsn, sent.received.envelope.from!);
-  // Another MTA's report of the same email, and a complaint about it: the email is BOUNCED already.
+  // Another MTA's report of the same email: the email is BOUNCED already, so it records nothing more.
   await deliverReport(await reportFrom('lhost-exim-05.eml', { recipient: 'gone@example.org' }), sent.received.envelope.from!);
   expect(await eventsOf(sent.emailId, 'email.bounce')).toHaveLength(1);
   const [inbound] = await dbQuery(svc.databaseUrl, `SELECT count(*)::int AS n FROM inbound_reports WHERE email_id = $1`, [sent.emailId]);
