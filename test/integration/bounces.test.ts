@@ -68,13 +68,14 @@ async function sendOne(to: string): Promise<{ emailId: string; contactId: string
  * A real report from the corpus, made to speak of our message: its recipient and the original's
  * Message-ID replaced by ours (as the MTA would have written them), and a Message-ID of its own.
  */
-async function reportFrom(file: string, opts: { recipient?: string; originalMessageId?: string }): Promise<string> {
+async function reportFrom(file: string, opts: { recipient?: string; originalMessageId?: string; replace?: [string, string] }): Promise<string> {
   let text = fs.readFileSync(path.join(CORPUS, file), 'latin1');
   const parsed = await parseInboundReport(Buffer.from(text, 'latin1'));
   const theirs = parsed.kind === 'bounce' || parsed.kind === 'delay' ? parsed.recipients[0]?.recipient : parsed.kind === 'complaint' ? parsed.recipient : null;
   if (opts.recipient && theirs) text = text.replace(new RegExp(theirs.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'), 'gi'), opts.recipient);
   const original = parsed.kind !== 'unknown' ? parsed.original.messageId : null;
   if (opts.originalMessageId && original) text = text.split(original).join(opts.originalMessageId);
+  if (opts.replace) text = text.split(opts.replace[0]).join(opts.replace[1]);
   text = text.replace(/^Message-ID:.*$/im, `Message-ID: <report-${Math.random().toString(36).slice(2)}@mta.test>`);
   const file2 = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'dsn-')), file);
   fs.writeFileSync(file2, text, 'latin1');
@@ -197,6 +198,27 @@ test('complaints unsubscribe: an ARF report at the return path, and one at the f
   const messageId = (await dbQuery(svc.databaseUrl, `SELECT message_id FROM emails WHERE id = $1`, [b.emailId]))[0].message_id;
   await deliverReport(await reportFrom('arf-02.eml', { recipient: b.received.envelope.to[0], originalMessageId: messageId }), 'fbl@bounces.acme.test');
   await until(async () => ((await contact(b.contactId)).subscribed === false ? true : undefined), 10_000, 'unsubscribed by the feedback loop');
+});
+
+test("a complaint at a feedback-loop address is matched only to mail sent from that address's domain; another's is kept unmatched", async () => {
+  const sent = await sendOne(`fbl-domain-${Date.now()}@example.org`);
+  const rcpt = sent.received.envelope.to[0];
+  const messageId = (await dbQuery(svc.databaseUrl, `SELECT message_id FROM emails WHERE id = $1`, [sent.emailId]))[0].message_id;
+  const reportsTo = async (address: string) =>
+    dbQuery(svc.databaseUrl, `SELECT email_id FROM inbound_reports WHERE envelope_to = $1 AND kind = 'complaint'`, [address]);
+
+  // Found by its Message-ID, and by its return path in the returned original: both at another domain's address.
+  const byMessageId = await reportFrom('arf-02.eml', { recipient: rcpt, originalMessageId: messageId });
+  const byReturnPath = await reportFrom('arf-02.eml', { recipient: rcpt, replace: ['shironeko@example.com', sent.received.envelope.from!] });
+  for (const file of [byMessageId, byReturnPath]) expect(await deliverReport(file, 'fbl@bounces.other.test')).toMatch(/<- {2}250 /);
+  await until(async () => ((await reportsTo('fbl@bounces.other.test')).length === 2 ? true : undefined), 10_000, 'both kept');
+  expect(await reportsTo('fbl@bounces.other.test')).toEqual([{ email_id: null }, { email_id: null }]);
+  expect(await eventsOf(sent.emailId, 'email.complaint')).toHaveLength(0);
+  expect((await contact(sent.contactId)).subscribed).toBe(true);
+
+  // The same report at the sender domain's own address is the email's.
+  await deliverReport(byReturnPath, 'fbl@bounces.acme.test');
+  await until(async () => ((await contact(sent.contactId)).subscribed === false ? true : undefined), 10_000, 'unsubscribed by the feedback loop');
 });
 
 test('the MX takes mail only for its own addresses: 550 5.1.1 for any other, a forged or an altered return path', async () => {
