@@ -183,6 +183,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         log,
         hub,
         retryBaseSeconds: config.EMAIL_RETRY_BASE_SECONDS,
+        softBounceLimit: config.SOFT_BOUNCE_LIMIT,
         metrics,
         concurrency: config.deliveryInFlight,
         returnPaths,

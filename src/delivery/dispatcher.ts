@@ -37,6 +37,8 @@ export interface DispatcherDeps {
   concurrency?: number;
   /** First delay after a 4xx reply (EMAIL_RETRY_BASE_SECONDS). */
   retryBaseSeconds?: number;
+  /** SOFT_BOUNCE_LIMIT, for soft 5xx refusals about the recipient's mailbox. */
+  softBounceLimit?: number;
   metrics?: Metrics;
   /** Per-message envelope senders, for domains whose return-path records are published. */
   returnPaths?: ReturnPaths;
@@ -45,7 +47,8 @@ export interface DispatcherDeps {
 /**
  * Delivers queued email. Each round claims a batch with FOR UPDATE SKIP LOCKED (so any number of
  * dispatchers share the queue), sends it over the pooled SMTP transport, and records each outcome:
- * accepted → SENT with `email.sent`; 4xx → queued again after a backoff; 5xx → FAILED with the reason.
+ * accepted → SENT with `email.sent`; 4xx → queued again after a backoff; 5xx → FAILED with the reason
+ * (or a bounce, when the reply speaks of the recipient).
  * If the server cannot be reached at all, the batch's claims are released and SmtpUnavailableError is
  * thrown, so the Temporal activity fails and is retried with backoff until the server is back.
  * A crash loses nothing: the owner's next drain takes its claims back (or they expire) and the mail is

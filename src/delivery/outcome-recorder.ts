@@ -7,7 +7,7 @@ import { whileUnreachable } from '../db/unreachable';
 import { classifySmtpReply } from '../inbound/bounce-report';
 import type { DeliveryOutcome, SmtpStep } from '../mail/transport';
 import type { Metrics } from '../metrics';
-import { recordEmailActivity } from '../modules/emails';
+import { recordEmailActivity, type SuppressionRules } from '../modules/emails';
 import { toEventRecord } from '../modules/events';
 import { addToCampaignCount, markFailed, markSent, scheduleRetries, unclaimRefused } from './delivery.queries';
 import type { DrainReport, QueuedEmail } from './queued-email';
@@ -16,6 +16,22 @@ type SmtpVerdict = ReturnType<typeof classifySmtpReply>;
 
 /** How a refusal classifies by its words and the command it answered (the reply code leads nodemailer's `response`). */
 const verdictOf = (f: { error: string; step?: SmtpStep }): SmtpVerdict => classifySmtpReply(Number(/^\s*(\d{3})/.exec(f.error)?.[1] ?? 0), f.error, f.step);
+
+/**
+ * Soft reasons that speak of the recipient's own mailbox (full, over its size limit, suspended, its owner's filter):
+ * a 5xx giving one of these is a Transient bounce, as the same DSN would be. Every other soft reason (blocked,
+ * policy, security, relaying, auth, system and network trouble, the server's own size limit) may be about us, our
+ * sender or the relay, and one misconfigured relay must never soft-unsubscribe a whole list: those stay FAILED.
+ */
+const RECIPIENT_SOFT_REASONS = new Set<SmtpVerdict['reason']>(['mailboxfull', 'exceedlimit', 'suspend', 'filtered']);
+
+/** What a 5xx during the session records: a bounce of either type, or a plain failure. */
+function bounceTypeOfRefusal(f: { step?: SmtpStep }, verdict: SmtpVerdict): 'Permanent' | 'Transient' | undefined {
+  if (verdict.bounceType === 'Permanent') return 'Permanent';
+  // Only a refusal of RCPT TO or of the message speaks of the recipient; MAIL FROM is about our sender.
+  const aboutRecipient = f.step === 'RCPT' || f.step === 'DATA';
+  return verdict.bounceType === 'Transient' && aboutRecipient && RECIPIENT_SOFT_REASONS.has(verdict.reason) ? 'Transient' : undefined;
+}
 
 /**
  * How long a living process keeps trying to record outcomes SMTP already gave it while the database is
@@ -41,6 +57,8 @@ export interface RecorderDeps {
   metrics?: Metrics;
   /** First delay after a 4xx reply (EMAIL_RETRY_BASE_SECONDS). */
   retryBaseSeconds?: number;
+  /** SOFT_BOUNCE_LIMIT: soft refusals in a row that unsubscribe a contact; 0 (the default here) never does. */
+  softBounceLimit?: number;
 }
 
 /** One message's outcome on its way to the database, with the delivery it belongs to. */
@@ -113,13 +131,17 @@ async function recordOutcomes(deps: RecorderDeps, items: Outcome[]): Promise<voi
   const sent = of('sent');
   const projectOf = new Map(items.map((i) => [i.email.contact_id, i.email.project_id]));
   const retry = of('retry');
-  // A 5xx that says the address does not exist (or no longer takes mail) is a hard bounce, as a DSN saying so would be.
-  const rejections = of('failed').map((f) => ({ ...f, verdict: verdictOf(f.outcome) }));
-  const bounced = rejections.filter((f) => f.verdict.bounceType === 'Permanent');
-  const failed = rejections.filter((f) => f.verdict.bounceType !== 'Permanent');
+  // A 5xx that says the address does not exist (or no longer takes mail) is a hard bounce, as a DSN saying so would be;
+  // one that says the recipient's mailbox is full or suspended is a soft one.
+  const rejections = of('failed').map((f) => {
+    const verdict = verdictOf(f.outcome);
+    return { ...f, verdict, bounceType: bounceTypeOfRefusal(f.outcome, verdict) };
+  });
+  const bounced = rejections.flatMap((f) => (f.bounceType ? [{ ...f, bounceType: f.bounceType }] : []));
+  const failed = rejections.filter((f) => !f.bounceType);
   const write = async (tx: EntityManager): Promise<EventRecord[]> => {
     const recorded = sent.length ? await recordSent(tx, sent) : [];
-    if (bounced.length) recorded.push(...(await recordRejectedForGood(tx, bounced)));
+    if (bounced.length) recorded.push(...(await recordRejectedForGood(tx, bounced, { softBounceLimit: deps.softBounceLimit ?? 0 })));
     if (retry.length) {
       await scheduleRetries(
         tx,
@@ -154,13 +176,15 @@ async function recordOutcomes(deps: RecorderDeps, items: Outcome[]): Promise<voi
   }
 }
 /**
- * Mail the relay (or the receiving MX through it) refused for good during the SMTP session: recorded as
- * a Permanent bounce through the path every provider's report takes, so the email is BOUNCED, its
- * campaign counts it and the contact is unsubscribed, instead of a plain FAILED.
+ * Mail the relay (or the receiving MX through it) refused for good during the SMTP session, for a reason about the
+ * recipient: recorded as a bounce through the path every provider's report takes, so the email is BOUNCED and its
+ * campaign counts it instead of a plain FAILED. A Permanent one unsubscribes the contact; a Transient one counts
+ * toward SOFT_BOUNCE_LIMIT, as a soft DSN does.
  */
 async function recordRejectedForGood(
   tx: EntityManager,
-  bounced: Array<{ email: QueuedEmail; outcome: { error: string }; verdict: SmtpVerdict }>,
+  bounced: Array<{ email: QueuedEmail; outcome: { error: string }; verdict: SmtpVerdict; bounceType: 'Permanent' | 'Transient' }>,
+  rules: SuppressionRules,
 ): Promise<EventRecord[]> {
   const events: EventRecord[] = [];
   const still = await unclaimRefused(
@@ -176,11 +200,12 @@ async function recordRejectedForGood(
       diagnosticCode: b.outcome.error.slice(0, 1000),
       source: 'smtp',
     };
-    const recorded = await recordEmailActivity(tx, b.email.id, {
-      kind: 'bounce',
-      bounceType: 'Permanent',
-      details: Object.fromEntries(Object.entries(details).filter(([, v]) => v !== null)),
-    });
+    const recorded = await recordEmailActivity(
+      tx,
+      b.email.id,
+      { kind: 'bounce', bounceType: b.bounceType, refused: true, details: Object.fromEntries(Object.entries(details).filter(([, v]) => v !== null)) },
+      rules,
+    );
     events.push(...(recorded?.events ?? []));
   }
   return events;

@@ -98,7 +98,12 @@ export class InboundReports implements MxHandler {
   /** One report for one recipient, in the batch's transaction. */
   private async handle(tx: EntityManager, item: Taken): Promise<Handled> {
     const target = this.deps.returnPaths.parse(item.rcpt);
-    const email = target?.kind === 'email' ? await this.rememberFor(tx, target.emailId, item) : await this.feedbackLoopEmail(tx, item);
+    const email =
+      target?.kind === 'email'
+        ? await this.rememberFor(tx, target.emailId, item)
+        : target?.kind === 'feedback-loop'
+          ? await this.feedbackLoopEmail(tx, target.domain, item)
+          : undefined;
     if (email === 'seen') return { judge: false };
     if (!email) {
       // A report about mail we cannot find: kept for the operator, changes nothing.
@@ -119,13 +124,20 @@ export class InboundReports implements MxHandler {
     return row.fresh ? row : 'seen';
   }
 
-  /** A feedback-loop report: the email its returned original names (its return path, else its Message-ID). */
-  private async feedbackLoopEmail(tx: EntityManager, item: Taken): Promise<EmailRef | 'seen' | undefined> {
+  /**
+   * A report at `fbl@<prefix>.<domain>`: the email its returned original names (its return path, else its Message-ID),
+   * only if that email was sent from `domain`, so one sender's feedback-loop address never speaks of another's mail.
+   */
+  private async feedbackLoopEmail(tx: EntityManager, domain: string, item: Taken): Promise<EmailRef | 'seen' | undefined> {
     const original = item.report.kind === 'unknown' ? undefined : item.report.original;
-    const inner = original?.returnPath ? this.deps.returnPaths.parse(original.returnPath.replace(/^<|>$/g, '')) : undefined;
-    if (inner?.kind === 'email') return this.rememberFor(tx, inner.emailId, item);
+    const returnPath = original?.returnPath?.replace(/^<|>$/g, '').toLowerCase();
+    const inner = returnPath ? this.deps.returnPaths.parse(returnPath) : undefined;
+    if (inner?.kind === 'email') {
+      // A return path is on its email's own sender domain's host.
+      return returnPath!.endsWith(`@${this.deps.returnPaths.host(domain)}`) ? this.rememberFor(tx, inner.emailId, item) : undefined;
+    }
     if (!original?.messageId) return undefined;
-    const email = await emailByMessageId(tx, original.messageId);
+    const email = await emailByMessageId(tx, original.messageId, domain);
     if (!email) return undefined;
     return (await this.remember(tx, email, item)) ? email : 'seen';
   }

@@ -46,9 +46,13 @@ export async function rememberReportFor(em: EntityManager, emailId: string, r: L
   return row;
 }
 
-/** The email whose Message-ID a feedback-loop report quotes. */
-export async function emailByMessageId(em: EntityManager, messageId: string): Promise<EmailRef | undefined> {
-  const [email] = await sql<EmailRef>(em, `SELECT ${EMAIL_COLUMNS} FROM emails WHERE message_id = ? LIMIT 1`, [messageId]);
+/** The email whose Message-ID a feedback-loop report quotes, if it was sent from `senderDomain` (lower-case). */
+export async function emailByMessageId(em: EntityManager, messageId: string, senderDomain: string): Promise<EmailRef | undefined> {
+  const [email] = await sql<EmailRef>(
+    em,
+    `SELECT ${EMAIL_COLUMNS} FROM emails WHERE message_id = ? AND lower(substring(from_email from '@([^@]*)$')) = ? LIMIT 1`,
+    [messageId, senderDomain],
+  );
   return email;
 }
 

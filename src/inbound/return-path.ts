@@ -1,7 +1,10 @@
 import crypto from 'node:crypto';
 
 /** Where a message to the inbound MX is meant to go. */
-export type ReturnPathTarget = { kind: 'email'; emailId: string } | { kind: 'feedback-loop' };
+export type ReturnPathTarget =
+  | { kind: 'email'; emailId: string }
+  /** `domain`: the sender domain whose return-path host it is (only that domain's mail is matched there). */
+  | { kind: 'feedback-loop'; domain: string };
 
 /** The fixed address on every return-path host that providers' feedback loops are registered with. */
 export const FEEDBACK_LOOP_LOCAL_PART = 'fbl';
@@ -44,7 +47,7 @@ export class ReturnPaths {
     const local = address.slice(0, at).toLowerCase();
     const host = address.slice(at + 1).toLowerCase();
     if (!host.startsWith(`${this.prefix}.`) || host.length <= this.prefix.length + 1) return undefined;
-    if (local === FEEDBACK_LOOP_LOCAL_PART) return { kind: 'feedback-loop' };
+    if (local === FEEDBACK_LOOP_LOCAL_PART) return { kind: 'feedback-loop', domain: host.slice(this.prefix.length + 1) };
     const m = TOKEN.exec(local);
     if (!m) return undefined;
     const [, hex, mac] = m;

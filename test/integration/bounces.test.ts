@@ -2,7 +2,8 @@
  * Bounces and complaints from any relay: mail goes out with a per-message return path once the domain
  * publishes it, and what real MTAs send back to it (samples from sisimai's set-of-emails, sent with swaks
  * to the service's own MX) is recorded as SES's events are: hard bounces and complaints unsubscribe,
- * soft bounces, delays and auto-replies do not, and a 5.1.1 during the SMTP session is a hard bounce too.
+ * soft bounces, delays and auto-replies do not, and a 5xx during the SMTP session is a hard bounce (5.1.1) or, when it
+ * speaks of the recipient's mailbox, a soft one.
  */
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
@@ -67,13 +68,14 @@ async function sendOne(to: string): Promise<{ emailId: string; contactId: string
  * A real report from the corpus, made to speak of our message: its recipient and the original's
  * Message-ID replaced by ours (as the MTA would have written them), and a Message-ID of its own.
  */
-async function reportFrom(file: string, opts: { recipient?: string; originalMessageId?: string }): Promise<string> {
+async function reportFrom(file: string, opts: { recipient?: string; originalMessageId?: string; replace?: [string, string] }): Promise<string> {
   let text = fs.readFileSync(path.join(CORPUS, file), 'latin1');
   const parsed = await parseInboundReport(Buffer.from(text, 'latin1'));
   const theirs = parsed.kind === 'bounce' || parsed.kind === 'delay' ? parsed.recipients[0]?.recipient : parsed.kind === 'complaint' ? parsed.recipient : null;
   if (opts.recipient && theirs) text = text.replace(new RegExp(theirs.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'), 'gi'), opts.recipient);
   const original = parsed.kind !== 'unknown' ? parsed.original.messageId : null;
   if (opts.originalMessageId && original) text = text.split(original).join(opts.originalMessageId);
+  if (opts.replace) text = text.split(opts.replace[0]).join(opts.replace[1]);
   text = text.replace(/^Message-ID:.*$/im, `Message-ID: <report-${Math.random().toString(36).slice(2)}@mta.test>`);
   const file2 = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'dsn-')), file);
   fs.writeFileSync(file2, text, 'latin1');
@@ -135,7 +137,7 @@ test('a hard bounce from a real MTA to the return path unsubscribes the contact 
   expect(JSON.stringify(feed)).toContain('email.bounce');
 
   await deliverReport(dsn, sent.received.envelope.from!);
-  // Another MTA's report of the same email, and a complaint about it: the email is BOUNCED already.
+  // Another MTA's report of the same email: the email is BOUNCED already, so it records nothing more.
   await deliverReport(await reportFrom('lhost-exim-05.eml', { recipient: 'gone@example.org' }), sent.received.envelope.from!);
   expect(await eventsOf(sent.emailId, 'email.bounce')).toHaveLength(1);
   const [inbound] = await dbQuery(svc.databaseUrl, `SELECT count(*)::int AS n FROM inbound_reports WHERE email_id = $1`, [sent.emailId]);
@@ -198,6 +200,27 @@ test('complaints unsubscribe: an ARF report at the return path, and one at the f
   await until(async () => ((await contact(b.contactId)).subscribed === false ? true : undefined), 10_000, 'unsubscribed by the feedback loop');
 });
 
+test("a complaint at a feedback-loop address is matched only to mail sent from that address's domain; another's is kept unmatched", async () => {
+  const sent = await sendOne(`fbl-domain-${Date.now()}@example.org`);
+  const rcpt = sent.received.envelope.to[0];
+  const messageId = (await dbQuery(svc.databaseUrl, `SELECT message_id FROM emails WHERE id = $1`, [sent.emailId]))[0].message_id;
+  const reportsTo = async (address: string) =>
+    dbQuery(svc.databaseUrl, `SELECT email_id FROM inbound_reports WHERE envelope_to = $1 AND kind = 'complaint'`, [address]);
+
+  // Found by its Message-ID, and by its return path in the returned original: both at another domain's address.
+  const byMessageId = await reportFrom('arf-02.eml', { recipient: rcpt, originalMessageId: messageId });
+  const byReturnPath = await reportFrom('arf-02.eml', { recipient: rcpt, replace: ['shironeko@example.com', sent.received.envelope.from!] });
+  for (const file of [byMessageId, byReturnPath]) expect(await deliverReport(file, 'fbl@bounces.other.test')).toMatch(/<- {2}250 /);
+  await until(async () => ((await reportsTo('fbl@bounces.other.test')).length === 2 ? true : undefined), 10_000, 'both kept');
+  expect(await reportsTo('fbl@bounces.other.test')).toEqual([{ email_id: null }, { email_id: null }]);
+  expect(await eventsOf(sent.emailId, 'email.complaint')).toHaveLength(0);
+  expect((await contact(sent.contactId)).subscribed).toBe(true);
+
+  // The same report at the sender domain's own address is the email's.
+  await deliverReport(byReturnPath, 'fbl@bounces.acme.test');
+  await until(async () => ((await contact(sent.contactId)).subscribed === false ? true : undefined), 10_000, 'unsubscribed by the feedback loop');
+});
+
 test('the MX takes mail only for its own addresses: 550 5.1.1 for any other, a forged or an altered return path', async () => {
   const sent = await sendOne(`mx-${Date.now()}@example.org`);
   const real = sent.received.envelope.from!;
@@ -246,6 +269,69 @@ test('a 5.1.1 refusal while sending is a hard bounce: BOUNCED and unsubscribed, 
     expect((await contact(soft.body.data.emails[0].contact.id)).subscribed).toBe(true);
   } finally {
     relay.reply = () => 'accept';
+  }
+});
+
+test("a 5xx about the recipient's mailbox while sending is a soft bounce: Transient, subscribed until SOFT_BOUNCE_LIMIT in a row; a relay's own refusal stays FAILED", async () => {
+  const full = `full-rcpt-${Date.now()}@example.org`;
+  const denied = `denied-rcpt-${Date.now()}@example.org`;
+  relay.rcptReply = (rcpt) =>
+    rcpt === full
+      ? { code: 552, message: '5.2.2 <' + rcpt + '>: Recipient address rejected: Mailbox full' }
+      : rcpt === denied
+        ? { code: 550, message: '5.7.1 <' + rcpt + '>: Relay access denied' }
+        : 'accept';
+  const send = async (to: string) =>
+    (await svc.api.post('/v1/send', { to, from: 'hi@acme.test', subject: 'Hi', body: 'x', subscribed: true }, key)).body.data.emails[0];
+  try {
+    const first = await send(full);
+    await until(async () => ((await eventsOf(first.email, 'email.bounce')).length ? true : undefined), 20_000, 'the soft bounce');
+    expect((await eventsOf(first.email, 'email.bounce'))[0].data).toMatchObject({
+      bounceType: 'Transient',
+      bounceSubType: 'MailboxFull',
+      reason: 'mailboxfull',
+      status: '5.2.2',
+      diagnosticCode: expect.stringContaining('Mailbox full'),
+      source: 'smtp',
+    });
+    // It never left, so it is not queued again: BOUNCED, as a hard refusal is.
+    expect((await emailRow(first.email)).status).toBe('BOUNCED');
+    expect((await contact(first.contact.id)).subscribed).toBe(true);
+
+    // The limit is reached on the third refusal with nothing delivered or opened between.
+    for (let i = 1; i < SOFT_BOUNCE_LIMIT; i++) {
+      const next = await send(full);
+      await until(async () => ((await eventsOf(next.email, 'email.bounce')).length ? true : undefined), 20_000, 'the soft bounce');
+      expect((await contact(first.contact.id)).subscribed).toBe(i < SOFT_BOUNCE_LIMIT - 1);
+    }
+
+    const relaying = await send(denied);
+    await until(async () => ((await emailRow(relaying.email)).status === 'FAILED' ? true : undefined), 20_000, 'FAILED');
+    expect(await eventsOf(relaying.email, 'email.bounce')).toHaveLength(0);
+    expect((await contact(relaying.contact.id)).subscribed).toBe(true);
+  } finally {
+    relay.rcptReply = () => 'accept';
+  }
+});
+
+test("a campaign email refused with a full mailbox counts in the campaign's bouncedCount, and the contact stays subscribed", async () => {
+  const email = `campaign-full-${Date.now()}@example.org`;
+  relay.rcptReply = (rcpt) => (rcpt === email ? { code: 552, message: '5.2.2 Mailbox full' } : 'accept');
+  try {
+    const c = (await svc.api.post('/contacts', { email, subscribed: true }, key)).body;
+    const audienceCondition = { logic: 'AND', groups: [{ filters: [{ field: 'email', operator: 'equals', value: email }] }] };
+    const campaign = (
+      await svc.api.post(
+        '/campaigns',
+        { name: 'F', subject: 'News', body: '<p>News</p>', from: 'hi@acme.test', audienceType: 'FILTERED', audienceCondition },
+        key,
+      )
+    ).body.data;
+    expect((await svc.api.post(`/campaigns/${campaign.id}/send`, {}, key)).status).toBeLessThan(300);
+    await until(async () => ((await svc.api.get(`/campaigns/${campaign.id}`, key)).body.bouncedCount === 1 ? true : undefined), 30_000, 'bouncedCount 1');
+    expect((await contact(c.id)).subscribed).toBe(true);
+  } finally {
+    relay.rcptReply = () => 'accept';
   }
 });
 

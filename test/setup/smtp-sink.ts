@@ -23,6 +23,8 @@ export class SmtpSink {
   reply: (rcpt: string[]) => Reply = () => 'accept';
   /** Decides the reply to each MAIL FROM (a relay refusing the envelope sender); accepts every sender by default. */
   mailFromReply: (from: string) => Reply = () => 'accept';
+  /** Decides the reply to each RCPT TO (a receiving MX refusing one recipient); accepts every recipient by default. */
+  rcptReply: (rcpt: string) => Reply = () => 'accept';
   /** The text after `250` when accepting; SES answers `Ok <message id>`. */
   acceptText: () => string = () => 'Accepted';
   port = 0;
@@ -49,6 +51,11 @@ export class SmtpSink {
       size: 64 * 1024 * 1024,
       onMailFrom: (address, _session, callback) => {
         const decision = this.mailFromReply(address.address);
+        if (decision === 'accept') return callback();
+        callback(Object.assign(new Error(decision.message), { responseCode: decision.code }));
+      },
+      onRcptTo: (address, _session, callback) => {
+        const decision = this.rcptReply(address.address);
         if (decision === 'accept') return callback();
         callback(Object.assign(new Error(decision.message), { responseCode: decision.code }));
       },

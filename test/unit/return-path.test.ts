@@ -8,7 +8,8 @@ test('a return path names its email, on <prefix>.<domain>, and reads back whatev
   expect(address).toMatch(/^b01a2178a5cfa75bc8f7218e0924822c3[0-9a-f]{16}@bounces\.acme\.test$/);
   expect(paths.parse(address)).toEqual({ kind: 'email', emailId });
   expect(paths.parse(address.toUpperCase())).toEqual({ kind: 'email', emailId });
-  expect(paths.parse('fbl@bounces.acme.test')).toEqual({ kind: 'feedback-loop' });
+  expect(paths.parse('fbl@bounces.acme.test')).toEqual({ kind: 'feedback-loop', domain: 'acme.test' });
+  expect(paths.parse('FBL@Bounces.News.Acme.test')).toEqual({ kind: 'feedback-loop', domain: 'news.acme.test' });
 });
 
 test('a forged, altered or foreign address is not ours', () => {

@@ -14,7 +14,13 @@ export type EmailActivity =
   | { kind: 'delivery' }
   | { kind: 'open' }
   | { kind: 'click'; link: string }
-  | { kind: 'bounce'; bounceType: BounceType; details?: Record<string, unknown> }
+  | {
+      kind: 'bounce';
+      bounceType: BounceType;
+      details?: Record<string, unknown>;
+      /** Refused during the SMTP session: the message never left, so the email is BOUNCED whatever the type (else it stays QUEUED and goes again). */
+      refused?: boolean;
+    }
   | { kind: 'complaint'; details?: Record<string, unknown> };
 
 /** How reported trouble unsubscribes a contact beyond the fixed rules; 0 turns the soft-bounce rule off. */
@@ -51,8 +57,8 @@ const EVENT_OF: Record<EmailActivity['kind'], string> = {
  * Records what happened to a sent email, from tracking or from the provider. The status only moves up
  * (SENT < DELIVERED < OPENED < CLICKED < BOUNCED < COMPLAINED: events arrive out of order); `openedAt`
  * and `clickedAt` keep the first time while the counters count every event; a permanent bounce or a
- * complaint unsubscribes the contact. A transient bounce is recorded only. Runs in one transaction;
- * answers the events written, or undefined when the email is unknown.
+ * complaint unsubscribes the contact. A transient bounce is recorded only (the email BOUNCED only when it was refused
+ * in the SMTP session). Runs in one transaction; answers the events written, or undefined when the email is unknown.
  */
 export interface RecordedActivity {
   projectId: string;
@@ -69,7 +75,7 @@ export async function recordEmailActivity(
   // Joined when the caller is in a transaction already (an SES notification, a batch of MX reports).
   return transaction(em, async (tx) => {
     const status = STATUS_OF[activity.kind];
-    const downgradable = activity.kind === 'bounce' && activity.bounceType !== 'Permanent';
+    const downgradable = activity.kind === 'bounce' && activity.bounceType !== 'Permanent' && !activity.refused;
     // A report about an email already bounced or complained about (a second DSN, the same complaint
     // twice) changes nothing and counts nothing: `changed` is then empty and only `before` answers.
     const found = await applyEmailActivity(tx, emailId, activity.kind, status, !downgradable);
