@@ -457,7 +457,8 @@ describe('executions', () => {
     expect(promo).toEqual(['optin@flow.test']);
     const skipped = await dbQuery(
       svc.databaseUrl,
-      `SELECT s.status, s.output FROM workflow_execution_steps s JOIN workflow_executions x ON x.id = s.execution_id JOIN contacts c ON c.id = x.contact_id WHERE c.email = 'optout@flow.test' AND s.type = 'SEND_EMAIL'`,
+      `SELECT s.status, s.output FROM workflow_execution_steps s JOIN workflow_executions x ON x.id = s.execution_id
+       JOIN contacts c ON c.id = x.contact_id WHERE c.email = 'optout@flow.test' AND s.type = 'SEND_EMAIL'`,
     );
     expect(skipped).toEqual([{ status: 'SKIPPED', output: { sent: false, reason: expect.stringMatching(/not subscribed/) } }]);
     const [optin] = await dbQuery(svc.databaseUrl, `SELECT subscribed, data FROM contacts WHERE email = 'optin@flow.test'`);

@@ -113,7 +113,9 @@ export async function sendAccountEmail(em: EntityManager, deps: MailDeps, input:
         ]
       : [
           'Reset your password',
-          `Someone asked to reset the password of ${user.email}. To choose a new one, open this link within an hour:\n\n${link}\n\nIf it was not you, ignore this message; your password stays as it is.`,
+          `Someone asked to reset the password of ${user.email}. ` +
+            `To choose a new one, open this link within an hour:\n\n${link}` +
+            `\n\nIf it was not you, ignore this message; your password stays as it is.`,
         ];
   return mail(deps, user.email, subject, text);
 }
