@@ -20,9 +20,14 @@ export default tseslint.config(
   {
     rules: {
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', ignoreRestSiblings: true }],
-      // Prettier's width; only a string or template literal (SQL, a message) may run past it.
-      'max-len': ['error', { code: 160, ignoreStrings: true, ignoreTemplateLiterals: true, ignoreRegExpLiterals: true }],
+      // Prettier's width, for every line: Prettier does not break strings, so a long one is split by hand (+, or a newline in SQL).
+      'max-len': ['error', { code: 160 }],
     },
+  },
+  {
+    // Migrations are generated and never edited once they land, so their SQL stays as the generator wrote it.
+    files: ['migrations/**/*.ts'],
+    rules: { 'max-len': 'off' },
   },
   {
     // Tests and benches read untyped JSON answers and drive libraries without types.

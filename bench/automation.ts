@@ -131,7 +131,8 @@ async function main(): Promise<void> {
       rows.push(row);
       console.log(
         `run ${run}: ${CONTACTS} started and waiting in ${startSeconds.toFixed(1)} s; all completed ${seconds.toFixed(1)} s after the first track ` +
-          `(${(CONTACTS / seconds).toFixed(0)}/s); track → step after the wait p50 ${row.p50.toFixed(0)} ms, p90 ${row.p90.toFixed(0)} ms, p99 ${row.p99.toFixed(0)} ms; ` +
+          `(${(CONTACTS / seconds).toFixed(0)}/s); track → step after the wait p50 ${row.p50.toFixed(0)} ms, ` +
+          `p90 ${row.p90.toFixed(0)} ms, p99 ${row.p99.toFixed(0)} ms; ` +
           `worker RSS idle ${idleMb.toFixed(0)} MB, with 25/50/75/100% waiting ${growth.map((m) => m.toFixed(0)).join('/')} MB, ` +
           `after settling ${waitingMb.toFixed(0)} MB, peak during wake-ups ${peakMb.toFixed(0)} MB, end ${endMb.toFixed(0)} MB`,
       );
@@ -139,7 +140,8 @@ async function main(): Promise<void> {
     const m = (k: keyof (typeof rows)[number]) => median(rows.map((r) => r[k]));
     console.log(
       `median: completed in ${m('seconds').toFixed(1)} s, p50 ${m('p50').toFixed(0)} ms, p90 ${m('p90').toFixed(0)} ms, p99 ${m('p99').toFixed(0)} ms, ` +
-        `worker RSS waiting ${m('waitingMb').toFixed(0)} MB, peak ${m('peakMb').toFixed(0)} MB, end ${m('endMb').toFixed(0)} MB (goal: p99 < 250 ms, memory flat)`,
+        `worker RSS waiting ${m('waitingMb').toFixed(0)} MB, peak ${m('peakMb').toFixed(0)} MB, ` +
+        `end ${m('endMb').toFixed(0)} MB (goal: p99 < 250 ms, memory flat)`,
     );
     agent.destroy();
   } finally {

@@ -330,7 +330,8 @@ async function main(): Promise<void> {
   }
 
   console.log(
-    `crash bench: campaign of ${CAMPAIGN}, ${SENDS} /v1/send at ${CONCURRENCY} concurrent, SMTP pool ${SERVICE_SMTP_POOL}, kill at ${KILL_AT * 100}% delivered, ${RUNS} run(s) each`,
+    `crash bench: campaign of ${CAMPAIGN}, ${SENDS} /v1/send at ${CONCURRENCY} concurrent, SMTP pool ${SERVICE_SMTP_POOL}, ` +
+      `kill at ${KILL_AT * 100}% delivered, ${RUNS} run(s) each`,
   );
   console.log(`machine: ${machine()}`);
   try {
@@ -346,13 +347,17 @@ async function main(): Promise<void> {
           outcomes.push(o);
           console.log(
             `  kill ${target} during ${load}, run ${run}: ${o.deliveredAtKill} delivered at the kill; lost ${o.lost}, duplicates ${o.duplicates}; ` +
-              `answering again after ${(o.backMs / 1000).toFixed(1)} s, deliveries paused ${(o.stallMs / 1000).toFixed(1)} s at most, last recipient ${(o.completeMs / 1000).toFixed(1)} s after the kill`,
+              `answering again after ${(o.backMs / 1000).toFixed(1)} s, ` +
+              `deliveries paused ${(o.stallMs / 1000).toFixed(1)} s at most, last recipient ${(o.completeMs / 1000).toFixed(1)} s after the kill`,
           );
         }
         const m = (f: (o: Outcome) => number) => median(outcomes.map(f));
         console.log(
-          `kill ${target} during ${load}: median lost ${m((o) => o.lost)}, duplicates ${m((o) => o.duplicates)} (max ${Math.max(...outcomes.map((o) => o.duplicates))}), ` +
-            `answering after ${(m((o) => o.backMs) / 1000).toFixed(1)} s, longest pause in deliveries ${(m((o) => o.stallMs) / 1000).toFixed(1)} s, complete ${(m((o) => o.completeMs) / 1000).toFixed(1)} s after the kill`,
+          `kill ${target} during ${load}: median lost ${m((o) => o.lost)}, ` +
+            `duplicates ${m((o) => o.duplicates)} (max ${Math.max(...outcomes.map((o) => o.duplicates))}), ` +
+            `answering after ${(m((o) => o.backMs) / 1000).toFixed(1)} s, ` +
+            `longest pause in deliveries ${(m((o) => o.stallMs) / 1000).toFixed(1)} s, ` +
+            `complete ${(m((o) => o.completeMs) / 1000).toFixed(1)} s after the kill`,
         );
       }
     }

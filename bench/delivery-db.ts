@@ -71,13 +71,15 @@ async function main(): Promise<void> {
       const row = { claimPg: per(claim.pg), claimCaller: per(claim.caller), recordPg: per(record.pg), recordCaller: per(record.caller) };
       if (round > 0) rows.push(row);
       console.log(
-        `round ${round}${round === 0 ? ' (warm-up)' : ''}: ${claimed.length} emails; claim: PostgreSQL ${row.claimPg.toFixed(0)} µs, this process ${row.claimCaller.toFixed(0)} µs per email; ` +
+        `round ${round}${round === 0 ? ' (warm-up)' : ''}: ${claimed.length} emails; claim: PostgreSQL ${row.claimPg.toFixed(0)} µs, ` +
+          `this process ${row.claimCaller.toFixed(0)} µs per email; ` +
           `record SENT: PostgreSQL ${row.recordPg.toFixed(0)} µs, this process ${row.recordCaller.toFixed(0)} µs per email`,
       );
     }
     const m = (f: (r: (typeof rows)[number]) => number) => median(rows.map(f)).toFixed(0);
     console.log(
-      `median: claim PostgreSQL ${m((r) => r.claimPg)} µs, this process ${m((r) => r.claimCaller)} µs; record SENT PostgreSQL ${m((r) => r.recordPg)} µs, this process ${m((r) => r.recordCaller)} µs (per email)`,
+      `median: claim PostgreSQL ${m((r) => r.claimPg)} µs, this process ${m((r) => r.claimCaller)} µs; ` +
+        `record SENT PostgreSQL ${m((r) => r.recordPg)} µs, this process ${m((r) => r.recordCaller)} µs (per email)`,
     );
   } finally {
     await stop();

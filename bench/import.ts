@@ -41,7 +41,8 @@ async function main(): Promise<void> {
       if (state.status !== 'COMPLETED' || state.created !== rows) throw new Error(`import ended ${state.status}: ${JSON.stringify(state).slice(0, 300)}`);
       seconds.push(took);
       console.log(
-        `run ${run}: ${rows} rows (${(Buffer.byteLength(csv) / 2 ** 20).toFixed(2)} MB) imported in ${took.toFixed(2)} s (upload answered in ${uploaded.toFixed(2)} s), ${(rows / took).toFixed(0)} rows/s`,
+        `run ${run}: ${rows} rows (${(Buffer.byteLength(csv) / 2 ** 20).toFixed(2)} MB) imported in ${took.toFixed(2)} s ` +
+          `(upload answered in ${uploaded.toFixed(2)} s), ${(rows / took).toFixed(0)} rows/s`,
       );
     }
     console.log(`median: ${median(seconds).toFixed(2)} s per 5 MB file (goal: < 10 s)`);

@@ -85,7 +85,8 @@ async function main(): Promise<void> {
   const drop = process.env.BENCH_DROP;
   if (drop && !DROPS[drop]) throw new Error(`BENCH_DROP: one of ${Object.keys(DROPS).join(', ')}`);
   console.log(
-    `sendEmails alone, ${SENDS} emails per round in sends of ${RECIPIENTS} recipient${RECIPIENTS === 1 ? '' : 's'}, ${CONCURRENCY} concurrent, ${ROUNDS} rounds; machine: ${machine()}`,
+    `sendEmails alone, ${SENDS} emails per round in sends of ${RECIPIENTS} recipient${RECIPIENTS === 1 ? '' : 's'}, ` +
+      `${CONCURRENCY} concurrent, ${ROUNDS} rounds; machine: ${machine()}`,
   );
   for (const what of drop ? [undefined, drop] : [undefined]) {
     const rows = await series(what);

@@ -49,7 +49,9 @@ async function main(): Promise<void> {
   const { sink, service, agent, auth, stop } = await startSendingBench({ SMTP_POOL_SIZE: String(SERVICE_SMTP_POOL) }, CONNECTIONS);
   try {
     console.log(
-      `POST /v1/send, ${EMAILS} single-recipient requests per run, ${CONNECTIONS} concurrent from ${CLIENT === 'wrk' ? 'wrk' : "Node's HTTP client"}, SMTP pool ${SERVICE_SMTP_POOL} (the baseline ${BASELINE_CONNECTIONS}), ${RUNS} runs, after ${WARMUP} untimed`,
+      `POST /v1/send, ${EMAILS} single-recipient requests per run, ${CONNECTIONS} concurrent from ${CLIENT === 'wrk' ? 'wrk' : "Node's HTTP client"}, ` +
+        `SMTP pool ${SERVICE_SMTP_POOL} (the baseline ${BASELINE_CONNECTIONS}), ` +
+        `${RUNS} runs, after ${WARMUP} untimed`,
     );
     console.log(`machine: ${machine()}${REFERENCE.note}`);
     /** `n` requests, CONNECTIONS at a time, each to a new contact `<prefix>-<i>`; answers how many failed and the client's CPU. */
@@ -81,8 +83,11 @@ async function main(): Promise<void> {
       const row = { accepted: EMAILS / acceptedSeconds, delivered: (EMAILS - errors) / deliveredSeconds, raw, reference, ...cpu };
       rows.push(row);
       console.log(
-        `run ${run}: accepted ${row.accepted.toFixed(0)} req/s, delivered ${row.delivered.toFixed(0)} emails/s (${(row.delivered / raw).toFixed(2)}x baseline), ` +
-          `baseline ${raw.toFixed(0)} emails/s, ${REFERENCE.figure(row.delivered, reference)}${errors} errors; CPU per request: service ${cpu.service.toFixed(2)} ms, PostgreSQL ${cpu.postgres.toFixed(2)} ms, client (${CLIENT}) ${cpu.client.toFixed(2)} ms`,
+        `run ${run}: accepted ${row.accepted.toFixed(0)} req/s, ` +
+          `delivered ${row.delivered.toFixed(0)} emails/s (${(row.delivered / raw).toFixed(2)}x baseline), ` +
+          `baseline ${raw.toFixed(0)} emails/s, ${REFERENCE.figure(row.delivered, reference)}${errors} errors; ` +
+          `CPU per request: service ${cpu.service.toFixed(2)} ms, PostgreSQL ${cpu.postgres.toFixed(2)} ms, ` +
+          `client (${CLIENT}) ${cpu.client.toFixed(2)} ms`,
       );
     }
     const m = {

@@ -233,7 +233,8 @@ export async function insertBenchAudience(db: { query(text: string, values?: unk
 }
 
 /** The campaign benches' message: a 2.8 KB HTML body with a placeholder and a link. */
-export const CAMPAIGN_BODY = `<html><body><h1>Hello {{name ?? there}}</h1><p>${'This month in review. '.repeat(40)}</p><a href="https://example.com/x">Read</a></body></html>`;
+export const CAMPAIGN_BODY =
+  `<html><body><h1>Hello {{name ?? there}}</h1>` + `<p>${'This month in review. '.repeat(40)}</p>` + `<a href="https://example.com/x">Read</a></body></html>`;
 
 /** Creates the campaign benches' campaign to every contact of the project; answers its id. */
 export async function createBenchCampaign(agent: http.Agent, port: number, auth: Record<string, string>, name: string): Promise<string> {
@@ -316,7 +317,8 @@ export function cpuSecondsOf(pid: number): number {
 }
 
 /** The message the /v1/send benches send: a 2.8 KB HTML body with a placeholder and a link. */
-export const SEND_BODY = `<html><body><h1>Hello {{name ?? there}}</h1><p>${'Your weekly summary. '.repeat(40)}</p><a href="https://example.com/x">Open</a></body></html>`;
+export const SEND_BODY =
+  `<html><body><h1>Hello {{name ?? there}}</h1>` + `<p>${'Your weekly summary. '.repeat(40)}</p>` + `<a href="https://example.com/x">Open</a></body></html>`;
 
 /** One single-recipient /v1/send request of those benches, to a new contact. */
 export const sendRequest = (to: string, i: number) => ({

@@ -110,7 +110,8 @@ async function main(): Promise<void> {
     console.log(
       `median: SMTP accepted ${m((r) => r.smtpAccepted).toFixed(0)}/s, delivered ${m((r) => r.smtpDelivered).toFixed(0)}/s; ` +
         `/v1/send accepted ${m((r) => r.httpAccepted).toFixed(0)}/s, delivered ${m((r) => r.httpDelivered).toFixed(0)}/s; ` +
-        `SMTP accepted ${m((r) => r.smtpAccepted / r.httpAccepted).toFixed(2)}x /v1/send's (median of the runs' ratios); client alone ${m((r) => r.client).toFixed(0)}/s`,
+        `SMTP accepted ${m((r) => r.smtpAccepted / r.httpAccepted).toFixed(2)}x /v1/send's (median of the runs' ratios); ` +
+        `client alone ${m((r) => r.client).toFixed(0)}/s`,
     );
   } finally {
     await stop();

@@ -376,7 +376,8 @@ async function memoryRun(): Promise<void> {
         const m = await server.memory();
         const rate = done / ((performance.now() - t0) / 1000);
         console.log(
-          `  ${String(done).padStart(7)} workflows: rss ${mb(m.rss)}, heap used ${mb(m.heapUsed)} of ${mb(m.heapTotal)}, external ${mb(m.external)}  (${rate.toFixed(0)} wf/s so far)`,
+          `  ${String(done).padStart(7)} workflows: rss ${mb(m.rss)}, heap used ${mb(m.heapUsed)} of ${mb(m.heapTotal)}, ` +
+            `external ${mb(m.external)}  (${rate.toFixed(0)} wf/s so far)`,
         );
       },
     );
@@ -417,7 +418,8 @@ async function main(): Promise<void> {
         await server.stop();
         results.push(r);
         console.log(
-          `${mode}/${driver} run ${run}: ${r.throughput.toFixed(0)} workflows/s, p50 ${r.p50.toFixed(1)} ms, p99 ${r.p99.toFixed(1)} ms (p50 under load ${r.loadedP50.toFixed(0)} ms)`,
+          `${mode}/${driver} run ${run}: ${r.throughput.toFixed(0)} workflows/s, p50 ${r.p50.toFixed(1)} ms, ` +
+            `p99 ${r.p99.toFixed(1)} ms (p50 under load ${r.loadedP50.toFixed(0)} ms)`,
         );
       }
       if (!results.length) continue;

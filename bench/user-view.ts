@@ -155,7 +155,8 @@ async function oneRun(run: number): Promise<Row> {
     if (job.status !== 'COMPLETED' || job.created !== RECIPIENTS) throw new Error(`import ended ${job.status}: ${JSON.stringify(job).slice(0, 300)}`);
     let next = cpuNow(bench);
     lines.push(
-      `  start: healthy after ${ready.toFixed(1)} s; import: ${RECIPIENTS} contacts in ${imported.toFixed(1)} s (${(RECIPIENTS / imported).toFixed(0)} rows/s, ` +
+      `  start: healthy after ${ready.toFixed(1)} s; ` +
+        `import: ${RECIPIENTS} contacts in ${imported.toFixed(1)} s (${(RECIPIENTS / imported).toFixed(0)} rows/s, ` +
         `upload answered in ${uploaded.toFixed(2)} s); ${phaseCpu(cpu, next, RECIPIENTS)}`,
     );
 
@@ -202,7 +203,8 @@ async function oneRun(run: number): Promise<Row> {
     next = cpuNow(bench);
     const send = (SENDS - failed) / delivered;
     lines.push(
-      `  send: ${SENDS} requests answered after ${accepted.toFixed(2)} s (${(SENDS / accepted).toFixed(0)} req/s), delivered after ${delivered.toFixed(2)} s, ` +
+      `  send: ${SENDS} requests answered after ${accepted.toFixed(2)} s (${(SENDS / accepted).toFixed(0)} req/s), ` +
+        `delivered after ${delivered.toFixed(2)} s, ` +
         `${failed} not 200; ${phaseCpu(cpu, next, SENDS - failed, CLIENT === 'wrk' ? { name: 'wrk', seconds: cpuSeconds } : undefined)}`,
     );
 

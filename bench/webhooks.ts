@@ -110,7 +110,8 @@ async function main(): Promise<void> {
           if (wait > 0) await new Promise((r) => setTimeout(r, wait));
           const n = Math.min(perTick, total - sent);
           await db.query(
-            `INSERT INTO events (id, project_id, contact_id, name, data) SELECT gen_random_uuid(), $1, $2, $3, jsonb_build_object('i', g) FROM generate_series(1, $4) g`,
+            `INSERT INTO events (id, project_id, contact_id, name, data) SELECT gen_random_uuid(), $1, $2, $3, jsonb_build_object('i', g) ` +
+              `FROM generate_series(1, $4) g`,
             [project.id, contact.contact?.id ?? contact.id, name, n],
           );
           sent += n;
@@ -123,7 +124,9 @@ async function main(): Promise<void> {
         const row = { phase, ceiling, rate: mine.length / seconds, p50: percentile(lat, 50), p99: percentile(lat, 99), max: lat[lat.length - 1] };
         results.push(row);
         console.log(
-          `run ${run}, ${phase}: ${mine.length}/${total} delivered, ${row.rate.toFixed(0)}/s, commit→receiver p50 ${row.p50} ms, p99 ${row.p99} ms, max ${row.max} ms; receiver ceiling ${ceiling.toFixed(0)}/s`,
+          `run ${run}, ${phase}: ${mine.length}/${total} delivered, ${row.rate.toFixed(0)}/s, ` +
+            `commit→receiver p50 ${row.p50} ms, p99 ${row.p99} ms, max ${row.max} ms; ` +
+            `receiver ceiling ${ceiling.toFixed(0)}/s`,
         );
         if (deadEndpoint) {
           await request(agent, svc.port, 'DELETE', `/webhook-endpoints/${deadEndpoint.id}`, undefined, auth);
@@ -133,7 +136,10 @@ async function main(): Promise<void> {
     for (const phase of ['alone', 'with a dead endpoint']) {
       const rows = results.filter((r) => r.phase === phase);
       console.log(
-        `median ${phase}: ${median(rows.map((r) => r.rate)).toFixed(0)} delivered/s (${(median(rows.map((r) => r.rate / r.ceiling)) * 100).toFixed(0)}% of the receiver's ceiling ${median(rows.map((r) => r.ceiling)).toFixed(0)}/s), p50 ${median(rows.map((r) => r.p50))} ms, p99 ${median(rows.map((r) => r.p99))} ms`,
+        `median ${phase}: ${median(rows.map((r) => r.rate)).toFixed(0)} delivered/s ` +
+          `(${(median(rows.map((r) => r.rate / r.ceiling)) * 100).toFixed(0)}% of the receiver's ceiling ` +
+          `${median(rows.map((r) => r.ceiling)).toFixed(0)}/s), ` +
+          `p50 ${median(rows.map((r) => r.p50))} ms, p99 ${median(rows.map((r) => r.p99))} ms`,
       );
     }
     agent.destroy();

@@ -329,7 +329,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
   if (Boolean(cfg.SMTP_SUBMISSION_TLS_CERT) !== Boolean(cfg.SMTP_SUBMISSION_TLS_KEY)) {
     throw new ConfigError(
-      `Invalid configuration: ${cfg.SMTP_SUBMISSION_TLS_CERT ? 'SMTP_SUBMISSION_TLS_KEY' : 'SMTP_SUBMISSION_TLS_CERT'}: the certificate and its key are set together`,
+      `Invalid configuration: ${cfg.SMTP_SUBMISSION_TLS_CERT ? 'SMTP_SUBMISSION_TLS_KEY' : 'SMTP_SUBMISSION_TLS_CERT'}` +
+        `: the certificate and its key are set together`,
     );
   }
   if (cfg.SMTP_SUBMISSION_TLS_PORT !== undefined && !cfg.SMTP_SUBMISSION_TLS_CERT) {

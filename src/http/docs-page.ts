@@ -44,7 +44,8 @@ function schemaHtml(s: JsonSchema, depth = 0): string {
   const nullable = variants?.length === 2 && variants.some((v) => v.type === 'null');
   if (variants && !(nullable && typeLine(s).endsWith('or null'))) {
     const variant = (v: JsonSchema) =>
-      `<li>${v.title ? `<code>${e(v.title)}</code> ` : ''}<span class="t">${e(typeLine(v))}</span>${schemaHtml({ ...v, description: undefined }, depth + 1)}</li>`;
+      `<li>${v.title ? `<code>${e(v.title)}</code> ` : ''}<span class="t">${e(typeLine(v))}</span>` +
+      `${schemaHtml({ ...v, description: undefined }, depth + 1)}</li>`;
     out += `<div class="t">one of:</div><ul>${variants.map(variant).join('')}</ul>`;
   }
   const props = s.properties as Record<string, JsonSchema> | undefined;
@@ -73,7 +74,8 @@ function parametersHtml(params: Parameter[]): string {
   const rows = params
     .map(
       (p) =>
-        `<tr><td><code>${e(p.name)}</code></td><td>${e(p.in)}</td><td>${e(typeLine(p.schema))}</td><td>${p.required ? 'yes' : ''}</td><td>${e(p.description ?? '')}</td></tr>`,
+        `<tr><td><code>${e(p.name)}</code></td><td>${e(p.in)}</td><td>${e(typeLine(p.schema))}</td>` +
+        `<td>${p.required ? 'yes' : ''}</td><td>${e(p.description ?? '')}</td></tr>`,
     )
     .join('');
   return `<h4>Parameters</h4><table><tr><th>Name</th><th>In</th><th>Type</th><th>Required</th><th>Notes</th></tr>${rows}</table>`;
@@ -91,7 +93,8 @@ function operationHtml(method: string, path: string, op: Operation): string {
         )
         .join(' or ')
     : 'none';
-  let out = `<section class="op" id="${e(anchor(method, path))}"><h3><span class="m ${e(method)}">${e(method.toUpperCase())}</span> <code>${e(path)}</code></h3>`;
+  let out =
+    `<section class="op" id="${e(anchor(method, path))}">` + `<h3><span class="m ${e(method)}">${e(method.toUpperCase())}</span> <code>${e(path)}</code></h3>`;
   out += `<p class="sum">${e(op.summary)}${op['x-internal'] ? ' <span class="internal">internal</span>' : ''}</p>`;
   if (op.description) out += `<p>${e(op.description)}</p>`;
   out += `<p class="auth">Auth: ${e(auth)}</p>`;
@@ -127,7 +130,8 @@ export function renderDocsPage(doc: OpenApiDocument): string {
     toc += `<li><a href="#${e(anchor('tag', tag))}">${e(tag)}</a> (${ops.length})</li>`;
     body += `<h2 id="${e(anchor('tag', tag))}">${e(tag)}</h2>`;
     const row = ([m, p, op]: [string, string, Operation]) =>
-      `<tr><td><span class="m ${e(m)}">${e(m.toUpperCase())}</span></td><td><a href="#${e(anchor(m, p))}"><code>${e(p)}</code></a></td><td>${e(op.summary)}</td></tr>`;
+      `<tr><td><span class="m ${e(m)}">${e(m.toUpperCase())}</span></td>` +
+      `<td><a href="#${e(anchor(m, p))}"><code>${e(p)}</code></a></td><td>${e(op.summary)}</td></tr>`;
     body += `<table class="index">${ops.map(row).join('')}</table>`;
     body += ops.map(([m, p, op]) => operationHtml(m, p, op)).join('');
   }

@@ -169,7 +169,8 @@ function impliedErrors(spec: EndpointSpec, mw: MiddlewareDoc): Record<number, st
   if (mw.idempotencyKey) errors[409] = 'This Idempotency-Key was already used (IDEMPOTENCY_KEY_REUSED)';
   const uuidParams = Object.values(spec.params ?? {}).some((s) => jsonSchemaOf(s).format === 'uuid');
   if (spec.body || uuidParams)
-    errors[422] = `Validation failed (VALIDATION_ERROR): ${[spec.body && 'the body', uuidParams && 'a path id that is not a UUID'].filter(Boolean).join(', or ')}`;
+    errors[422] =
+      `Validation failed (VALIDATION_ERROR): ` + `${[spec.body && 'the body', uuidParams && 'a path id that is not a UUID'].filter(Boolean).join(', or ')}`;
   if (mw.rateLimited) errors[429] = 'Rate limit exceeded';
   return errors;
 }

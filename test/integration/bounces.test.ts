@@ -349,7 +349,7 @@ test('a relay refusing our envelope sender, however it words it, bounces no one:
   }
 });
 
-test('with embedded defaults (the dev mailbox, the MX on): bounces to the envelope sender unsubscribe within seconds, a campaign counts them; soft bounces, delays and auto-replies do not', async () => {
+test('dev defaults: a bounce to the envelope sender unsubscribes in seconds and counts for its campaign; soft ones, delays, auto-replies do not', async () => {
   const port = await freePort();
   // A project judged from its first email: one bounce in the emails sent is over any threshold.
   const dev = await startTestService({

@@ -389,7 +389,8 @@ test('a scheduled campaign still fires after the service restarts', async () => 
   await durable.api.post(`/campaigns/${c.id}/send`, { scheduledFor: new Date(at).toISOString() }, key);
   const databaseUrl = durable.databaseUrl;
   await durable.stop();
-  // Down until its time has passed: the timer is due when the service comes back.
+  // A real wait, on purpose: this checks a durable timer that fell due while the service and Temporal were down
+  // fires after the restart, which skipped time (test/workflows) cannot show.
   await new Promise((r) => setTimeout(r, Math.max(0, at + 500 - Date.now())));
   expect(smtp.received).toHaveLength(0);
   durable = await startTestService({ ...env, DATABASE_URL: databaseUrl });

@@ -168,7 +168,8 @@ describe('GET /contacts', () => {
     await dbQuery(svc.databaseUrl, `DELETE FROM contacts WHERE id = ANY($1::uuid[])`, [ids.slice(1, 3)]);
     await dbQuery(
       svc.databaseUrl,
-      `INSERT INTO contacts (id, project_id, email, subscribed) SELECT gen_random_uuid(), $1, 'bulk' || i || '@count.test', true FROM generate_series(1, 100) i`,
+      `INSERT INTO contacts (id, project_id, email, subscribed)
+       SELECT gen_random_uuid(), $1, 'bulk' || i || '@count.test', true FROM generate_series(1, 100) i`,
       [p.acct.project.id],
     );
     const [{ n }] = await dbQuery(svc.databaseUrl, 'SELECT count(*)::int AS n FROM contacts WHERE project_id = $1', [p.acct.project.id]);

@@ -33,7 +33,8 @@ test('rate-limit windows that ended more than two minutes ago are purged; the cu
 test('keyed rate-limit windows (the subscribe form) are purged a day after they started; younger ones stay', async () => {
   await dbQuery(
     url,
-    `INSERT INTO rate_limit_key_windows (project_id, key, window_start, count) VALUES ($1, 'ip:a', now() - interval '25 hours', 5), ($1, 'ip:a', now() - interval '23 hours', 2)`,
+    `INSERT INTO rate_limit_key_windows (project_id, key, window_start, count)
+     VALUES ($1, 'ip:a', now() - interval '25 hours', 5), ($1, 'ip:a', now() - interval '23 hours', 2)`,
     [projectId],
   );
   expect(await purgeRateLimitKeyWindows(orm.em.fork())).toBe(1);

@@ -58,7 +58,8 @@ test('a bare CR in a header value (a second From: smuggled in) is 550 5.6.0; /v1
   expect(http.body.error.errors[0].field).toBe('headers.X-Inj');
   // CR, LF and NUL in the Subject, a display name, a filename, a Content-ID and a content type: refused the same way.
   const attachment = (head: string) =>
-    `From: hi@acme.test\nSubject: s\nMIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=b\n\n--b\nContent-Type: text/plain\n\nbody\n--b\n${head}\nContent-Transfer-Encoding: base64\n\naGVsbG8=\n--b--\n`;
+    `From: hi@acme.test\nSubject: s\nMIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=b\n\n--b\nContent-Type: text/plain\n\nbody\n` +
+    `--b\n${head}\nContent-Transfer-Encoding: base64\n\naGVsbG8=\n--b--\n`;
   for (const [raw, named] of [
     ['From: hi@acme.test\nSubject: a\rFrom: ceo@bank.test\n\nbody\n', /Subject/],
     ['From: "Hi\rFrom: ceo@bank.test" <hi@acme.test>\nSubject: s\n\nbody\n', /From/],
@@ -79,7 +80,9 @@ test('a bare CR in a header value (a second From: smuggled in) is 550 5.6.0; /v1
 
 test('what /v1/send refuses is refused after DATA too: 990 attachments, a 100 KB Subject, From: <a@b.test@example.test>', async () => {
   const parts = Array.from({ length: 990 }, (_, i) => `--b\nContent-Type: text/plain\nContent-Disposition: attachment; filename="f${i}.txt"\n\nx\n`).join('');
-  const many = `From: hi@acme.test\nSubject: s\nMIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=b\n\n--b\nContent-Type: text/plain\n\nbody\n${parts}--b--\n`;
+  const many =
+    `From: hi@acme.test\nSubject: s\nMIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=b` +
+    `\n\n--b\nContent-Type: text/plain\n\nbody\n${parts}--b--\n`;
   expect(await submit(many, 'limits@example.org')).toMatch(/^550 5\.6\.0 attachments: /);
   expect(await submit(`From: hi@acme.test\nSubject: ${'s'.repeat(100_000)}\n\nbody\n`, 'limits@example.org')).toMatch(/^550 5\.6\.0 Subject: /);
   expect(await submit('From: <a@b.test@example.test>\nSubject: s\n\nbody\n', 'limits@example.org')).toMatch(/^550 5\.6\.0 From/);

@@ -242,7 +242,7 @@ test('a restart of the service between two attempts loses nothing', async () => 
   }
 });
 
-test('without WEBHOOK_ALLOW_PRIVATE: an address written as private is 422 when saved; a name that leads there fails with a reason that maps nothing', async () => {
+test('without WEBHOOK_ALLOW_PRIVATE: an address written as private is 422 when saved; a name leading there fails with a reason that maps nothing', async () => {
   const strict = await startTestService({ ...env(), WEBHOOK_ALLOW_PRIVATE: 'false' });
   try {
     const owner = await createAccount(strict.api, 'Strict');

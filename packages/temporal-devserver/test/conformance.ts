@@ -846,7 +846,8 @@ export function conformanceSuite(title: string, options: ConformanceOptions = {}
           ]);
           expect(
             await ids(
-              `WorkflowType = 'waitForSignal' AND (CampaignId = 'c1' OR CampaignId = 'c3') AND ProjectId IN ('${projectA}', '${projectB}') ORDER BY StartTime ASC`,
+              `WorkflowType = 'waitForSignal' AND (CampaignId = 'c1' OR CampaignId = 'c3') AND ` +
+                `ProjectId IN ('${projectA}', '${projectB}') ORDER BY StartTime ASC`,
             ),
           ).toEqual([handles[0].workflowId, handles[2].workflowId]);
           expect(await ids(`WorkflowId = '${handles[1].workflowId}'`)).toEqual([handles[1].workflowId]);

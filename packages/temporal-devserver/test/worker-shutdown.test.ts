@@ -62,7 +62,7 @@ test('a worker keeps the one connection it opened: its gzip-compressed calls are
   }
 });
 
-test('namespaces announce poll completion on shutdown; a busy worker stops without waiting out its polls, and no workflow task fails or times out', async () => {
+test('namespaces announce poll completion on shutdown; a busy worker stops without waiting out its polls; no workflow task fails or times out', async () => {
   const ns = await file.env.connection.workflowService.describeNamespace({ namespace: file.env.namespace });
   expect(ns.namespaceInfo?.capabilities?.workerPollCompleteOnShutdown).toBe(true);
 

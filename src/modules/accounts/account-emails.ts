@@ -1,5 +1,6 @@
 import crypto from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
+import type { Logger } from 'pino';
 import { newId } from '../../db/ids';
 import { transaction } from '../../db/orm';
 import { badRequest } from '../../http/errors';
@@ -7,9 +8,10 @@ import type { Mailer } from '../../mail/transport';
 import type { TemporalClient } from '../../../temporal/client';
 import { workflowIds } from '../../../temporal/workflow-ids';
 import { accountEmailWorkflow } from '../../../temporal/workflows/account-email';
-import { AuthToken, Project, User } from './accounts.entity';
+import { AuthToken, Project, type Role, User } from './accounts.entity';
 import { useToken } from './accounts.queries';
-import { acceptInvites } from './members.service';
+import { getUser, signup } from './accounts.service';
+import { acceptInvites, inviteMember, type MemberDto } from './members.service';
 import { hashPassword } from './passwords';
 
 export type TokenPurpose = 'verify_email' | 'reset_password';
@@ -32,6 +34,47 @@ export async function queueAccountEmail(temporal: TemporalClient, email: Account
     taskQueue: temporal.taskQueue,
     args: [email],
   });
+}
+
+/** `POST /auth/signup`: the account created, then its verification mail queued; signing up never depends on the mail. */
+export async function signupAndVerify(em: EntityManager, temporal: TemporalClient, log: Logger, email: string, password: string): Promise<User> {
+  const user = await signup(em, email, password);
+  await queueAccountEmail(temporal, { userId: user.id, purpose: 'verify_email' }).catch((err) =>
+    log.warn({ err, userId: user.id }, 'could not queue the verification email'),
+  );
+  return user;
+}
+
+/** `POST /auth/request-verification`: the verification mail queued again, or 400 ALREADY_VERIFIED. */
+export async function requestVerification(em: EntityManager, temporal: TemporalClient, userId: string): Promise<void> {
+  const user = await getUser(em, userId);
+  if (user.emailVerified) throw badRequest('This email address is already verified', 'ALREADY_VERIFIED');
+  await queueAccountEmail(temporal, { userId: user.id, purpose: 'verify_email' });
+}
+
+/** `POST /auth/request-password-reset`: a reset mail queued when the address has an account; nothing otherwise. */
+export async function requestPasswordReset(em: EntityManager, temporal: TemporalClient, email: string): Promise<void> {
+  const userId = await userIdByEmail(em, email);
+  if (userId) await queueAccountEmail(temporal, { userId, purpose: 'reset_password' });
+}
+
+/**
+ * `POST /projects/:id/members`: adds or invites the address (`inviteMember`), then queues the mail that
+ * tells them. The member stays added when the mail cannot be queued; that is logged, not answered.
+ */
+export async function inviteMemberByEmail(
+  em: EntityManager,
+  temporal: TemporalClient,
+  log: Logger,
+  projectId: string,
+  actor: { userId: string; role: Role },
+  invite: { email: string; role: Role },
+): Promise<MemberDto> {
+  const member = await inviteMember(em, projectId, actor.role, actor.userId, invite.email, invite.role);
+  await queueAccountEmail(temporal, { invite: { email: invite.email, projectId, role: invite.role } }).catch((err) =>
+    log.warn({ err, projectId }, 'could not queue the invitation email'),
+  );
+  return member;
 }
 
 type MailDeps = { mailer: Mailer; publicUrl: string; from: string };
@@ -70,7 +113,9 @@ export async function sendAccountEmail(em: EntityManager, deps: MailDeps, input:
         ]
       : [
           'Reset your password',
-          `Someone asked to reset the password of ${user.email}. To choose a new one, open this link within an hour:\n\n${link}\n\nIf it was not you, ignore this message; your password stays as it is.`,
+          `Someone asked to reset the password of ${user.email}. ` +
+            `To choose a new one, open this link within an hour:\n\n${link}` +
+            `\n\nIf it was not you, ignore this message; your password stays as it is.`,
         ];
   return mail(deps, user.email, subject, text);
 }
@@ -102,7 +147,7 @@ export async function resetPassword(em: EntityManager, token: string, password: 
   });
 }
 
-export async function userIdByEmail(em: EntityManager, email: string): Promise<string | undefined> {
+async function userIdByEmail(em: EntityManager, email: string): Promise<string | undefined> {
   const user = await em.findOne(User, { email });
   return user?.id;
 }

@@ -3,13 +3,13 @@ import type { Context } from 'koa';
 import { z } from 'zod';
 import { clearSessionCookie, setSessionCookie, signSession } from '../../http/auth';
 import { endpoint } from '../../http/endpoint';
-import { badRequest, forbidden } from '../../http/errors';
+import { forbidden } from '../../http/errors';
 import type { Guards } from '../../http/guards';
 import { deletedResponse, okResponse } from '../../http/responses';
 import { uuidPath } from '../../http/validate';
 import type { TemporalClient } from '../../../temporal/client';
-import { queueAccountEmail, resetPassword, userIdByEmail, verifyEmail } from './account-emails';
-import { changeRole, inviteMember, listMembers, removeMember } from './members.service';
+import { inviteMemberByEmail, requestPasswordReset, requestVerification, resetPassword, signupAndVerify, verifyEmail } from './account-emails';
+import { changeRole, listMembers, removeMember } from './members.service';
 import { deleteProject, resetProject } from './project-lifecycle';
 import { setupState } from './setup-state';
 import {
@@ -27,7 +27,7 @@ import {
   userResponse,
   verifyEmailSchema,
 } from './accounts.schemas';
-import { createProject, getUser, listProjects, login, membership, regenerateKeys, requireRole, signup, toUserDto, updateProject } from './accounts.service';
+import { createProject, getUser, listProjects, login, membership, regenerateKeys, requireRole, toUserDto, updateProject } from './accounts.service';
 
 export interface AccountSettings {
   jwtSecret: string;
@@ -64,11 +64,7 @@ export function accountRoutes(router: Router, g: Guards, settings: AccountSettin
       async (ctx, input) => {
         if (settings.disableSignup) throw forbidden('Signup is disabled on this server', 'SIGNUP_DISABLED');
         const { email, password } = input.body();
-        const user = await signup(ctx.state.em, email, password);
-        // The verification mail is on its way, not awaited: signing up never depends on it.
-        await queueAccountEmail(settings.temporal, { userId: user.id, purpose: 'verify_email' }).catch((err) =>
-          ctx.state.log?.warn({ err, userId: user.id }, 'could not queue the verification email'),
-        );
+        const user = await signupAndVerify(ctx.state.em, settings.temporal, ctx.state.log, email, password);
         startSession(ctx, user);
         ctx.status = 201;
         ctx.body = toUserDto(user);
@@ -133,9 +129,7 @@ export function accountRoutes(router: Router, g: Guards, settings: AccountSettin
         errors: { 400: 'The address is already verified (ALREADY_VERIFIED)' },
       },
       async (ctx) => {
-        const user = await getUser(ctx.state.em, ctx.state.user!.id);
-        if (user.emailVerified) throw badRequest('This email address is already verified', 'ALREADY_VERIFIED');
-        await queueAccountEmail(settings.temporal, { userId: user.id, purpose: 'verify_email' });
+        await requestVerification(ctx.state.em, settings.temporal, ctx.state.user!.id);
         ctx.status = 202;
         ctx.body = { success: true };
       },
@@ -155,8 +149,7 @@ export function accountRoutes(router: Router, g: Guards, settings: AccountSettin
         responses: { 202: okResponse.describe('Queued, if the address has an account') },
       },
       async (ctx, input) => {
-        const userId = await userIdByEmail(ctx.state.em, input.body().email);
-        if (userId) await queueAccountEmail(settings.temporal, { userId, purpose: 'reset_password' });
+        await requestPasswordReset(ctx.state.em, settings.temporal, input.body().email);
         ctx.status = 202;
         ctx.body = { success: true };
       },
@@ -358,13 +351,9 @@ export function accountRoutes(router: Router, g: Guards, settings: AccountSettin
       async (ctx, input) => {
         const id = input.param('id');
         const role = await membership(ctx.state.em, ctx.state.user!.id, id);
-        const invite = input.body();
-        const member = await inviteMember(ctx.state.em, id, role, ctx.state.user!.id, invite.email, invite.role);
-        await queueAccountEmail(settings.temporal, { invite: { email: invite.email, projectId: id, role: invite.role } }).catch((err) =>
-          ctx.state.log?.warn({ err, projectId: id }, 'could not queue the invitation email'),
-        );
+        const actor = { userId: ctx.state.user!.id, role };
         ctx.status = 201;
-        ctx.body = member;
+        ctx.body = await inviteMemberByEmail(ctx.state.em, settings.temporal, ctx.state.log, id, actor, input.body());
       },
     ),
   );

@@ -17,7 +17,8 @@ export function activityRoutes(router: Router, g: Guards): void {
         tag,
         summary: 'The project’s activity, newest first',
         description:
-          'Every recorded event (sends, deliveries, opens, clicks, bounces, complaints, inbound, subscription changes, segment entries and exits, custom events) as a cursor list; `total` on the first page only.',
+          'Every recorded event (sends, deliveries, opens, clicks, bounces, complaints, ' +
+          'inbound, subscription changes, segment entries and exits, custom events) as a cursor list; `total` on the first page only.',
         query: activityFeedQuery,
         responses: { 200: '`{ data: [{ id, type, category, contact, emailId, campaignId, data, createdAt }], cursor, hasMore, total }`' },
         errors: { 400: 'A query parameter is not valid (INVALID_PARAMETER), or the cursor is unknown (INVALID_CURSOR)' },

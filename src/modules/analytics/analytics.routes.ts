@@ -51,7 +51,9 @@ export function analyticsRoutes(router: Router, g: Guards): void {
         summary: 'Every campaign past DRAFT with its counts and rates, or one campaign',
         query: campaignStatsQuery,
         responses: {
-          200: '`{ data: [{ id, name, status, recipients, sent, delivered, opened, clicked, bounced, complained, failed, openRate, clickRate, ... }], total, page, pageSize, summary }`',
+          200:
+            '`{ data: [{ id, name, status, recipients, sent, delivered, opened, ' +
+            'clicked, bounced, complained, failed, openRate, clickRate, ... }], total, page, pageSize, summary }`',
         },
         errors: { ...BAD_PARAMETER, 404: 'No such campaign in the project' },
       },

@@ -101,7 +101,9 @@ export async function beginStepRun(
        INSERT INTO workflow_execution_steps (id, execution_id, step_id, type, status) VALUES (?, ?, ?, ?, ?)
        ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status
      )
-     UPDATE workflow_executions SET current_step_id = ?, status = CASE WHEN status IN ('RUNNING', 'WAITING') THEN ? ELSE status END, updated_at = now() WHERE id = ?`,
+     UPDATE workflow_executions
+       SET current_step_id = ?, status = CASE WHEN status IN ('RUNNING', 'WAITING') THEN ? ELSE status END, updated_at = now()
+       WHERE id = ?`,
     [run.id, run.executionId, run.stepId, run.type, run.status, run.stepId, run.status, run.executionId],
   );
 }

@@ -71,12 +71,16 @@ export const WorkflowExecutionSchema = new EntitySchema<WorkflowExecution>({
     { name: 'workflow_executions_workflow_idx', properties: ['workflowId', 'createdAt'] },
     {
       name: 'workflow_executions_active_idx',
-      expression: `CREATE INDEX workflow_executions_active_idx ON public.workflow_executions USING btree (workflow_id) WHERE (status = ANY (ARRAY['RUNNING'::text, 'WAITING'::text]))`,
+      expression:
+        `CREATE INDEX workflow_executions_active_idx ON public.workflow_executions USING btree (workflow_id) ` +
+        `WHERE (status = ANY (ARRAY['RUNNING'::text, 'WAITING'::text]))`,
     },
     { name: 'workflow_executions_contact_idx', properties: ['workflowId', 'contactId'] },
     {
       name: 'workflow_executions_project_waiting_idx',
-      expression: `CREATE INDEX workflow_executions_project_waiting_idx ON public.workflow_executions USING btree (project_id, resume_at) WHERE (status = 'WAITING'::text)`,
+      expression:
+        `CREATE INDEX workflow_executions_project_waiting_idx ON public.workflow_executions USING btree (project_id, resume_at) ` +
+        `WHERE (status = 'WAITING'::text)`,
     },
   ],
   properties: {

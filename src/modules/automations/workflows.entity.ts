@@ -75,7 +75,9 @@ export const WorkflowStepSchema = new EntitySchema<WorkflowStep>({
     // Which workflow steps send a template: its usage, asked for before it is deleted.
     {
       name: 'workflow_steps_template_idx',
-      expression: `CREATE INDEX workflow_steps_template_idx ON public.workflow_steps USING btree (((config ->> 'templateId'::text))) WHERE (type = 'SEND_EMAIL'::text)`,
+      expression:
+        `CREATE INDEX workflow_steps_template_idx ON public.workflow_steps USING btree (((config ->> 'templateId'::text))) ` +
+        `WHERE (type = 'SEND_EMAIL'::text)`,
     },
   ],
   properties: {

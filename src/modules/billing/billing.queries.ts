@@ -24,7 +24,8 @@ export async function applyCheckout(
      SELECT id, ?, ?, ?, ? FROM projects WHERE id = ?
      ON CONFLICT (project_id) DO UPDATE SET stripe_customer_id = EXCLUDED.stripe_customer_id,
        stripe_subscription_id = EXCLUDED.stripe_subscription_id,
-       subscription_status = CASE WHEN project_billing.stripe_event_at > EXCLUDED.stripe_event_at THEN project_billing.subscription_status ELSE EXCLUDED.subscription_status END,
+       subscription_status = CASE WHEN project_billing.stripe_event_at > EXCLUDED.stripe_event_at
+         THEN project_billing.subscription_status ELSE EXCLUDED.subscription_status END,
        stripe_event_at = greatest(project_billing.stripe_event_at, EXCLUDED.stripe_event_at), updated_at = now()
      RETURNING true AS applied`,
     [c.customer, c.subscription, c.status, c.created, projectId],

@@ -2,24 +2,17 @@ import type Router from '@koa/router';
 import type { RouterContext } from '@koa/router';
 import type { Context } from 'koa';
 import { endpoint } from '../../http/endpoint';
-import { AppError, badRequest, conflict } from '../../http/errors';
+import { AppError, badRequest } from '../../http/errors';
 import type { Guards } from '../../http/guards';
 import { uuidPath } from '../../http/validate';
 import { membership, requireRole } from '../accounts';
 import { billingLimitsSchema, billingPortalSchema, checkoutSchema } from './billing.schemas';
 import { billingConsumption, billingLimits, billingPeriod, setBillingLimits } from './billing.service';
-import { applyStripeEvent, type StripeEvent, stripeCustomerOf } from './stripe-events';
-import { StripeClient, verifyStripeSignature } from './stripe';
-
-export interface BillingSettings {
-  publicUrl: string;
-  stripe?: { secretKey: string; apiBase: string; priceId?: string; webhookSecret?: string };
-}
+import { type BillingSettings, Payments } from './payments.service';
+import { applyStripeEvent, type StripeEvent } from './stripe-events';
+import { verifyStripeSignature } from './stripe';
 
 const WEBHOOK_MAX_BYTES = 1024 * 1024;
-
-const notEnabled = () =>
-  badRequest('Billing is not enabled on this deployment', 'BILLING_NOT_ENABLED', { suggestion: 'Set STRIPE_SECRET_KEY to enable payments' });
 
 async function rawBody(ctx: Context): Promise<string> {
   const chunks: Buffer[] = [];
@@ -37,7 +30,7 @@ async function rawBody(ctx: Context): Promise<string> {
  * ADMIN change caps and pay. Payment calls go to Stripe only when STRIPE_SECRET_KEY is set.
  */
 export function billingRoutes(router: Router, g: Guards, settings: BillingSettings): void {
-  const stripe = settings.stripe ? new StripeClient(settings.stripe.secretKey, settings.stripe.apiBase) : undefined;
+  const payments = new Payments(settings);
   const project = async (ctx: RouterContext, id: string, manage: boolean) => {
     const role = await membership(ctx.state.em, ctx.state.user!.id, id);
     if (manage) requireRole(role, ['OWNER', 'ADMIN'], 'manage billing');
@@ -107,24 +100,9 @@ export function billingRoutes(router: Router, g: Guards, settings: BillingSettin
       },
       async (ctx, input) => {
         const id = await project(ctx, input.param('id'), true);
-        if (!stripe) throw notEnabled();
-        const body = input.body();
-        const price = body.priceId ?? settings.stripe!.priceId;
-        if (!price) throw badRequest('No price to subscribe to: pass priceId or set STRIPE_PRICE_ID', 'NO_PRICE');
-        const { customer } = await stripeCustomerOf(ctx.state.em, id);
-        const session = await stripe.createCheckoutSession(
-          {
-            price,
-            projectId: id,
-            customer: customer ?? undefined,
-            customerEmail: ctx.state.user!.email,
-            successUrl: body.successUrl ?? `${settings.publicUrl}/?checkout=success`,
-            cancelUrl: body.cancelUrl ?? `${settings.publicUrl}/?checkout=cancelled`,
-          },
-          `checkout:${id}:${ctx.state.requestId}`,
-        );
+        const payer = { email: ctx.state.user!.email, requestId: ctx.state.requestId };
         ctx.status = 201;
-        ctx.body = { id: session.id, url: session.url };
+        ctx.body = await payments.checkout(ctx.state.em, id, payer, input.body());
       },
     ),
   );
@@ -142,13 +120,8 @@ export function billingRoutes(router: Router, g: Guards, settings: BillingSettin
       },
       async (ctx, input) => {
         const id = await project(ctx, input.param('id'), true);
-        if (!stripe) throw notEnabled();
-        const body = input.body();
-        const { customer } = await stripeCustomerOf(ctx.state.em, id);
-        if (!customer) throw conflict('The project has no billing account yet; complete a checkout first', 'NO_BILLING_ACCOUNT');
-        const session = await stripe.createPortalSession(customer, body.returnUrl ?? settings.publicUrl, `portal:${id}:${ctx.state.requestId}`);
         ctx.status = 201;
-        ctx.body = { url: session.url };
+        ctx.body = await payments.portal(ctx.state.em, id, ctx.state.requestId, input.body());
       },
     ),
   );
@@ -166,32 +139,7 @@ export function billingRoutes(router: Router, g: Guards, settings: BillingSettin
         errors: { ...MEMBER, ...STRIPE },
       },
       async (ctx, input) => {
-        const id = await project(ctx, input.param('id'), false);
-        if (!stripe) throw notEnabled();
-        const { customer, subscriptionStatus } = await stripeCustomerOf(ctx.state.em, id);
-        if (!customer) {
-          ctx.body = { data: [], subscriptionStatus };
-          return;
-        }
-        const invoices = await stripe.listInvoices(customer, 24);
-        const iso = (s?: number) => (s ? new Date(s * 1000).toISOString() : null);
-        ctx.body = {
-          subscriptionStatus,
-          data: invoices.data.map((i) => ({
-            id: i.id,
-            number: i.number,
-            status: i.status,
-            currency: i.currency,
-            total: i.total,
-            amountDue: i.amount_due,
-            amountPaid: i.amount_paid,
-            createdAt: iso(i.created),
-            periodStart: iso(i.period_start),
-            periodEnd: iso(i.period_end),
-            url: i.hosted_invoice_url ?? null,
-            pdf: i.invoice_pdf ?? null,
-          })),
-        };
+        ctx.body = await payments.invoices(ctx.state.em, await project(ctx, input.param('id'), false));
       },
     ),
   );

@@ -21,7 +21,8 @@ function page(title: string, body: string): string {
 fieldset{border:1px solid #bbb;border-radius:.4rem;margin:0 0 1rem;padding:.5rem 1rem 1rem}legend{font-weight:600;padding:0 .3rem}
 .topic{margin:.6rem 0}.desc{display:block;margin-left:1.7rem;color:#555;font-size:.9rem}input[type=checkbox]{width:1.1rem;height:1.1rem;vertical-align:middle}
 button{font-size:1rem;padding:.6rem 1.2rem;border-radius:.4rem;border:1px solid #555;background:#f4f4f4;cursor:pointer}
-:focus-visible{outline:3px solid #1a5fb4;outline-offset:2px}.saved{background:#e6f4ea;border:1px solid #8c8;padding:.5rem 1rem;border-radius:.4rem}</style></head>
+:focus-visible{outline:3px solid #1a5fb4;outline-offset:2px}.saved{background:#e6f4ea;border:1px solid #8c8;padding:.5rem 1rem;\
+border-radius:.4rem}</style></head>
 <body><main><h1>${escapeHtml(title)}</h1>${body}</main></body></html>`;
 }
 

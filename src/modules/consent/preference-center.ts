@@ -107,7 +107,8 @@ export function preferencePage(p: Preferences, action: string, saved: boolean): 
   return (
     `${status}<p>Email preferences for <b>${escapeHtml(c.email)}</b>.</p>` +
     `<form method="post" action="${escapeHtml(action)}">${topics}` +
-    `<fieldset><legend>All marketing email</legend><div class="topic"><input type="checkbox" id="unsubscribe-all" name="unsubscribeAll" value="1"${c.subscribed ? '' : ' checked'}>` +
+    `<fieldset><legend>All marketing email</legend>` +
+    `<div class="topic"><input type="checkbox" id="unsubscribe-all" name="unsubscribeAll" value="1"${c.subscribed ? '' : ' checked'}>` +
     ` <label for="unsubscribe-all">Unsubscribe from all marketing email</label>` +
     `<span class="desc">Overrides the topics above; transactional email (receipts, password resets) still arrives.</span></div></fieldset>` +
     `<button type="submit">Save preferences</button></form>`

@@ -80,7 +80,8 @@ export async function upsertContactsAndInsertEvents(em: EntityManager, items: Co
        SELECT new_contact_id, project_id, email, true, set_data, now(), now() FROM input
        ON CONFLICT (project_id, email) DO UPDATE
          SET data = (t.data || EXCLUDED.data) - (SELECT unset_keys FROM input i WHERE i.project_id = t.project_id AND i.email = t.email),
-             updated_at = CASE WHEN (t.data || EXCLUDED.data) - (SELECT unset_keys FROM input i WHERE i.project_id = t.project_id AND i.email = t.email) = t.data
+             updated_at = CASE
+               WHEN (t.data || EXCLUDED.data) - (SELECT unset_keys FROM input i WHERE i.project_id = t.project_id AND i.email = t.email) = t.data
                THEN t.updated_at ELSE now() END
        RETURNING t.id, t.project_id, t.email
      )
@@ -106,7 +107,8 @@ export async function deleteContactsIn(em: EntityManager, projectId: string, ids
 export async function contactTotal(em: EntityManager, projectId: string): Promise<number> {
   const [c] = await sql<{ n: string }>(
     em,
-    `SELECT (SELECT coalesce(sum(n), 0) FROM contact_counts WHERE project_id = ?) + (SELECT coalesce(sum(n), 0) FROM contact_count_deltas WHERE project_id = ?) AS n`,
+    `SELECT (SELECT coalesce(sum(n), 0) FROM contact_counts WHERE project_id = ?)
+          + (SELECT coalesce(sum(n), 0) FROM contact_count_deltas WHERE project_id = ?) AS n`,
     [projectId, projectId],
   );
   return Number(c.n);
@@ -180,7 +182,8 @@ export async function appendImportContent(em: EntityManager, id: string, piece: 
   await sql(em, `UPDATE contact_imports SET content = content || ? WHERE id = ?`, [piece, id]);
 }
 
-const IMPORT_COLUMNS = `id, project_id, filename, size_bytes, status, offset_bytes, next_line, columns, email_column, rows, created, updated, invalid, errors, error, created_at, updated_at, completed_at, topic_ids, double_opt_in`;
+const IMPORT_COLUMNS = `id, project_id, filename, size_bytes, status, offset_bytes, next_line, columns, email_column, rows, created, updated,
+  invalid, errors, error, created_at, updated_at, completed_at, topic_ids, double_opt_in`;
 
 // SQL: the import, locked, with the next slice of its file cut out by PostgreSQL (substring of the bytea).
 export async function lockImportSlice(em: EntityManager, id: string, bytes: number): Promise<{ job: ContactImport; piece: Buffer } | undefined> {

@@ -57,10 +57,14 @@ export const importFieldsSchema = z.object({
     .meta({
       description: 'Topic ids (comma-separated, or the field repeated) every imported contact joins; a contact that already chose in a topic keeps its choice',
     }),
-  doubleOptIn: z.enum(['true', 'false']).optional().meta({
-    description:
-      'true: those joins wait for an emailed confirmation where double opt-in applies (the topic’s or the project’s setting); false (default): the importer vouches for consent',
-  }),
+  doubleOptIn: z
+    .enum(['true', 'false'])
+    .optional()
+    .meta({
+      description:
+        'true: those joins wait for an emailed confirmation where double opt-in applies (the topic’s or the project’s setting); ' +
+        'false (default): the importer vouches for consent',
+    }),
 });
 
 export const lookupSchema = z.object({

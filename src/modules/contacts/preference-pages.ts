@@ -101,7 +101,8 @@ export function preferencePageRoutes(router: Router, deps: { links: Links; formB
             ? page(`Unsubscribed from ${topic.name}`, `<p><b>${escapeHtml(c.email)}</b> receives no ${name} email.</p>${leaveAll(c)}${manage(c)}`)
             : page(
                 `Unsubscribe from ${topic.name}`,
-                `<p>Stop sending <b>${name}</b> email to <b>${escapeHtml(c.email)}</b>?</p>${form(self(ctx, link), `Unsubscribe from ${topic.name}`)}${leaveAll(c)}${manage(c)}`,
+                `<p>Stop sending <b>${name}</b> email to <b>${escapeHtml(c.email)}</b>?</p>` +
+                  `${form(self(ctx, link), `Unsubscribe from ${topic.name}`)}${leaveAll(c)}${manage(c)}`,
               );
         return;
       }
@@ -143,7 +144,8 @@ export function preferencePageRoutes(router: Router, deps: { links: Links; formB
         await setSubscribed(ctx, c, false, reason);
         ctx.body = page(
           'Unsubscribed',
-          `<p><b>${escapeHtml(c.email)}</b> will receive no more marketing email.</p>${form(self(ctx, link).replace('/unsubscribe/', '/subscribe/'), 'Subscribe again')}`,
+          `<p><b>${escapeHtml(c.email)}</b> will receive no more marketing email.</p>` +
+            `${form(self(ctx, link).replace('/unsubscribe/', '/subscribe/'), 'Subscribe again')}`,
         );
       },
     ),

@@ -64,6 +64,10 @@ export async function queueEmail(em: EntityManager, e: QueuedEmailInput, notify 
  */
 const valueRows = (count: number, first: string) => [first, ...Array<string>(count - 1).fill(first.replace(/::[a-z]+(\[\])?/g, ''))].join(', ');
 
+/** The first row of `queueSends`' VALUES: one parameter per column of `r`, in order, its casts typing them. */
+const ROW_PLACEHOLDERS =
+  '(?::uuid, ?::uuid, ?::boolean, ?::boolean, ?::jsonb, ?::jsonb, ?::text[], ?::uuid, ?::uuid, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?)';
+
 /** One send's part of a queueing statement (`queueSends`). */
 export interface QueuedSend {
   emails: QueuedEmailInput[];
@@ -108,7 +112,7 @@ export async function queueSends(em: EntityManager, sends: QueuedSend[]): Promis
     em,
     `WITH r (project_id, contact_id, known, subscribed, created_data, data_set, data_unset, email_id, template_id, type,
              from_email, from_name, reply_to, to_email, to_name, subject, html, text, headers, message_id, claimed_by) AS (
-       VALUES ${valueRows(rows.length, '(?::uuid, ?::uuid, ?::boolean, ?::boolean, ?::jsonb, ?::jsonb, ?::text[], ?::uuid, ?::uuid, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?)')}
+       VALUES ${valueRows(rows.length, ROW_PLACEHOLDERS)}
      ), created AS (
        INSERT INTO contacts (id, project_id, email, subscribed, data, created_at, updated_at)
        SELECT contact_id, project_id, to_email, subscribed, created_data, now(), now() FROM r WHERE NOT known
@@ -192,7 +196,9 @@ export async function applyEmailActivity(
 ): Promise<(Partial<EmailActivityRow> & { before_project_id: string; before_contact_id: string }) | undefined> {
   const [found] = await sql<Partial<EmailActivityRow> & { before_project_id: string; before_contact_id: string }>(
     em,
-    `WITH before AS (SELECT id, project_id, contact_id, status, opened_at, clicked_at, delivered_at, bounced_at, complained_at FROM emails WHERE id = ? FOR UPDATE),
+    `WITH before AS (
+         SELECT id, project_id, contact_id, status, opened_at, clicked_at, delivered_at, bounced_at, complained_at FROM emails WHERE id = ? FOR UPDATE
+       ),
        changed AS (
          UPDATE emails e SET
            status = CASE WHEN ? AND email_status_rank(?) > email_status_rank(e.status) AND e.status <> 'FAILED' THEN ? ELSE e.status END,

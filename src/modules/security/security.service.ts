@@ -57,7 +57,9 @@ export async function enforceSendingHealth(em: EntityManager, projectId: string,
         ? { metric: 'complaint' as const, rate: h.complaintRate, threshold: t.complaintRate }
         : undefined;
   if (!breach) return false;
-  const reason = `Suspended: ${breach.metric} rate ${percent(breach.rate)} of ${h.sent} emails sent since ${h.since.toISOString()} is above ${percent(breach.threshold)}`;
+  const reason =
+    `Suspended: ${breach.metric} rate ${percent(breach.rate)} of ${h.sent} emails sent since ${h.since.toISOString()} ` +
+    `is above ${percent(breach.threshold)}`;
   return transaction(em, async (tx) => {
     // Not if an operator reinstated the project since these figures were read. The column may hold
     // microseconds (written by SQL's now()) that the date read back lost: the same millisecond is the same review.

@@ -28,7 +28,7 @@ import {
   listSegments,
   recomputeSegment,
   redefineSegment,
-  refreshCount,
+  refreshSegment,
   removeStaticMembers,
   segmentContacts,
   toSegmentDto,
@@ -147,9 +147,8 @@ export function segmentRoutes(router: Router, g: Guards, deps: SegmentDeps): voi
         errors: NOT_FOUND,
       },
       async (ctx, input) => {
-        const segment = await getSegment(ctx.state.em, ctx.state.project!.id, input.param('id'));
         const { page, pageSize } = input.query();
-        const { rows, total } = await segmentContacts(ctx.state.em, segment, page, pageSize);
+        const { rows, total } = await segmentContacts(ctx.state.em, ctx.state.project!.id, input.param('id'), page, pageSize);
         ctx.body = { data: rows.map(toContactDto), total, page, pageSize };
       },
     ),
@@ -169,10 +168,8 @@ export function segmentRoutes(router: Router, g: Guards, deps: SegmentDeps): voi
       },
       async (ctx, input) => {
         const projectId = ctx.state.project!.id;
-        const segment = await getSegment(ctx.state.em, projectId, input.param('id'));
-        if (segment.type !== 'STATIC') throw simpleBadRequest('Members can only be added to a STATIC segment');
         const members = input.body();
-        const out = await addStaticMembers(ctx.state.em, segment, members.emails, members);
+        const out = await addStaticMembers(ctx.state.em, projectId, input.param('id'), members.emails, members);
         deps.hub.publish({ projectId, contactIds: out.contactIds, events: out.events });
         ctx.body = out.result;
       },
@@ -193,9 +190,7 @@ export function segmentRoutes(router: Router, g: Guards, deps: SegmentDeps): voi
       },
       async (ctx, input) => {
         const projectId = ctx.state.project!.id;
-        const segment = await getSegment(ctx.state.em, projectId, input.param('id'));
-        if (segment.type !== 'STATIC') throw simpleBadRequest('Members can only be removed from a STATIC segment');
-        const out = await removeStaticMembers(ctx.state.em, segment, input.body().emails);
+        const out = await removeStaticMembers(ctx.state.em, projectId, input.param('id'), input.body().emails);
         deps.hub.publish({ projectId, contactIds: out.contactIds, events: out.events });
         ctx.body = out.result;
       },
@@ -234,8 +229,7 @@ export function segmentRoutes(router: Router, g: Guards, deps: SegmentDeps): voi
         errors: NOT_FOUND,
       },
       async (ctx, input) => {
-        const segment = await getSegment(ctx.state.em, ctx.state.project!.id, input.param('id'));
-        ctx.body = toSegmentDto((await refreshCount(ctx.state.em, segment.id)) ?? segment);
+        ctx.body = toSegmentDto(await refreshSegment(ctx.state.em, ctx.state.project!.id, input.param('id')));
       },
     ),
   );

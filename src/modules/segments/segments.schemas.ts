@@ -26,7 +26,8 @@ const conditionTreeJson = {
                 field: {
                   type: 'string',
                   description:
-                    'email, subscribed, createdAt, updatedAt, data.<path>, event.<name>, email.<activity>, segment.<id> or topic.<id> (subscribed / notSubscribed)',
+                    'email, subscribed, createdAt, updatedAt, data.<path>, event.<name>, ' +
+                    'email.<activity>, segment.<id> or topic.<id> (subscribed / notSubscribed)',
                 },
                 operator: { type: 'string', enum: [...OPERATORS] },
                 value: { description: 'Any JSON value the operator compares with' },

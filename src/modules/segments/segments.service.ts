@@ -236,7 +236,9 @@ export async function deleteSegment(em: EntityManager, projectId: string, id: st
   await em.remove(segment).flush();
 }
 
-export async function segmentContacts(em: EntityManager, segment: Segment, page: number, pageSize: number) {
+/** A page of the project's segment's members: live for a DYNAMIC segment. */
+export async function segmentContacts(em: EntityManager, projectId: string, id: string, page: number, pageSize: number) {
+  const segment = await getSegment(em, projectId, id);
   return memberPage(em, segment, await loadSegmentRefs(em, segment.projectId), page, pageSize);
 }
 
@@ -254,6 +256,12 @@ export async function refreshCount(em: EntityManager, segmentId: string): Promis
     const segments = await loadSegmentRefs(tx, segment.projectId);
     return tx.map(Segment, await storeMatchingCount(tx, segment, segments));
   });
+}
+
+/** `POST /segments/:id/refresh`: the project's segment recounted (`refreshCount`), or as it was if it went meanwhile. */
+export async function refreshSegment(em: EntityManager, projectId: string, id: string): Promise<Segment> {
+  const segment = await getSegment(em, projectId, id);
+  return (await refreshCount(em, segment.id)) ?? segment;
 }
 
 export function membershipEvents(segment: Pick<Segment, 'id' | 'name' | 'projectId'>, contactIds: string[], kind: 'entry' | 'exit'): NewEvent[] {
@@ -284,11 +292,19 @@ export async function computeMembership(em: EntityManager, segmentId: string): P
 }
 
 /**
- * Adds contacts to a static segment by email; with `createMissing`, unknown emails become contacts
- * (subscribed unless `subscribed` says otherwise). Members who had left re-enter. A tracked segment
- * records an entry event for each real entry.
+ * Adds contacts to the project's static segment by email; with `createMissing`, unknown emails become
+ * contacts (subscribed unless `subscribed` says otherwise). Members who had left re-enter. A tracked
+ * segment records an entry event for each real entry.
  */
-export async function addStaticMembers(em: EntityManager, segment: Segment, emails: string[], opts: { createMissing: boolean; subscribed?: boolean }) {
+export async function addStaticMembers(
+  em: EntityManager,
+  projectId: string,
+  id: string,
+  emails: string[],
+  opts: { createMissing: boolean; subscribed?: boolean },
+) {
+  const segment = await getSegment(em, projectId, id);
+  if (segment.type !== 'STATIC') throw simpleBadRequest('Members can only be added to a STATIC segment');
   return transaction(em, async (tx) => {
     await lockMembership(tx, segment.id, 'exclusive');
     const unique = [...new Set(emails)];
@@ -316,7 +332,10 @@ export async function addStaticMembers(em: EntityManager, segment: Segment, emai
   });
 }
 
-export async function removeStaticMembers(em: EntityManager, segment: Segment, emails: string[]) {
+/** Removes contacts from the project's static segment by email; a tracked segment records an exit event for each. */
+export async function removeStaticMembers(em: EntityManager, projectId: string, id: string, emails: string[]) {
+  const segment = await getSegment(em, projectId, id);
+  if (segment.type !== 'STATIC') throw simpleBadRequest('Members can only be removed from a STATIC segment');
   return transaction(em, async (tx) => {
     await lockMembership(tx, segment.id, 'exclusive');
     const unique = [...new Set(emails)];

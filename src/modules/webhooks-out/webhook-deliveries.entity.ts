@@ -38,7 +38,9 @@ export const WebhookDeliverySchema = new EntitySchema<WebhookDelivery>({
     },
     {
       name: 'webhook_deliveries_endpoint_due_idx',
-      expression: `CREATE INDEX webhook_deliveries_endpoint_due_idx ON public.webhook_deliveries USING btree (endpoint_id, next_attempt_at) WHERE (status = 'PENDING'::text)`,
+      expression:
+        `CREATE INDEX webhook_deliveries_endpoint_due_idx ON public.webhook_deliveries USING btree (endpoint_id, next_attempt_at) ` +
+        `WHERE (status = 'PENDING'::text)`,
     },
   ],
   properties: {

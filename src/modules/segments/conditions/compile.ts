@@ -94,7 +94,9 @@ class Compiler {
         if (!segment) throw new ConditionError(`segment ${r.segmentId} does not exist`);
         let member: string;
         if (segment.type === 'STATIC' || !segment.condition) {
-          member = `EXISTS (SELECT 1 FROM segment_memberships m WHERE m.segment_id = ${this.p(segment.id, '::uuid')} AND m.contact_id = c.id AND m.exited_at IS NULL)`;
+          member =
+            `EXISTS (SELECT 1 FROM segment_memberships m WHERE m.segment_id = ${this.p(segment.id, '::uuid')} ` +
+            `AND m.contact_id = c.id AND m.exited_at IS NULL)`;
         } else {
           if (visiting.has(segment.id)) throw new ConditionError(`segment ${segment.id} refers to itself`);
           member = this.tree(segment.condition, new Set([...visiting, segment.id]));
