@@ -272,7 +272,7 @@ test('a 5.1.1 refusal while sending is a hard bounce: BOUNCED and unsubscribed, 
   }
 });
 
-test("a 5xx about the recipient's mailbox while sending is a soft bounce: Transient, subscribed until SOFT_BOUNCE_LIMIT in a row; a relay's own refusal stays FAILED", async () => {
+test("a 5xx about the recipient's mailbox while sending is a soft bounce until SOFT_BOUNCE_LIMIT; a relay's own refusal stays FAILED", async () => {
   const full = `full-rcpt-${Date.now()}@example.org`;
   const denied = `denied-rcpt-${Date.now()}@example.org`;
   relay.rcptReply = (rcpt) =>
