@@ -52,6 +52,8 @@ export interface ActivityDeps {
 
 /** A standing drain runs at most this long before handing back to its workflow (which starts the next). */
 const DRAIN_MAX_MS = 120_000;
+/** How often a campaign chunk looks whether its campaign still sends (a cancel stops it within this). */
+const CAMPAIGN_WATCH_MS = 500;
 
 function drainWindow(deps: ActivityDeps) {
   const ctx = Context.current();
@@ -149,10 +151,28 @@ export function createActivities(deps: ActivityDeps) {
     /** One chunk of a campaign (`planCampaignChunks`); stopped when the campaign no longer sends. */
     async deliverCampaignChunk(input: { campaignId: string; chunk: CampaignChunk }) {
       const ctx = Context.current();
-      const c = await deps.orm.em.fork().findOne(CampaignSchema, input.campaignId, { fields: ['status'] });
-      if (c?.status !== 'SENDING') return { stopped: true, claimed: 0, sent: 0, retried: 0, failed: 0 };
-      const r = await deps.dispatcher.deliverCampaignChunk(input.campaignId, input.chunk, { heartbeat: () => ctx.heartbeat(), signal: ctx.cancellationSignal });
-      return { stopped: false, ...r };
+      const sending = async () => (await deps.orm.em.fork().findOne(CampaignSchema, input.campaignId, { fields: ['status'] }))?.status === 'SENDING';
+      if (!(await sending())) return { stopped: true, claimed: 0, sent: 0, retried: 0, failed: 0 };
+      // A cancel reaches a running activity only in a heartbeat's answer, which the SDK throttles to most of
+      // the heartbeat timeout; the campaign's own row says so at once, so every chunk in flight stops with it.
+      const cancelled = new AbortController();
+      const watch = setInterval(
+        () =>
+          void sending().then(
+            (still) => still || cancelled.abort(),
+            () => {},
+          ),
+        CAMPAIGN_WATCH_MS,
+      );
+      try {
+        const r = await deps.dispatcher.deliverCampaignChunk(input.campaignId, input.chunk, {
+          heartbeat: () => ctx.heartbeat(),
+          signal: AbortSignal.any([ctx.cancellationSignal, cancelled.signal]),
+        });
+        return { stopped: cancelled.signal.aborted, ...r };
+      } finally {
+        clearInterval(watch);
+      }
     },
 
     async completeCampaign(input: { campaignId: string }) {
