@@ -46,6 +46,9 @@ const envSchema = z.object({
   TEMPORAL_DEV_SERVER_PORT: port.default(7233),
   /** Where the built-in dev server keeps its state: the service's PostgreSQL (durable) or memory. */
   TEMPORAL_DEV_SERVER_PERSISTENCE: z.enum(['postgres', 'memory']).default('postgres'),
+  /** Connections the built-in dev server's gRPC port holds at once, and from one client address (past either: closed). */
+  TEMPORAL_DEV_SERVER_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(100_000).default(256),
+  TEMPORAL_DEV_SERVER_MAX_CONNECTIONS_PER_CLIENT: z.coerce.number().int().min(1).max(100_000).default(64),
   /** The Temporal Web UI beside the built-in dev server (http://127.0.0.1:TEMPORAL_UI_PORT). */
   TEMPORAL_UI: z.enum(['on', 'off']).default('on'),
   /** Default TEMPORAL_DEV_SERVER_PORT + 1000 (8233), none when that port is 0; 0 turns the UI off. */
@@ -278,7 +281,7 @@ export type Config = z.output<typeof envSchema> & {
 };
 
 /** The listeners a process may open, each with its own connection limits. */
-export type Listener = 'http' | 'submission' | 'inbound' | 'temporalUi' | 'metrics' | 'devSmtp';
+export type Listener = 'http' | 'submission' | 'inbound' | 'temporalGrpc' | 'temporalUi' | 'metrics' | 'devSmtp';
 
 /** The Web UI, metrics and dev mailbox listeners serve an operator, Prometheus and this service: fixed, small limits. */
 export const FIXED_CONNECTION_LIMITS = {
@@ -346,6 +349,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     http: { max: cfg.HTTP_MAX_CONNECTIONS, perClient: cfg.HTTP_MAX_CONNECTIONS_PER_CLIENT ?? (cfg.TRUST_PROXY ? cfg.HTTP_MAX_CONNECTIONS : 256) },
     submission: { max: cfg.SMTP_SUBMISSION_MAX_CONNECTIONS, perClient: cfg.SMTP_SUBMISSION_MAX_CONNECTIONS_PER_CLIENT },
     inbound: { max: cfg.INBOUND_MAX_CONNECTIONS, perClient: cfg.INBOUND_MAX_CONNECTIONS_PER_CLIENT },
+    temporalGrpc: { max: cfg.TEMPORAL_DEV_SERVER_MAX_CONNECTIONS, perClient: cfg.TEMPORAL_DEV_SERVER_MAX_CONNECTIONS_PER_CLIENT },
   };
   const inbound = { port: cfg.INBOUND_SMTP_PORT ?? 2525, explicit: cfg.INBOUND_SMTP_PORT !== undefined, maxBytes: cfg.INBOUND_MAX_MB * 2 ** 20 };
   const returnPath = { prefix: cfg.RETURN_PATH_PREFIX.toLowerCase(), mxHost: (cfg.INBOUND_MX_HOST ?? new URL(publicUrl).hostname).toLowerCase(), spfValue };

@@ -118,7 +118,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
       }
     }
 
-    const { temporal, uiUrl: temporalUiUrl } = await startTemporal(config, databaseUrl, log, stops, metrics, gates.temporalUi);
+    const { temporal, uiUrl: temporalUiUrl } = await startTemporal(config, databaseUrl, log, stops, metrics, gates);
     const resolver = new Resolver(config.DNS_SERVERS);
     const secret = config.JWT_SECRET ?? readOrCreateSecret(path.join(config.dataDir, 'jwt-secret'));
     const links = new Links(config.publicUrl, secret);
@@ -458,7 +458,14 @@ function portInUse(port: number, host: string): Promise<boolean> {
  * PostgreSQL by default) on TEMPORAL_DEV_SERVER_PORT; a process that finds that port taken joins the
  * dev server another process of ours already runs there.
  */
-async function startTemporal(config: Config, databaseUrl: string, log: Logger, stops: Array<() => Promise<void>>, metrics: Metrics, uiGate: ConnectionGate) {
+async function startTemporal(
+  config: Config,
+  databaseUrl: string,
+  log: Logger,
+  stops: Array<() => Promise<void>>,
+  metrics: Metrics,
+  gates: Pick<Record<Listener, ConnectionGate>, 'temporalGrpc' | 'temporalUi'>,
+) {
   let address = config.TEMPORAL_ADDRESS;
   let uiUrl: string | undefined;
   if (!address) {
@@ -472,8 +479,13 @@ async function startTemporal(config: Config, databaseUrl: string, log: Logger, s
         port,
         persistence: config.TEMPORAL_DEV_SERVER_PERSISTENCE === 'postgres' ? { kind: 'postgres', url: databaseUrl } : { kind: 'memory' },
         log,
+        // The dev server counts its gRPC connections itself; refusals are counted and logged as every listener's.
+        maxConnections: gates.temporalGrpc.limits.max,
+        maxConnectionsPerClient: gates.temporalGrpc.limits.perClient,
+        prefaceTimeoutMs: config.HTTP_HEADERS_TIMEOUT_SECONDS * 1000,
+        onConnectionRefused: (reason, client) => gates.temporalGrpc.refused(reason, client),
         ui: config.temporalUiPort
-          ? { port: config.temporalUiPort, allowedHosts: config.ALLOWED_HOSTS, guard: (server: net.Server) => gateServer(server, uiGate) }
+          ? { port: config.temporalUiPort, allowedHosts: config.ALLOWED_HOSTS, guard: (server: net.Server) => gateServer(server, gates.temporalUi) }
           : undefined,
       });
       stops.push(() => dev.stop());

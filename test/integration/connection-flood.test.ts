@@ -19,8 +19,11 @@ const ROOT = path.resolve(__dirname, '../..');
 const MAIN = path.join(ROOT, 'dist/src/main.js');
 const FLOOD = path.join(ROOT, 'dist/test/setup/flood.js');
 const FILE_LIMIT = 4096;
-/** The defaults of HTTP_MAX_CONNECTIONS, SMTP_SUBMISSION_MAX_CONNECTIONS, INBOUND_MAX_CONNECTIONS and the fixed Web UI and metrics limits. */
-const LIMITS = { http: 1024, submission: 256, inbound: 256, temporalUi: 128, metrics: 32 };
+/**
+ * The defaults of HTTP_MAX_CONNECTIONS, SMTP_SUBMISSION_MAX_CONNECTIONS, INBOUND_MAX_CONNECTIONS,
+ * TEMPORAL_DEV_SERVER_MAX_CONNECTIONS (the dev server's gRPC port) and the fixed Web UI and metrics limits.
+ */
+const LIMITS = { http: 1024, submission: 256, inbound: 256, temporalGrpc: 256, temporalUi: 128, metrics: 32 };
 /** The capture SMTP server's fixed limit: the service's own mail goes through it, so it is flooded on its own. */
 const DEV_SMTP_LIMIT = 256;
 
@@ -183,6 +186,7 @@ test('10× the connection limit on every listener at once: /health answers throu
     { port: ports.api, count: 10 * LIMITS.http },
     { port: ports.submission, count: 10 * LIMITS.submission },
     { port: ports.inbound, count: 10 * LIMITS.inbound },
+    { port: ports.temporal, count: 10 * LIMITS.temporalGrpc },
     { port: ports.ui, count: 10 * LIMITS.temporalUi },
     { port: ports.metrics, count: 10 * LIMITS.metrics },
   ]);
@@ -192,8 +196,9 @@ test('10× the connection limit on every listener at once: /health answers throu
     expect(openSockets() - before).toBeLessThanOrEqual(heldAtMost(Object.values(LIMITS)) + OWN_SOCKETS);
     expect(openDescriptors()).toBeLessThan(FILE_LIMIT * 0.75);
     // Held as an attacker would: the polls go on, and the worker still runs workflows (a signup's
-    // verification mail is one), which need threads and descriptors of their own. Asked over the
-    // poller's own connection: a new one would find the API's total full, as it should.
+    // verification mail is one), which need threads and descriptors of their own, over the connections
+    // to the dev server it made before the flood. Asked over the poller's own connection: a new one
+    // would find the API's total full, as it should.
     const email = `flood-${Date.now()}@example.com`;
     expect((await call(health.agent, 'POST', '/auth/signup', { email, password: 'correct horse battery' })).status).toBe(201);
     await until(
@@ -226,7 +231,7 @@ test('10× the connection limit on every listener at once: /health answers throu
     30_000,
     'metrics after the flood',
   );
-  for (const listener of ['http', 'submission', 'inbound', 'temporalUi', 'metrics']) {
+  for (const listener of ['http', 'submission', 'inbound', 'temporalGrpc', 'temporalUi', 'metrics']) {
     expect(metrics).toMatch(new RegExp(`postbox_connections_refused_total\\{listener="${listener}",reason="(total|per_client)"\\} [1-9]`));
   }
   expect(service.exitCode).toBeNull();

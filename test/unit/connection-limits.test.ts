@@ -11,6 +11,7 @@ test("the listeners' defaults fit under a file limit of 4096 as they are", () =>
     http: { max: 1024, perClient: 256 },
     submission: { max: 256, perClient: 32 },
     inbound: { max: 256, perClient: 16 },
+    temporalGrpc: { max: 256, perClient: 64 },
     temporalUi: { max: 128, perClient: 64 },
     metrics: { max: 32, perClient: 8 },
     devSmtp: { max: 256, perClient: 256 },

@@ -3,6 +3,7 @@
  *
  *   temporal-devserver [--port N] [--host H] [--db postgres-url] [--schema S] [--namespace NS]...
  *                      [--time-skipping] [--log-level L] [--ui-port N] [--headless]
+ *                      [--max-connections N] [--max-connections-per-client N]
  *
  * The Web UI listens on 127.0.0.1, port --ui-port (default --port + 1000), as `temporal server
  * start-dev` does; --headless (or --ui-port 0) leaves it out.
@@ -17,7 +18,8 @@ import { startDevServer, type DevServer, type DevServerOptions } from './index';
 
 const USAGE = `usage: temporal-devserver [--port N] [--host H] [--db postgres-url] [--schema name]
                           [--namespace name]... [--time-skipping] [--log-level level]
-                          [--ui-port N] [--headless]`;
+                          [--ui-port N] [--headless]
+                          [--max-connections N] [--max-connections-per-client N]`;
 
 function parseDevServerArgs(argv: string[]): DevServerOptions & { logLevel: string } {
   const { values } = parseArgs({
@@ -32,6 +34,8 @@ function parseDevServerArgs(argv: string[]): DevServerOptions & { logLevel: stri
       'log-level': { type: 'string', default: 'info' },
       'ui-port': { type: 'string' },
       headless: { type: 'boolean', default: false },
+      'max-connections': { type: 'string' },
+      'max-connections-per-client': { type: 'string' },
       help: { type: 'boolean', default: false },
     },
     strict: true,
@@ -44,9 +48,18 @@ function parseDevServerArgs(argv: string[]): DevServerOptions & { logLevel: stri
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`invalid --port ${values.port}`);
   const uiPort = values['ui-port'] !== undefined ? Number(values['ui-port']) : port ? port + 1000 : 0;
   if (!Number.isInteger(uiPort) || uiPort < 0 || uiPort > 65535) throw new Error(`invalid --ui-port ${values['ui-port'] ?? uiPort}`);
+  const [maxConnections, maxConnectionsPerClient] = (['max-connections', 'max-connections-per-client'] as const).map((flag) => {
+    const v = values[flag];
+    if (v === undefined) return undefined;
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < 1) throw new Error(`invalid --${flag} ${v}`);
+    return n;
+  });
   return {
     host: values.host,
     port,
+    maxConnections,
+    maxConnectionsPerClient,
     persistence: values.db ? { kind: 'postgres', url: values.db, schema: values.schema } : { kind: 'memory' },
     namespaces: values.namespace,
     // From the command line, time skipping starts unlocked: nothing else would ever unlock it.

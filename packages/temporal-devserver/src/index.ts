@@ -19,6 +19,7 @@ import { startWebUi, type WebUiOptions } from './http';
 import type { UiServer } from './http/ui-server';
 import { PostgresStore } from './persistence/postgres-store';
 import type { Store } from './persistence/store';
+import { type ConnectionRefusal, listenGrpc } from './rpc/grpc-listener';
 import { addService } from './rpc/grpc-server';
 import { healthHandlers, operatorServiceHandlers, testServiceHandlers } from './rpc/operator-and-test-services';
 import { workflowServiceHandlers } from './rpc/workflow-service';
@@ -27,6 +28,7 @@ import { workflowServiceHandlers } from './rpc/workflow-service';
 // check of the Web UI's port and the protobuf root the server encodes with (the SDK's own).
 export { hostAllowed, type UiServer } from './http/ui-server';
 export type { WebUiOptions } from './http';
+export type { ConnectionRefusal } from './rpc/grpc-listener';
 export { root as protoRoot } from './proto';
 
 export interface DevServerOptions {
@@ -52,6 +54,20 @@ export interface DevServerOptions {
    */
   maxClosedInMemory?: number;
   /**
+   * Connections the gRPC port holds at once; more are closed as they arrive. Default 256: a worker
+   * or a client keeps one connection.
+   */
+  maxConnections?: number;
+  /** Connections the gRPC port holds at once from one client address. Default 64. */
+  maxConnectionsPerClient?: number;
+  /** A connection that has not sent the HTTP/2 preface this long after connecting is closed. Default 10 000. */
+  prefaceTimeoutMs?: number;
+  /**
+   * Told of every connection closed at the limits (an embedding service counts and logs them); without
+   * it the server logs a warning at most once a minute.
+   */
+  onConnectionRefused?: (reason: ConnectionRefusal, client: string) => void;
+  /**
    * The Temporal Web UI with its `/api/v1` HTTP API on its own port (http/ui-server.ts). `app: false`
    * serves the API alone; otherwise the app is built on first use (http/webui-build.ts).
    */
@@ -69,6 +85,9 @@ export interface DevServer {
 
 const RETENTION_SWEEP_MS = 60_000;
 const MAX_MESSAGE_BYTES = 128 * 1024 * 1024;
+const DEFAULT_MAX_CONNECTIONS = 256;
+const DEFAULT_MAX_CONNECTIONS_PER_CLIENT = 64;
+const DEFAULT_PREFACE_TIMEOUT_MS = 10_000;
 
 export async function startDevServer(opts: DevServerOptions = {}): Promise<DevServer> {
   const host = opts.host ?? '127.0.0.1';
@@ -138,9 +157,20 @@ export async function startDevServer(opts: DevServerOptions = {}): Promise<DevSe
     addService(server, 'grpc.health.v1.Health', healthHandlers(), log);
     if (opts.timeSkipping) addService(server, 'temporal.api.testservice.v1.TestService', testServiceHandlers(timers), log);
 
-    const port = await new Promise<number>((resolve, reject) =>
-      server.bindAsync(`${host}:${opts.port ?? 0}`, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
-    );
+    // Our own listener hands grpc-js the connections it admits (rpc/grpc-listener.ts).
+    const listener = await listenGrpc({
+      host,
+      port: opts.port ?? 0,
+      limits: {
+        max: opts.maxConnections ?? DEFAULT_MAX_CONNECTIONS,
+        perClient: opts.maxConnectionsPerClient ?? DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
+        prefaceTimeoutMs: opts.prefaceTimeoutMs ?? DEFAULT_PREFACE_TIMEOUT_MS,
+      },
+      injector: server.createConnectionInjector(grpc.ServerCredentials.createInsecure()),
+      log,
+      onRefused: opts.onConnectionRefused,
+    });
+    const port = listener.port;
 
     const sweep = setInterval(() => {
       engine!.enforceRetention().catch((err) => log.warn({ err }, 'retention sweep failed'));
@@ -163,9 +193,12 @@ export async function startDevServer(opts: DevServerOptions = {}): Promise<DevSe
           scheduler.stop();
           engine!.stop();
           timers.stop();
+          listener.close();
           await new Promise<void>((resolve) => {
             const force = setTimeout(() => {
               server.forceShutdown();
+              // Without channelz grpc-js does not track the sessions it would end here.
+              listener.destroyAll();
               resolve();
             }, 2000);
             server.tryShutdown(() => {
