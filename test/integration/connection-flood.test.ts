@@ -145,6 +145,17 @@ const openSockets = () =>
 /** Sockets the service may open of its own during a flood: database and Temporal connections, DNS, mail. */
 const OWN_SOCKETS = 64;
 /** Each server counts the connection its gate is refusing, so a listener holds at most its limit and one. */
+/** A signup over a new connection, and its verification mail (sent by a workflow) in the dev mailbox. */
+async function signupMailArrives(api: Api, prefix: string): Promise<void> {
+  const signup = await api.post('/auth/signup', { email: `${prefix}-${Date.now()}@example.com`, password: 'correct horse battery' });
+  expect(signup.status).toBe(201);
+  await until(
+    async () => ((await api.get(`/dev/mailbox?to=${encodeURIComponent(signup.body.email)}`)).body.data?.length ? true : undefined),
+    30_000,
+    `the verification mail of ${signup.body.email}`,
+  );
+}
+
 const heldAtMost = (limits: number[]) => limits.reduce((a, b) => a + b + 1, 0);
 
 test('the service runs under a low file limit with room to spare', () => {
@@ -216,13 +227,7 @@ test('10× the connection limit on every listener at once: /health answers throu
 
   // Afterwards every listener serves new clients, and the refusals were counted.
   await until(async () => ((await api.get('/health').catch(() => undefined))?.status === 200 ? true : undefined), 30_000, '/health after the flood');
-  const signup = await api.post('/auth/signup', { email: `after-${Date.now()}@example.com`, password: 'correct horse battery' });
-  expect(signup.status).toBe(201);
-  await until(
-    async () => ((await api.get(`/dev/mailbox?to=${encodeURIComponent(signup.body.email)}`)).body.data?.length ? true : undefined),
-    30_000,
-    'the verification mail (a workflow) after the flood',
-  );
+  await signupMailArrives(api, 'after');
   const metrics = await until(
     async () => {
       const res = await fetch(`http://127.0.0.1:${ports.metrics}/metrics`).catch(() => undefined);
@@ -254,13 +259,7 @@ test("10× the capture SMTP server's limit: /health answers throughout, and the 
   }
   expect(health.statuses.length).toBeGreaterThan(2);
   expect(health.statuses.every((s) => s === 200)).toBe(true);
-  const signup = await api.post('/auth/signup', { email: `after-smtp-${Date.now()}@example.com`, password: 'correct horse battery' });
-  expect(signup.status).toBe(201);
-  await until(
-    async () => ((await api.get(`/dev/mailbox?to=${encodeURIComponent(signup.body.email)}`)).body.data?.length ? true : undefined),
-    30_000,
-    'the verification mail after the capture SMTP flood',
-  );
+  await signupMailArrives(api, 'after-smtp');
   const metrics = await (await fetch(`http://127.0.0.1:${ports.metrics}/metrics`)).text();
   expect(metrics).toMatch(/postbox_connections_refused_total\{listener="devSmtp",reason="(total|per_client)"\} [1-9]/);
   expect(service.exitCode).toBeNull();
