@@ -157,6 +157,16 @@ export async function getContact(em: EntityManager, projectId: string, id: strin
 /** A contact read to be changed: locked FOR UPDATE in the caller's transaction, and read afresh. */
 const forUpdate = { lockMode: LockMode.PESSIMISTIC_WRITE, refresh: true } as const;
 
+/**
+ * Subscription changes made many to a transaction (a batch of bounce reports, a bulk job's chunk) read their rows
+ * outside the identity map and write each with one UPDATE: a flush per row would walk every entity loaded before it.
+ */
+const lockedOutsideIdentityMap = { ...forUpdate, disableIdentityMap: true } as const;
+const updatedInPlace = (em: EntityManager, contact: Contact) => async (next: ContactState) => {
+  await em.nativeUpdate(Contact, { id: contact.id }, { ...next, updatedAt: new Date() });
+  return Object.assign(contact, next);
+};
+
 export interface ContactPatch {
   email?: string;
   subscribed?: boolean;
@@ -224,9 +234,9 @@ export async function updateContactSubscription(
   subscribed: boolean,
   eventData: Record<string, unknown>,
 ): Promise<EventRecord[]> {
-  const current = await em.findOne(Contact, { id: contactId }, forUpdate);
+  const current = await em.findOne(Contact, { id: contactId }, lockedOutsideIdentityMap);
   if (!current) return [];
-  return (await updateLocked(em, current, { subscribed, eventData }, flushed(em, current))).events;
+  return (await updateLocked(em, current, { subscribed, eventData }, updatedInPlace(em, current))).events;
 }
 
 /**
@@ -240,10 +250,10 @@ export async function setSubscriptionOf(
   subscribed: boolean,
   eventData: Record<string, unknown>,
 ): Promise<{ changed: string[]; unchanged: string[]; missing: string[]; events: EventRecord[] }> {
-  const rows = await em.find(Contact, { projectId, id: { $in: ids } }, { ...forUpdate, orderBy: { id: 'asc' } });
+  const rows = await em.find(Contact, { projectId, id: { $in: ids } }, { ...lockedOutsideIdentityMap, orderBy: { id: 'asc' } });
   const out = { changed: [] as string[], unchanged: [] as string[], missing: [] as string[], events: [] as EventRecord[] };
   for (const row of rows) {
-    const result = await updateLocked(em, row, { subscribed, eventData }, flushed(em, row));
+    const result = await updateLocked(em, row, { subscribed, eventData }, updatedInPlace(em, row));
     (result.isUpdate ? out.changed : out.unchanged).push(row.id);
     out.events.push(...result.events);
   }
