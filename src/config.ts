@@ -65,7 +65,7 @@ const envSchema = z.object({
     .optional(),
   /** Recipients per delivery activity of a campaign send (a chunk). */
   CAMPAIGN_BATCH_SIZE: z.coerce.number().int().min(1).max(5000).default(500),
-  /** Campaign chunks each worker process delivers at once; a campaign has this many in flight per worker polling. */
+  /** Campaign chunks each worker process delivers at once; a campaign has this many in flight per worker polling (docs/performance.md). */
   CAMPAIGN_CHUNKS_PER_WORKER: z.coerce.number().int().min(1).max(64).default(4),
   /** Background refresh of each segment's count, and recompute of tracked memberships (time-based conditions). */
   SEGMENT_REFRESH_SECONDS: z.coerce.number().int().min(1).max(86_400).default(300),
