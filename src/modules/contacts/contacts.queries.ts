@@ -33,6 +33,12 @@ export async function lockContactByEmail(em: EntityManager, projectId: string, e
   return em.map(Contact, row);
 }
 
+// SQL, hot path: the contact a bounce or complaint unsubscribes, locked FOR UPDATE, one prepared statement.
+export async function lockContact(em: EntityManager, id: string): Promise<Contact | undefined> {
+  const [row] = await sql(em, `SELECT ${COLUMNS} FROM contacts WHERE id = ? FOR UPDATE`, [id]);
+  return row && em.map(Contact, row);
+}
+
 // SQL, hot path: an upsert's change to the locked contact, one prepared statement answering the row.
 export async function saveContactChange(em: EntityManager, id: string, next: ContactState): Promise<Contact> {
   const [row] = await sql(

@@ -15,6 +15,7 @@ import {
   countContactsWhere,
   deleteContactsIn,
   insertContactIfNew,
+  lockContact,
   lockContactByEmail,
   saveContactChange,
 } from './contacts.queries';
@@ -158,14 +159,10 @@ export async function getContact(em: EntityManager, projectId: string, id: strin
 const forUpdate = { lockMode: LockMode.PESSIMISTIC_WRITE, refresh: true } as const;
 
 /**
- * Subscription changes made many to a transaction (a batch of bounce reports, a bulk job's chunk) read their rows
- * outside the identity map and write each with one UPDATE: a flush per row would walk every entity loaded before it.
+ * Subscription changes made many to a transaction (a batch of bounce reports, a bulk job's chunk) write each row with
+ * one UPDATE, never a flush: a flush per row would walk every entity the transaction loaded before it.
  */
-const lockedOutsideIdentityMap = { ...forUpdate, disableIdentityMap: true } as const;
-const updatedInPlace = (em: EntityManager, contact: Contact) => async (next: ContactState) => {
-  await em.nativeUpdate(Contact, { id: contact.id }, { ...next, updatedAt: new Date() });
-  return Object.assign(contact, next);
-};
+const savedAlone = (em: EntityManager, contact: Contact) => (next: ContactState) => saveContactChange(em, contact.id, next);
 
 export interface ContactPatch {
   email?: string;
@@ -234,9 +231,9 @@ export async function updateContactSubscription(
   subscribed: boolean,
   eventData: Record<string, unknown>,
 ): Promise<EventRecord[]> {
-  const current = await em.findOne(Contact, { id: contactId }, lockedOutsideIdentityMap);
+  const current = await lockContact(em, contactId);
   if (!current) return [];
-  return (await updateLocked(em, current, { subscribed, eventData }, updatedInPlace(em, current))).events;
+  return (await updateLocked(em, current, { subscribed, eventData }, savedAlone(em, current))).events;
 }
 
 /**
@@ -250,10 +247,10 @@ export async function setSubscriptionOf(
   subscribed: boolean,
   eventData: Record<string, unknown>,
 ): Promise<{ changed: string[]; unchanged: string[]; missing: string[]; events: EventRecord[] }> {
-  const rows = await em.find(Contact, { projectId, id: { $in: ids } }, { ...lockedOutsideIdentityMap, orderBy: { id: 'asc' } });
+  const rows = await em.find(Contact, { projectId, id: { $in: ids } }, { ...forUpdate, disableIdentityMap: true, orderBy: { id: 'asc' } });
   const out = { changed: [] as string[], unchanged: [] as string[], missing: [] as string[], events: [] as EventRecord[] };
   for (const row of rows) {
-    const result = await updateLocked(em, row, { subscribed, eventData }, updatedInPlace(em, row));
+    const result = await updateLocked(em, row, { subscribed, eventData }, savedAlone(em, row));
     (result.isUpdate ? out.changed : out.unchanged).push(row.id);
     out.events.push(...result.events);
   }
