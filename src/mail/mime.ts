@@ -106,11 +106,12 @@ function fold(name: string, value: string): string {
  * Text a header may carry as it is. nodemailer counts CR and LF as plain, but written out they would end
  * the header line (a second From:), so text with them is encoded too, whatever validated it upstream.
  */
-const plainText = (value: string) => mimeFuncs.isPlainText(value) && !/[\r\n]/.test(value);
+const hasLineBreak = (value: string) => /[\r\n]/.test(value);
+const plainText = (value: string) => mimeFuncs.isPlainText(value) && !hasLineBreak(value);
 
 /** A header value as written: encoded-words where it is not plain ASCII (all of it when it holds a line break). */
 const headerText = (value: string) =>
-  plainText(value) ? value : /[\r\n]/.test(value) ? mimeFuncs.encodeWord(value, 'Q', 52) : mimeFuncs.encodeWords(value, 'Q', 52);
+  hasLineBreak(value) ? mimeFuncs.encodeWord(value, 'Q', 52) : mimeFuncs.isPlainText(value) ? value : mimeFuncs.encodeWords(value, 'Q', 52);
 
 function asciiAddress(address: string): string {
   const at = address.lastIndexOf('@');

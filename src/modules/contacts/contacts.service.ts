@@ -91,7 +91,7 @@ export async function upsertContact(em: EntityManager, projectId: string, input:
   if (created) return { contact: created, isNew: true, isUpdate: false, events: [] };
 
   const current = await lockContactByEmail(em, projectId, input.email);
-  return updateLocked(em, current, { subscribed: input.subscribed, data: input.data }, (next) => saveContactChange(em, current.id, next));
+  return updateLocked(em, current, { subscribed: input.subscribed, data: input.data }, savedAlone(em, current));
 }
 
 interface Change {
@@ -159,8 +159,8 @@ export async function getContact(em: EntityManager, projectId: string, id: strin
 const forUpdate = { lockMode: LockMode.PESSIMISTIC_WRITE, refresh: true } as const;
 
 /**
- * Subscription changes made many to a transaction (a batch of bounce reports, a bulk job's chunk) write each row with
- * one UPDATE, never a flush: a flush per row would walk every entity the transaction loaded before it.
+ * A locked contact's change written with one UPDATE, never a flush: changes made many to a transaction (a batch of
+ * bounce reports, a bulk job's chunk, upserts) would otherwise each walk every entity the transaction loaded before.
  */
 const savedAlone = (em: EntityManager, contact: Contact) => (next: ContactState) => saveContactChange(em, contact.id, next);
 
