@@ -160,42 +160,54 @@ async function sendMany(n: number, prefix: string, domain: string): Promise<void
 
 const receivedAt = (domain: string) => smtp.received.map((m) => m.envelope.to[0]).filter((t) => t.endsWith(`@${domain}`));
 
-test('a worker that joins takes its share of /v1/send at once, and one that stops (SIGTERM) gives back what it holds claimed', async () => {
-  const joiner = await startWorker();
-  joiners.push(joiner);
-  // A slow relay and a backlog: every drain holds a claimed batch for a while. Watched while it is queued,
-  // since a loaded machine may accept the sends no faster than the pool drains them.
+/**
+ * A worker joins, /v1/send mail is queued behind the slow relay, and once `holding` says the worker holds
+ * its share claimed it gets `signal`. Watched while mail is still queued, since a loaded machine may
+ * accept the sends no faster than the pool drains them.
+ */
+async function stoppedWhileHolding(
+  signal: NodeJS.Signals,
+  backlog: { prefix: string; domain: string },
+  holding: (w: PoolWorker) => Promise<boolean>,
+  what: string,
+): Promise<PoolWorker> {
+  const worker = await startWorker();
+  joiners.push(worker);
   smtp.delayMs = SLOW_RELAY_MS;
-  const queued = sendMany(BACKLOG, 'j', 'join.test');
+  const queued = sendMany(BACKLOG, backlog.prefix, backlog.domain);
   try {
-    // Its dispatchers claim from the shared queue as soon as it runs: it delivers, and holds more.
-    await until(async () => ((await sentBy(joiner)) > 0 && (await heldBy(joiner)) >= 50 ? true : undefined), 90_000, 'the new worker delivering');
-    joiner.child.kill('SIGTERM');
-    await new Promise((r) => joiner.child.once('exit', r));
-    // Left to expire, its claims would hold that mail back for CLAIM_SECONDS (2 minutes).
-    expect(await heldBy(joiner)).toBe(0);
+    await until(async () => ((await holding(worker)) ? true : undefined), 90_000, what);
+    worker.child.kill(signal);
+    await new Promise((r) => worker.child.once('exit', r));
   } finally {
     smtp.delayMs = 0;
     await queued;
   }
+  return worker;
+}
+
+test('a worker that joins takes its share of /v1/send at once, and one that stops (SIGTERM) gives back what it holds claimed', async () => {
+  // Its dispatchers claim from the shared queue as soon as it runs: it delivers, and holds more.
+  const joiner = await stoppedWhileHolding(
+    'SIGTERM',
+    { prefix: 'j', domain: 'join.test' },
+    async (w) => (await sentBy(w)) > 0 && (await heldBy(w)) >= 50,
+    'the new worker delivering',
+  );
+  // Left to expire, its claims would hold that mail back for CLAIM_SECONDS (2 minutes).
+  expect(await heldBy(joiner)).toBe(0);
   await until(async () => (new Set(receivedAt('join.test')).size === BACKLOG ? true : undefined), 60_000, 'every send delivered');
   expect(receivedAt('join.test')).toHaveLength(BACKLOG);
 }, 240_000);
 
 test('a worker killed (SIGKILL) while it holds /v1/send mail claimed loses none of it: the pool sends it once the claims expire', async () => {
-  const doomed = await startWorker();
-  joiners.push(doomed);
-  smtp.delayMs = SLOW_RELAY_MS;
-  const queued = sendMany(BACKLOG, 'd', 'dead.test');
-  try {
-    await until(async () => ((await heldBy(doomed)) >= 50 ? true : undefined), 90_000, 'the doomed worker holding claims');
-    doomed.child.kill('SIGKILL');
-    await new Promise((r) => doomed.child.once('exit', r));
-    expect(await heldBy(doomed)).toBeGreaterThan(0);
-  } finally {
-    smtp.delayMs = 0;
-    await queued;
-  }
+  const doomed = await stoppedWhileHolding(
+    'SIGKILL',
+    { prefix: 'd', domain: 'dead.test' },
+    async (w) => (await heldBy(w)) >= 50,
+    'the doomed worker holding claims',
+  );
+  expect(await heldBy(doomed)).toBeGreaterThan(0);
   // The other workers' dispatchers sleep until the dead claims expire (CLAIM_SECONDS), then take them.
   await until(async () => (new Set(receivedAt('dead.test')).size === BACKLOG ? true : undefined), 200_000, 'every send delivered after the kill');
   const to = receivedAt('dead.test');
