@@ -272,7 +272,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
       port = server.port;
       // On SIGTERM /health turns 503 at once, so the load balancer stops sending, while the listener
       // keeps serving for SHUTDOWN_DRAIN_SECONDS: connections already in its accept queue are answered,
-      // not reset. Then it closes and the requests in flight finish.
+      // not reset, and each answer closes its connection. Then it closes and the requests in flight finish.
       let draining = false;
       health.push({
         name: 'shutdown',
@@ -284,6 +284,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
       // Stopped first: the requests in flight finish while everything they use is still up.
       stops.push(async () => {
         draining = true;
+        server.drain();
         await new Promise((r) => setTimeout(r, config.SHUTDOWN_DRAIN_SECONDS * 1000));
         await server.close(config.SHUTDOWN_TIMEOUT_SECONDS * 1000);
       });
