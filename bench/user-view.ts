@@ -146,6 +146,7 @@ async function oneRun(run: number): Promise<Row> {
   const { sink, agent, auth } = bench;
   const port = bench.service.port;
   const lines: string[] = [];
+  let finished = false;
   try {
     const ready = (Date.now() - started) / 1000;
     let cpu = cpuNow(bench);
@@ -213,6 +214,7 @@ async function oneRun(run: number): Promise<Row> {
         `/v1/send ${send.toFixed(0)} delivered/s (${(send / baseline).toFixed(2)}x baseline), baseline ${baseline.toFixed(0)} emails/s`,
     );
     for (const line of lines) console.log(line);
+    finished = true;
     return { campaign, send, baseline };
   } finally {
     await bench.stop();
@@ -230,9 +232,12 @@ async function oneRun(run: number): Promise<Row> {
       }
     };
     const problems = entries.filter((l) => level(l) >= 40).length;
+    // The log is kept only when there is something to read in it.
+    const kept = !finished || problems > 0;
+    if (!kept) fs.rmSync(logFile);
     console.log(
       `  Web UI built before the start: ${builtBefore ? 'yes' : 'no'}, after the run: ${fs.existsSync(WEBUI_STAMP) ? 'yes' : 'no'}; ` +
-        `service log ${logFile}: ${entries.length} lines, ${problems} warnings or errors`,
+        `service log${kept ? ` ${logFile}` : ' (removed)'}: ${entries.length} lines, ${problems} warnings or errors`,
     );
   }
 }

@@ -40,29 +40,37 @@ export async function lockMembership(tx: EntityManager, segmentId: string, mode:
   await sql(tx, `SELECT ${fn}(hashtext(?))`, [segmentLockKey(segmentId)]);
 }
 
+/** The contacts (`c`) that are the segment's members now: a condition over the project's contacts, and its parameters. */
+function matching(segment: Segment, segments: ReadonlyMap<string, SegmentRef>): { where: string; params: unknown[] } {
+  const params: unknown[] = [segment.projectId];
+  return { where: `c.project_id = ? AND ${membersWhere(segment, segments, params)}`, params };
+}
+
+/**
+ * How many contacts are the segment's members now. A statement of its own, never a subquery of a write:
+ * PostgreSQL runs a query that writes without parallel workers, and a count over a large audience needs them.
+ */
+async function countMatching(em: EntityManager, { where, params }: { where: string; params: unknown[] }): Promise<number> {
+  const [{ n }] = await sql<{ n: string }>(em, `SELECT count(*) AS n FROM contacts c WHERE ${where}`, params);
+  return Number(n);
+}
+
 /** A page of the segment's members now, and how many there are: the condition compiles to SQL over contacts. */
 export async function memberPage(em: EntityManager, segment: Segment, segments: ReadonlyMap<string, SegmentRef>, page: number, pageSize: number) {
-  const params: unknown[] = [segment.projectId];
-  const where = `c.project_id = ? AND ${membersWhere(segment, segments, params)}`;
-  const [{ n }] = await sql<{ n: string }>(em, `SELECT count(*) AS n FROM contacts c WHERE ${where}`, params);
-  const rows = await sql(em, `SELECT c.* FROM contacts c WHERE ${where} ORDER BY c.created_at DESC, c.id DESC LIMIT ? OFFSET ?`, [
-    ...params,
+  const members = matching(segment, segments);
+  const total = await countMatching(em, members);
+  const rows = await sql(em, `SELECT c.* FROM contacts c WHERE ${members.where} ORDER BY c.created_at DESC, c.id DESC LIMIT ? OFFSET ?`, [
+    ...members.params,
     pageSize,
     (page - 1) * pageSize,
   ]);
-  return { rows: rows.map((r) => em.map(Contact, r)), total: Number(n) };
+  return { rows: rows.map((r) => em.map(Contact, r)), total };
 }
 
-/** Counts the contacts matching now and stores the count, in one statement; answers the segment's row. */
+/** Counts the contacts matching now and stores the count; answers the segment's row. */
 export async function storeMatchingCount(tx: EntityManager, segment: Segment, segments: ReadonlyMap<string, SegmentRef>) {
-  const params: unknown[] = [segment.projectId];
-  const where = membersWhere(segment, segments, params);
-  const [row] = await sql(
-    tx,
-    `UPDATE segments SET member_count = (SELECT count(*) FROM contacts c WHERE c.project_id = ? AND ${where}), member_count_at = now()
-     WHERE id = ? RETURNING *`,
-    [...params, segment.id],
-  );
+  const n = await countMatching(tx, matching(segment, segments));
+  const [row] = await sql(tx, `UPDATE segments SET member_count = ?, member_count_at = now() WHERE id = ? RETURNING *`, [n, segment.id]);
   return row;
 }
 
