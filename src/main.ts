@@ -36,6 +36,7 @@ import { ActivityHub } from './bus/contact-activity';
 import { LiveMembership } from './modules/segments';
 import { AUTOMATION_OUTBOX_CHANNEL, AutomationDispatcher } from './modules/automations';
 import { WebhookDispatcher } from './modules/webhooks-out';
+import { CampaignStops } from './modules/campaigns';
 import { WEBHOOK_DELIVERIES_CHANNEL } from './modules/webhooks-out';
 import { AutomationRuntime } from './modules/automations';
 import { connectTemporal, ensureSearchAttributes, type TemporalClient } from '../temporal/client';
@@ -191,6 +192,9 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
       emailQueue = dispatcher;
       const automationQueue = await listen(AUTOMATION_OUTBOX_CHANNEL, 'automation');
       const webhookQueue = await listen(WEBHOOK_DELIVERIES_CHANNEL, 'webhook');
+      const campaignStops = new CampaignStops(databaseUrl, log);
+      await campaignStops.start();
+      stops.push(() => campaignStops.stop());
       const worker: RunningWorker = await startWorker({
         address: temporal.address,
         namespace: temporal.namespace,
@@ -209,6 +213,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         campaignBatchSize: config.CAMPAIGN_BATCH_SIZE,
         campaignChunksPerWorker: config.CAMPAIGN_CHUNKS_PER_WORKER,
         workersPolling: workersPolling(temporal),
+        campaignStops,
         automation: new AutomationRuntime({ orm, hub, links, resolver, allowPrivateWebhooks: config.WEBHOOK_ALLOW_PRIVATE, log }),
         automationDispatcher: new AutomationDispatcher({ orm, temporal, queue: automationQueue, log }),
         webhookDispatcher: new WebhookDispatcher({

@@ -21,7 +21,7 @@ import type { AutomationRuntime, WaitEnd } from '../../src/modules/automations';
 import type { ActivityHub } from '../../src/bus/contact-activity';
 import { computeMembership, refreshCount, SegmentSchema } from '../../src/modules/segments';
 import { purgeInboundReports } from '../../src/inbound/inbound-reports';
-import { CampaignSchema, cancelCampaignDelivery, completeCampaign, startCampaignSend } from '../../src/modules/campaigns';
+import { CampaignSchema, type CampaignStops, cancelCampaignDelivery, completeCampaign, startCampaignSend } from '../../src/modules/campaigns';
 
 export interface ActivityDeps {
   orm: MikroORM;
@@ -43,6 +43,8 @@ export interface ActivityDeps {
   campaignChunksPerWorker: number;
   /** How many worker processes poll for campaign chunks now (Temporal's own list of pollers). */
   workersPolling: () => Promise<number>;
+  /** A cancel's notification to this process's chunks; without it, a chunk learns of a cancel from its campaign's row alone. */
+  campaignStops?: CampaignStops;
   automation: AutomationRuntime;
   automationDispatcher: AutomationDispatcher;
   webhookDispatcher: WebhookDispatcher;
@@ -52,7 +54,7 @@ export interface ActivityDeps {
 
 /** A standing drain runs at most this long before handing back to its workflow (which starts the next). */
 const DRAIN_MAX_MS = 120_000;
-/** How often a campaign chunk looks whether its campaign still sends (a cancel stops it within this). */
+/** How often a campaign chunk reads whether its campaign still sends: a cancel whose notification was lost stops it within this. */
 const CAMPAIGN_WATCH_MS = 500;
 
 function drainWindow(deps: ActivityDeps) {
@@ -152,9 +154,10 @@ export function createActivities(deps: ActivityDeps) {
     async deliverCampaignChunk(input: { campaignId: string; chunk: CampaignChunk }) {
       const ctx = Context.current();
       const sending = async () => (await deps.orm.em.fork().findOne(CampaignSchema, input.campaignId, { fields: ['status'] }))?.status === 'SENDING';
-      if (!(await sending())) return { stopped: true, claimed: 0, sent: 0, retried: 0, failed: 0 };
       // A cancel reaches a running activity only in a heartbeat's answer, which the SDK throttles to most of
-      // the heartbeat timeout; the campaign's own row says so at once, so every chunk in flight stops with it.
+      // the heartbeat timeout. The cancel's notification stops every chunk in flight at its commit, and the
+      // campaign's own row, read now and then, does if that notification was lost.
+      const notified = deps.campaignStops?.watch(input.campaignId);
       const cancelled = new AbortController();
       const watch = setInterval(
         () =>
@@ -165,13 +168,15 @@ export function createActivities(deps: ActivityDeps) {
         CAMPAIGN_WATCH_MS,
       );
       try {
+        if (!(await sending())) return { stopped: true, claimed: 0, sent: 0, retried: 0, failed: 0 };
         const r = await deps.dispatcher.deliverCampaignChunk(input.campaignId, input.chunk, {
           heartbeat: () => ctx.heartbeat(),
-          signal: AbortSignal.any([ctx.cancellationSignal, cancelled.signal]),
+          signal: AbortSignal.any([ctx.cancellationSignal, cancelled.signal, ...(notified ? [notified.signal] : [])]),
         });
-        return { stopped: cancelled.signal.aborted, ...r };
+        return { stopped: cancelled.signal.aborted || !!notified?.signal.aborted, ...r };
       } finally {
         clearInterval(watch);
+        notified?.release();
       }
     },
 

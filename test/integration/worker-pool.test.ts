@@ -225,8 +225,9 @@ test('cancelling a campaign that every worker is sending stops them all at once:
     const c = { id: await sendCampaign('Cancel') };
     // Under way on every worker before the cancel.
     await until(async () => ((await shares()).every((n, i) => n > before[i]) ? true : undefined), 60_000, 'every worker sending');
-    const atCancel = receivedAt('cancel.test').length;
     expect((await api.api.post(`/campaigns/${c.id}/cancel`, {}, key)).body.data.status).toBe('CANCELLED');
+    // Counted from the answer: the cancel is committed by then, and every worker hears of it at the commit.
+    const atCancel = receivedAt('cancel.test').length;
     // Then the sink's count stops moving.
     let received = -1;
     for (const deadline = Date.now() + 60_000; received !== receivedAt('cancel.test').length;) {

@@ -3,6 +3,7 @@ import { sql } from '../../db/orm';
 import { badRequest } from '../../http/errors';
 import { compileCondition, loadSegmentRefs, membersWhere } from '../segments';
 import { receivesTopicWhere } from '../topics';
+import { CAMPAIGN_STOPPED_CHANNEL } from './campaign-stops';
 import type { Campaign } from './campaigns.entity';
 
 /**
@@ -94,4 +95,9 @@ export async function emailCounts(em: EntityManager, campaignId: string) {
     [campaignId],
   );
   return counts;
+}
+
+/** Tells every worker the campaign stopped sending (`CampaignStops`); PostgreSQL delivers it when the transaction commits. */
+export async function notifyCampaignStopped(tx: EntityManager, campaignId: string): Promise<void> {
+  await sql(tx, `SELECT pg_notify(?, ?)`, [CAMPAIGN_STOPPED_CHANNEL, campaignId]);
 }

@@ -13,7 +13,7 @@ import { checkCondition, Segment, type ConditionTree } from '../segments';
 import { copiedMessage } from '../templates';
 import { Topic, unknownTopics } from '../topics';
 import { Campaign } from './campaigns.entity';
-import { audienceSize, emailCounts, markSentWhenDone, queueAudience } from './campaigns.queries';
+import { audienceSize, emailCounts, markSentWhenDone, notifyCampaignStopped, queueAudience } from './campaigns.queries';
 import type { CampaignInput, CampaignStatus } from './campaigns.schemas';
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
@@ -294,6 +294,8 @@ export async function cancelCampaign(em: EntityManager, temporal: TemporalClient
     if (c.status !== 'SCHEDULED' && c.status !== 'SENDING') throw badRequest(`A ${c.status} campaign cannot be cancelled`, 'CAMPAIGN_NOT_CANCELLABLE');
     c.status = 'CANCELLED';
     await tx.flush();
+    // The workers' chunks stop at the commit; the workflow then cancels what is still queued.
+    await notifyCampaignStopped(tx, id);
     await cancelCampaignWorkflow(temporal, id);
     return c;
   });
