@@ -340,6 +340,12 @@ describe('sending', () => {
     expect(smtp.received).toHaveLength(0);
     expect(await statusOf(key, scheduled.id)).toBe('CANCELLED');
 
+    // Every worker hears of a cancel on this channel at its commit (CampaignStops).
+    const listener = new pg.Client({ connectionString: svc.databaseUrl });
+    await listener.connect();
+    const stopped: string[] = [];
+    listener.on('notification', (m) => stopped.push(m.payload ?? ''));
+    await listener.query('LISTEN postbox_campaign_stopped');
     smtp.delayMs = 100;
     const sending = (await svc.api.post('/campaigns', base(from), key)).body.data;
     await svc.api.post(`/campaigns/${sending.id}/send`, {}, key);
@@ -349,6 +355,8 @@ describe('sending', () => {
     expect(busy.status).toBe(409);
     expect(busy.body.error.code).toBe('CAMPAIGN_ACTIVE');
     expect((await svc.api.post(`/campaigns/${sending.id}/cancel`, {}, key)).body.data.status).toBe('CANCELLED');
+    await until(async () => (stopped.includes(sending.id) ? true : undefined), 5000, 'the cancel notified');
+    await listener.end();
     await until(async () => {
       const [r] = await dbQuery(svc.databaseUrl, `SELECT count(*) FILTER (WHERE status = 'QUEUED')::int AS q FROM emails WHERE campaign_id = $1`, [sending.id]);
       return r.q === 0 ? true : undefined;
