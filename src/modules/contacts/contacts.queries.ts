@@ -33,10 +33,27 @@ export async function lockContactByEmail(em: EntityManager, projectId: string, e
   return em.map(Contact, row);
 }
 
-// SQL, hot path: the contact a bounce or complaint unsubscribes, locked FOR UPDATE, one prepared statement.
-export async function lockContact(em: EntityManager, id: string): Promise<Contact | undefined> {
-  const [row] = await sql(em, `SELECT ${COLUMNS} FROM contacts WHERE id = ? FOR UPDATE`, [id]);
-  return row && em.map(Contact, row);
+/**
+ * SQL, hot path (every bounce and complaint, and the unsubscribe links): sets a contact's `subscribed`,
+ * ending any snooze, under its row lock, in one prepared statement (a data-modifying WITH runs whether or
+ * not the query reads it). Answers whether it was subscribed before; nothing for an unknown contact.
+ */
+export async function setContactSubscribed(
+  em: EntityManager,
+  id: string,
+  subscribed: boolean,
+): Promise<{ projectId: string; wasSubscribed: boolean } | undefined> {
+  const [row] = await sql<{ project_id: string; was_subscribed: boolean }>(
+    em,
+    `WITH before AS (SELECT id, project_id, subscribed, snoozed_until FROM contacts WHERE id = ? FOR UPDATE),
+     changed AS (
+       UPDATE contacts c SET subscribed = ?, snoozed_until = NULL, updated_at = now()
+       FROM before WHERE c.id = before.id AND (before.subscribed <> ? OR before.snoozed_until IS NOT NULL)
+     )
+     SELECT project_id, subscribed AS was_subscribed FROM before`,
+    [id, subscribed, subscribed],
+  );
+  return row && { projectId: row.project_id, wasSubscribed: row.was_subscribed };
 }
 
 // SQL, hot path: an upsert's change to the locked contact, one prepared statement answering the row.

@@ -15,7 +15,7 @@ import {
   countContactsWhere,
   deleteContactsIn,
   insertContactIfNew,
-  lockContact,
+  setContactSubscribed,
   lockContactByEmail,
   saveContactChange,
 } from './contacts.queries';
@@ -231,9 +231,9 @@ export async function updateContactSubscription(
   subscribed: boolean,
   eventData: Record<string, unknown>,
 ): Promise<EventRecord[]> {
-  const current = await lockContact(em, contactId);
-  if (!current) return [];
-  return (await updateLocked(em, current, { subscribed, eventData }, savedAlone(em, current))).events;
+  const set = await setContactSubscribed(em, contactId, subscribed);
+  if (!set || set.wasSubscribed === subscribed) return [];
+  return insertEvents(em, [subscriptionEvent(set.projectId, contactId, subscribed, eventData)]);
 }
 
 /**
