@@ -43,8 +43,8 @@ export interface ActivityDeps {
   campaignChunksPerWorker: number;
   /** How many worker processes poll for campaign chunks now (Temporal's own list of pollers). */
   workersPolling: () => Promise<number>;
-  /** A cancel's notification to this process's chunks; without it, a chunk learns of a cancel from its campaign's row alone. */
-  campaignStops?: CampaignStops;
+  /** A cancel's notification to this process's chunks of that campaign. */
+  campaignStops: CampaignStops;
   automation: AutomationRuntime;
   automationDispatcher: AutomationDispatcher;
   webhookDispatcher: WebhookDispatcher;
@@ -157,7 +157,7 @@ export function createActivities(deps: ActivityDeps) {
       // A cancel reaches a running activity only in a heartbeat's answer, which the SDK throttles to most of
       // the heartbeat timeout. The cancel's notification stops every chunk in flight at its commit, and the
       // campaign's own row, read now and then, does if that notification was lost.
-      const notified = deps.campaignStops?.watch(input.campaignId);
+      const notified = deps.campaignStops.watch(input.campaignId);
       const cancelled = new AbortController();
       const watch = setInterval(
         () =>
@@ -171,12 +171,12 @@ export function createActivities(deps: ActivityDeps) {
         if (!(await sending())) return { stopped: true, claimed: 0, sent: 0, retried: 0, failed: 0 };
         const r = await deps.dispatcher.deliverCampaignChunk(input.campaignId, input.chunk, {
           heartbeat: () => ctx.heartbeat(),
-          signal: AbortSignal.any([ctx.cancellationSignal, cancelled.signal, ...(notified ? [notified.signal] : [])]),
+          signal: AbortSignal.any([ctx.cancellationSignal, cancelled.signal, notified.signal]),
         });
-        return { stopped: cancelled.signal.aborted || !!notified?.signal.aborted, ...r };
+        return { stopped: cancelled.signal.aborted || notified.signal.aborted, ...r };
       } finally {
         clearInterval(watch);
-        notified?.release();
+        notified.release();
       }
     },
 
