@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { type DraftMessage, finished } from '../mail/compose';
+import { TemplateRenderError, TemplateSyntaxError } from '../mail/liquid';
 import type { DkimKey } from '../mail/dkim';
 import { Links } from '../mail/links';
 import { encodeMessage, type OutgoingMessage } from '../mail/mime';
@@ -39,7 +40,16 @@ export class InProcessSender implements MessageSender {
   }
 
   async send(draft: OutgoingMessage | DraftMessage, dkim?: DkimKey): Promise<Delivery> {
-    const message = finished(draft, this.links);
+    let message: OutgoingMessage;
+    try {
+      message = finished(draft, this.links);
+    } catch (err) {
+      // That recipient's email fails for good (a cap its data passed, or a template stored before templates
+      // were checked); the rest of the campaign goes on.
+      if (!(err instanceof TemplateRenderError || err instanceof TemplateSyntaxError)) throw err;
+      const subject = 'compose' in draft ? draft.compose.subject : draft.subject;
+      return { outcome: { kind: 'failed', error: `could not render the template: ${err.message}` }, subject };
+    }
     const encoded = await encodeMessage(message, dkim);
     return { outcome: await this.sessions.send(encoded.envelope, encoded.raw), subject: message.subject };
   }

@@ -139,7 +139,9 @@ export interface DraftCampaign {
 
 /** What renders a batch's campaign drafts: the campaigns' content. */
 export function draftCampaigns(em: EntityManager, ids: string[]): Promise<DraftCampaign[]> {
-  return sql<DraftCampaign>(em, `SELECT id, subject, body, type, tracking, topic_id FROM campaigns WHERE id = ANY(?::uuid[])`, [ids]);
+  return sql<DraftCampaign>(em, `SELECT id, subject, COALESCE(body_html, body) AS body, type, tracking, topic_id FROM campaigns WHERE id = ANY(?::uuid[])`, [
+    ids,
+  ]);
 }
 
 /**

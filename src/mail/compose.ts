@@ -4,8 +4,9 @@
  */
 import type { Links } from './links';
 import type { OutgoingMessage } from './mime';
-import { render, templateVariables } from './render';
-import { htmlToTextTemplate } from './text';
+import { inField, renderTemplate, TemplateSyntaxError } from './liquid';
+import { templateVariables } from './render';
+import { htmlToText, htmlToTextTemplate } from './text';
 import { addTracking, insertBeforeBodyEnd, unsubscribeFooter } from './tracking';
 
 /** A project's settings for how its mail is sent, as far as composing a message needs them. */
@@ -57,8 +58,19 @@ export interface ComposeInput {
   links: Links;
 }
 
+/** The text part: the body's text template rendered, or, when the conversion left one that does not parse, the rendered HTML converted. */
+function textPart(textTemplate: string | undefined, vars: Record<string, unknown>, html: () => string): string | null {
+  if (!textTemplate) return null;
+  try {
+    return renderTemplate(textTemplate, vars, 'text').trim() || null;
+  } catch (err) {
+    if (!(err instanceof TemplateSyntaxError)) throw err;
+    return htmlToText(html()) ?? null;
+  }
+}
+
 /**
- * One recipient's message: placeholders rendered with their data, the unsubscribe footer and
+ * One recipient's message: Liquid rendered with their data, the unsubscribe footer and
  * `List-Unsubscribe` pair on MARKETING mail, a text part (the body's text template, converted once,
  * rendered with the same data), then tracking.
  */
@@ -67,10 +79,13 @@ export function composeMessage(c: ComposeInput): ComposedMessage & { html: strin
   const vars = templateVariables({ contact: c.contact, values: c.values, links: contactLinks });
   const marketing = c.type === 'MARKETING';
   const footer = marketing && c.settings.unsubscribeFooter;
-  let html = render(c.body, vars, 'html');
+  // The subject first: a template that fails fails before the larger body is rendered.
+  const subject = inField('subject', () => renderTemplate(c.subject, vars, 'text'));
+  let html = inField('body', () => renderTemplate(c.body, vars, 'html'));
   if (footer) html = insertBeforeBodyEnd(html, unsubscribeFooter(contactLinks.unsubscribeUrl, contactLinks.manageUrl));
   const textTemplate = htmlToTextTemplate(footer ? insertBeforeBodyEnd(c.body, unsubscribeFooter('{{unsubscribeUrl}}', '{{manageUrl}}')) : c.body);
-  const text = (textTemplate && render(textTemplate, vars, 'text').trim()) || null;
+  const rendered = html;
+  const text = inField('body', () => textPart(textTemplate, vars, () => rendered));
   html = addTracking(html, c.emailId, c.links, effectiveTracking(c.settings, marketing, ...(c.tracking ?? [])));
   const headers = { ...c.headers };
   const callerUnsubscribe = Object.keys(headers).some((h) => h.toLowerCase() === 'list-unsubscribe');
@@ -82,7 +97,7 @@ export function composeMessage(c: ComposeInput): ComposedMessage & { html: strin
     }
     if (!Object.keys(headers).some((h) => h.toLowerCase() === 'precedence')) headers.Precedence = 'bulk';
   }
-  return { subject: render(c.subject, vars, 'text'), html, text, headers };
+  return { subject, html, text, headers };
 }
 
 /** Campaign mail handed to delivery unrendered: it is rendered for its recipient where it is encoded, off the thread that claims it. */

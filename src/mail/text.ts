@@ -1,4 +1,5 @@
 import { compile } from 'html-to-text';
+import { templateTokens } from './liquid';
 import { PLACEHOLDER } from './render';
 
 // Compiled once: building the selector matcher is most of the cost of a conversion.
@@ -25,6 +26,24 @@ export function htmlToText(html: string): string | undefined {
   return text.length ? text : undefined;
 }
 
+/** `html` with its Liquid tokens replaced by numbered private-use markers, the tokens kept in `kept`. */
+function standAside(html: string, kept: string[]): string {
+  let tokens: Array<{ begin: number; end: number }>;
+  try {
+    tokens = templateTokens(html);
+  } catch {
+    // Not a template that renders; its placeholders still stand aside, as before Liquid.
+    return html.replace(PLACEHOLDER, (p) => `\uE000${kept.push(p) - 1}\uE001`);
+  }
+  let out = '';
+  let from = 0;
+  for (const t of tokens) {
+    out += `${html.slice(from, t.begin)}\uE000${kept.push(html.slice(t.begin, t.end)) - 1}\uE001`;
+    from = t.end;
+  }
+  return out + html.slice(from);
+}
+
 /** Converted templates by their HTML; a campaign's body, or a body many /v1/send requests share, is converted once. */
 const templates = new Map<string, string | null>();
 const TEMPLATES_KEPT = 256;
@@ -32,14 +51,16 @@ const TEMPLATES_KEPT = 256;
 /**
  * The plain-text alternative of a template, placeholders kept, to be rendered per recipient in text
  * mode: converting each recipient's rendered HTML cost more than everything else done per recipient.
- * Placeholders stand aside as private-use tokens while converting, so headings' upper-casing and
- * link formatting never touch them (values are then inserted as they are, not upper-cased).
+ * Liquid tags and outputs stand aside as private-use tokens while converting, so headings' upper-casing
+ * and link formatting never touch them (values are then inserted as they are, not upper-cased). A tag the
+ * conversion drops (one inside an element's attributes) can leave a text template that does not parse:
+ * its sender converts the rendered HTML instead.
  */
 export function htmlToTextTemplate(html: string): string | undefined {
   let text = templates.get(html);
   if (text === undefined) {
     const kept: string[] = [];
-    const converted = htmlToText(html.replace(PLACEHOLDER, (p) => `\uE000${kept.push(p) - 1}\uE001`));
+    const converted = htmlToText(standAside(html, kept));
     text = converted === undefined ? null : converted.replace(/\uE000(\d+)\uE001/g, (_t, i: string) => kept[Number(i)]);
     if (templates.size >= TEMPLATES_KEPT) templates.delete(templates.keys().next().value!);
     templates.set(html, text);

@@ -11,12 +11,13 @@ import { resolveDataMap } from '../contacts';
 import { ContactSchema, updateContact, upsertContact } from '../contacts';
 import { EmailSchema, sendingContext } from '../emails';
 import { composeMessage } from '../../mail/compose';
+import { TemplateRenderError, TemplateSyntaxError } from '../../mail/liquid';
 import { queueEmail } from '../emails';
 import type { ActivityHub } from '../../bus/contact-activity';
 import { evaluateCondition } from '../segments';
 import { loadContactFacts, loadSegmentRefs } from '../segments';
 import { eventNamesOf } from '../segments';
-import { TemplateSchema } from '../templates';
+import { sendableBody, TemplateSchema } from '../templates';
 import { topicStateOf } from '../topics';
 import { executionCommitKey } from './executions.service';
 import { callWebhook, WebhookError } from '../../net/guarded-http';
@@ -221,19 +222,27 @@ export class AutomationRuntime {
         if (state === undefined) return { sent: false, reason: 'the step’s topic no longer exists' };
         if (state !== 'subscribed') return { sent: false, reason: `the contact does not receive the topic (${state})` };
       }
-      const message = composeMessage({
-        emailId,
-        type: template.type,
-        subject: template.subject,
-        body: template.body,
-        contact: { id: contact.id, email: contact.email, data: contact.data },
-        values: x.context,
-        headers: {},
-        settings,
-        tracking: [template.tracking],
-        topicId,
-        links: this.deps.links,
-      });
+      let message: ReturnType<typeof composeMessage>;
+      try {
+        message = composeMessage({
+          emailId,
+          type: template.type,
+          subject: template.subject,
+          body: sendableBody(template),
+          contact: { id: contact.id, email: contact.email, data: contact.data },
+          values: x.context,
+          headers: {},
+          settings,
+          tracking: [template.tracking],
+          topicId,
+          links: this.deps.links,
+        });
+      } catch (err) {
+        // A cap this contact's data passed (or a template stored before templates were checked): the
+        // step ends without mail, saying why, rather than failing the activity again and again.
+        if (!(err instanceof TemplateRenderError || err instanceof TemplateSyntaxError)) throw err;
+        return { sent: false, reason: `could not render the template: ${err.field ? `${err.field}: ` : ''}${err.message}` };
+      }
       await queueEmail(tx, {
         id: emailId,
         projectId: x.projectId,

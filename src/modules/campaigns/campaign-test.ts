@@ -7,6 +7,7 @@ import { composeMessage } from '../../mail/compose';
 import { queueEmail } from '../emails';
 import { sendingContext } from '../emails';
 import type { Campaign } from './campaigns.entity';
+import { sendableBody } from '../templates';
 import { transaction } from '../../db/orm';
 
 /**
@@ -23,7 +24,7 @@ export async function queueTestSend(em: EntityManager, c: Campaign, email: strin
       emailId,
       type: c.type,
       subject: `[Test] ${c.subject}`,
-      body: c.body,
+      body: sendableBody(c),
       contact: { id: upsert.contact.id, email: upsert.contact.email, data: upsert.contact.data },
       headers: {},
       settings,

@@ -13,6 +13,8 @@ export class Campaign {
     | 'replyTo'
     | 'type'
     | 'tracking'
+    | 'format'
+    | 'bodyHtml'
     | 'status'
     | 'segmentId'
     | 'audienceCondition'
@@ -35,7 +37,11 @@ export class Campaign {
   name!: string;
   description: string | null = null;
   subject!: string;
+  /** As written: HTML, or an MJML source when `format` is mjml. */
   body!: string;
+  format: 'html' | 'mjml' = 'html';
+  /** The HTML an MJML body compiled to when it was written; null for an HTML body. */
+  bodyHtml: string | null = null;
   fromEmail!: string;
   fromName: string | null = null;
   replyTo: string | null = null;

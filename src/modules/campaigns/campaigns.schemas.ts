@@ -6,7 +6,7 @@ import { queryEnum, queryText } from '../../http/query';
 import { dateTime, offsetList, sameShape, successEnvelope } from '../../http/responses';
 import { emailSchema } from '../../http/validate';
 import { conditionInput, conditionTree } from '../segments';
-import { subjectSchema, TEMPLATE_TYPES } from '../templates';
+import { BODY_FORMATS, subjectSchema, TEMPLATE_TYPES } from '../templates';
 import type { campaignStats, listCampaigns, toCampaignDto } from './campaigns.service';
 
 export const CAMPAIGN_STATUSES = ['DRAFT', 'SCHEDULED', 'SENDING', 'SENT', 'CANCELLED'] as const;
@@ -17,7 +17,8 @@ export const campaignSchema = z.object({
   name: z.string().trim().min(1).max(200),
   description: z.string().max(2000).nullable().optional(),
   subject: subjectSchema,
-  body: z.string().min(1).max(5_000_000),
+  body: z.string().min(1).max(5_000_000).meta({ description: 'HTML, or an MJML source (format mjml), with Liquid: checked when written' }),
+  format: z.enum(BODY_FORMATS).default('html').meta({ description: 'html or mjml: an MJML body is compiled to HTML when written' }),
   from: emailSchema,
   fromName: z
     .string()
@@ -62,7 +63,8 @@ export const campaignResponse = z.object({
   name: z.string(),
   description: z.string().nullable(),
   subject: z.string(),
-  body: z.string(),
+  body: z.string().meta({ description: 'As written: HTML, or the MJML source' }),
+  format: z.enum(BODY_FORMATS),
   from: z.string(),
   fromName: z.string().nullable(),
   replyTo: z.string().nullable(),

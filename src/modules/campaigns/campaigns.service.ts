@@ -10,7 +10,7 @@ import { cancelCampaignWorkflow, rescheduleCampaignWorkflow, startCampaignWorkfl
 import { assertVerifiedSender } from '../domains';
 import { EmailSchema } from '../emails';
 import { checkCondition, Segment, type ConditionTree } from '../segments';
-import { copiedMessage } from '../templates';
+import { checkedContent, copiedMessage } from '../templates';
 import { Topic, unknownTopics } from '../topics';
 import { Campaign } from './campaigns.entity';
 import { audienceSize, emailCounts, markSentWhenDone, notifyCampaignStopped, queueAudience } from './campaigns.queries';
@@ -24,6 +24,7 @@ export const toCampaignDto = (c: Campaign) => ({
   description: c.description,
   subject: c.subject,
   body: c.body,
+  format: c.format,
   from: c.fromEmail,
   fromName: c.fromName,
   replyTo: c.replyTo,
@@ -55,12 +56,14 @@ export async function getCampaign(em: EntityManager, projectId: string, id: stri
 }
 
 /** The columns create and PUT set from the body. */
-function campaignFields(input: CampaignInput, audience: Audience) {
+function campaignFields(input: CampaignInput, audience: Audience, bodyHtml: string | null) {
   return {
     name: input.name,
     description: input.description ?? null,
     subject: input.subject,
     body: input.body,
+    format: input.format,
+    bodyHtml,
     fromEmail: input.from,
     fromName: input.fromName ?? null,
     replyTo: input.replyTo ?? null,
@@ -114,9 +117,10 @@ async function checkAudience(em: EntityManager, projectId: string, input: Campai
 }
 
 export async function createCampaign(em: EntityManager, projectId: string, input: CampaignInput): Promise<Campaign> {
+  const { bodyHtml } = await checkedContent(input);
   const audience = await checkAudience(em, projectId, input);
   await assertVerifiedSender(em, projectId, input.from);
-  const campaign = em.create(Campaign, { id: newId(), projectId, ...campaignFields(input, audience) });
+  const campaign = em.create(Campaign, { id: newId(), projectId, ...campaignFields(input, audience, bodyHtml) });
   await em.persist(campaign).flush();
   // Read back: jsonb orders the condition's keys its own way, and the answer shows them as every later read does.
   return (await em.refresh(campaign))!;
@@ -128,13 +132,14 @@ export async function replaceCampaign(em: EntityManager, projectId: string, id: 
   if (current.status !== 'DRAFT' && current.status !== 'SCHEDULED') {
     throw badRequest(`A ${current.status} campaign cannot be changed`, 'CAMPAIGN_NOT_EDITABLE');
   }
+  const { bodyHtml } = await checkedContent(input);
   const audience = await checkAudience(em, projectId, input);
   await assertVerifiedSender(em, projectId, input.from);
   // Conditional: sending may have begun since the check above, and then the campaign stays as it is.
   const changed = await em.nativeUpdate(
     Campaign,
     { projectId, id, status: { $in: ['DRAFT', 'SCHEDULED'] } },
-    { ...campaignFields(input, audience), updatedAt: new Date() },
+    { ...campaignFields(input, audience, bodyHtml), updatedAt: new Date() },
   );
   if (!changed) throw badRequest('The campaign is no longer editable', 'CAMPAIGN_NOT_EDITABLE');
   return (await em.refresh(current))!;

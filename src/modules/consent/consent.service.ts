@@ -10,7 +10,7 @@ import { Contact, updateContactSubscription } from '../contacts';
 import { DomainSchema } from '../domains';
 import { type LocalEmailQueue, sendEmails, type SendLimits } from '../emails';
 import type { EventRecord } from '../events';
-import { Template } from '../templates';
+import { sendableBody, Template } from '../templates';
 import { ContactTopic, setContactTopics, Topic } from '../topics';
 import { ConsentConfirmation } from './consent.entity';
 
@@ -126,7 +126,7 @@ async function mailConfirmation(em: EntityManager, deps: ConsentDeps, c: Consent
       from: { email: sender.email, name: sender.name ?? undefined },
       reply: template?.replyTo ?? undefined,
       subject: template?.subject ?? DEFAULT_CONFIRMATION.subject,
-      body: template?.body ?? DEFAULT_CONFIRMATION.body,
+      body: template ? sendableBody(template) : DEFAULT_CONFIRMATION.body,
       data: {
         confirmUrl: value(deps.links.confirmation(c.id)),
         topics: value(names.length ? names.join(', ') : 'email'),

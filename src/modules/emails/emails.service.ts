@@ -14,7 +14,7 @@ import { type ComposedMessage, type ComposeInput, composeMessage, effectiveTrack
 import { applyData, resolveDataMap } from '../contacts';
 import { upsertContact } from '../contacts';
 import type { EventRecord } from '../events';
-import { getTemplate, type Template } from '../templates';
+import { checkedContent, getTemplate, sendableBody, type Template, templateErrorResponse } from '../templates';
 import type { AttachmentInput, SendInput } from './emails.schemas';
 import { type DrainClaimant, type QueuedEmail } from '../../delivery';
 import { sendingContext } from './sending-context';
@@ -180,9 +180,11 @@ export async function sendEmails(
   if (idempotency) idempotency.outcomeInTransaction = true;
   const template = input.template ? await getTemplate(em, projectId, input.template) : undefined;
   const subject = input.literal?.subject ?? input.subject ?? template?.subject;
-  const body = input.literal ? (input.literal.html ?? input.literal.text ?? '') : (input.body ?? template?.body);
+  const body = input.literal ? (input.literal.html ?? input.literal.text ?? '') : (input.body ?? (template && sendableBody(template)));
   if (subject === undefined) throw missing('subject', 'subject is required: the template has none');
   if (body === undefined) throw missing('body', 'body is required: the template has none');
+  // An inline subject or body is written with the request: one that does not parse sends nothing.
+  if (!input.literal) await checkedContent({ subject: input.subject, body: input.body, format: 'html' });
   const sender = resolveSender(input, template);
   const replyTo = input.reply ?? template?.replyTo ?? sender.email;
   const type: EmailType = template?.type ?? 'TRANSACTIONAL';
@@ -216,7 +218,13 @@ export async function sendEmails(
   /** One recipient's message, rendered with their contact's data as it is after this send's changes. */
   const compose = (emailId: string, contact: { id: string; email: string; data: Record<string, unknown> }): ComposedMessage => {
     const common = { emailId, contact, headers: input.headers ?? {}, settings, tracking: [input.tracking, template?.tracking], links: deps.links };
-    return input.literal ? composeLiteral(common, input.literal) : composeMessage({ ...common, type, subject, body, values: resolved.values });
+    if (input.literal) return composeLiteral(common, input.literal);
+    try {
+      return composeMessage({ ...common, type, subject, body, values: resolved.values });
+    } catch (err) {
+      // Rendered with the request: a cap one recipient's data passes refuses the request, which sends nothing.
+      return templateErrorResponse(err);
+    }
   };
   const queued = (id: string, contact: { id: string; email: string }, recipient: { name: string | null }, message: ComposedMessage): QueuedEmailInput => ({
     id,

@@ -3,3 +3,4 @@ export { copiedMessage, messageProperties, Template, TemplateSchema } from './te
 export { TEMPLATE_TYPES, subjectSchema } from './templates.schemas';
 export { getTemplate } from './templates.service';
 export { templateRoutes } from './templates.routes';
+export { BODY_FORMATS, type BodyFormat, checkedContent, invalidTemplate, sendableBody, templateErrorResponse } from './template-content';

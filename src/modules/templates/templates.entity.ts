@@ -5,13 +5,17 @@ export type TemplateType = 'TRANSACTIONAL' | 'MARKETING' | 'HEADLESS';
 
 /** A stored template: subject and body with placeholders, its sender and type. */
 export class Template {
-  [OptionalProps]?: 'description' | 'fromName' | 'replyTo' | 'type' | 'tracking' | 'createdAt' | 'updatedAt';
+  [OptionalProps]?: 'description' | 'fromName' | 'replyTo' | 'type' | 'tracking' | 'format' | 'bodyHtml' | 'createdAt' | 'updatedAt';
   id!: string;
   projectId!: string;
   name!: string;
   description: string | null = null;
   subject!: string;
+  /** As written: HTML, or an MJML source when `format` is mjml. */
   body!: string;
+  format: 'html' | 'mjml' = 'html';
+  /** The HTML an MJML body compiled to when it was written; null for an HTML body. */
+  bodyHtml: string | null = null;
   fromEmail!: string;
   fromName: string | null = null;
   replyTo: string | null = null;
@@ -33,14 +37,20 @@ export const messageProperties = {
   replyTo: { type: 'text', nullable: true },
   type: { enum: true, items: ['TRANSACTIONAL', 'MARKETING', 'HEADLESS'], type: 'text', default: 'MARKETING' },
   tracking: { type: 'json', columnType: 'jsonb', nullable: true },
+  format: { enum: true, items: ['html', 'mjml'], type: 'text', default: 'html' },
+  bodyHtml: { type: 'text', nullable: true },
 } as const;
 
 /** The message fields a duplicate of a template or a campaign takes over, named "<name> (copy)". */
-export const copiedMessage = (m: Pick<Template, 'name' | 'description' | 'subject' | 'body' | 'fromEmail' | 'fromName' | 'replyTo' | 'type'>) => ({
+export const copiedMessage = (
+  m: Pick<Template, 'name' | 'description' | 'subject' | 'body' | 'format' | 'bodyHtml' | 'fromEmail' | 'fromName' | 'replyTo' | 'type'>,
+) => ({
   name: `${m.name} (copy)`,
   description: m.description,
   subject: m.subject,
   body: m.body,
+  format: m.format,
+  bodyHtml: m.bodyHtml,
   fromEmail: m.fromEmail,
   fromName: m.fromName,
   replyTo: m.replyTo,

@@ -5,6 +5,7 @@ import { queryEnum, queryText } from '../../http/query';
 import { dateTime, offsetList, sameShape } from '../../http/responses';
 import { emailSchema } from '../../http/validate';
 import { trackingOverrideSchema } from '../accounts';
+import { BODY_FORMATS } from './template-content';
 import type { listTemplates, templateUsage, toTemplateDto } from './templates.service';
 
 export const TEMPLATE_TYPES = ['TRANSACTIONAL', 'MARKETING', 'HEADLESS'] as const;
@@ -25,7 +26,8 @@ export const templateFields = {
   name: z.string().trim().min(1).max(200),
   description: z.string().max(2000).nullable().optional(),
   subject: subjectSchema,
-  body: z.string().min(1).max(5_000_000),
+  body: z.string().min(1).max(5_000_000).meta({ description: 'HTML, or an MJML source (format mjml), with Liquid: checked when written' }),
+  format: z.enum(BODY_FORMATS).optional().meta({ description: 'html (default) or mjml: an MJML body is compiled to HTML when written' }),
   from: emailSchema,
   fromName: displayName.nullable().optional(),
   replyTo: emailSchema.nullable().optional(),
@@ -41,6 +43,7 @@ export const updateTemplateSchema = z.object({
   description: templateFields.description,
   subject: subjectSchema.optional(),
   body: templateFields.body.optional(),
+  format: templateFields.format,
   from: emailSchema.optional(),
   fromName: templateFields.fromName,
   replyTo: templateFields.replyTo,
@@ -63,7 +66,8 @@ export const templateResponse = z.object({
   name: z.string(),
   description: z.string().nullable(),
   subject: z.string(),
-  body: z.string().meta({ description: 'HTML with {{variable}} placeholders' }),
+  body: z.string().meta({ description: 'As written: HTML, or the MJML source, with Liquid (docs/api.md, Templates)' }),
+  format: z.enum(BODY_FORMATS),
   from: z.string(),
   fromName: z.string().nullable(),
   replyTo: z.string().nullable(),

@@ -5,6 +5,7 @@ import { conflict, notFound } from '../../http/errors';
 import { assertVerifiedSender } from '../domains';
 import { copiedMessage, Template } from './templates.entity';
 import { workflowStepsSending } from './templates.queries';
+import { checkedContent } from './template-content';
 import type { CreateTemplate, UpdateTemplate } from './templates.schemas';
 
 export const toTemplateDto = (t: Template) => ({
@@ -13,6 +14,7 @@ export const toTemplateDto = (t: Template) => ({
   description: t.description,
   subject: t.subject,
   body: t.body,
+  format: t.format,
   from: t.fromEmail,
   fromName: t.fromName,
   replyTo: t.replyTo,
@@ -24,6 +26,8 @@ export const toTemplateDto = (t: Template) => ({
 });
 
 export async function createTemplate(em: EntityManager, projectId: string, input: CreateTemplate): Promise<Template> {
+  const format = input.format ?? 'html';
+  const { bodyHtml } = await checkedContent({ subject: input.subject, body: input.body, format });
   await assertVerifiedSender(em, projectId, input.from);
   const template = em.create(Template, {
     id: newId(),
@@ -32,6 +36,8 @@ export async function createTemplate(em: EntityManager, projectId: string, input
     description: input.description ?? null,
     subject: input.subject,
     body: input.body,
+    format,
+    bodyHtml,
     fromEmail: input.from,
     fromName: input.fromName ?? null,
     replyTo: input.replyTo ?? null,
@@ -50,9 +56,15 @@ export async function getTemplate(em: EntityManager, projectId: string, id: stri
 
 export async function updateTemplate(em: EntityManager, projectId: string, id: string, patch: UpdateTemplate): Promise<Template> {
   const template = await getTemplate(em, projectId, id);
+  // A new format recompiles the stored body; a new body is compiled in the format it will have.
+  const content =
+    patch.body !== undefined || (patch.format !== undefined && patch.format !== template.format)
+      ? await checkedContent({ body: patch.body ?? template.body, format: patch.format ?? template.format })
+      : {};
+  if (patch.subject !== undefined) await checkedContent({ subject: patch.subject, format: 'html' });
   if (patch.from) await assertVerifiedSender(em, projectId, patch.from);
   const { from, ...rest } = patch;
-  const changes = Object.fromEntries(Object.entries({ ...rest, fromEmail: from }).filter(([, v]) => v !== undefined));
+  const changes = Object.fromEntries(Object.entries({ ...rest, ...content, fromEmail: from }).filter(([, v]) => v !== undefined));
   if (Object.keys(changes).length === 0) return template;
   // Any field given counts as an update, even one set to the value it had.
   em.assign(template, { ...changes, updatedAt: new Date() });

@@ -1,0 +1,93 @@
+import { checkTemplate, renderTemplate, TemplateRenderError, TemplateSyntaxError } from '../../src/mail/liquid';
+import { templateVariables } from '../../src/mail/render';
+
+const vars = templateVariables({
+  contact: { id: 'c1', email: 'ada@example.com', data: { name: 'Ada <Lovelace>', plan: 'pro', tags: ['a', 'b&c'], address: { city: 'London' }, zero: 0 } },
+  values: {
+    order: 42,
+    items: [
+      { name: '<b>Tea</b>', qty: 2 },
+      { name: 'Cake & co', qty: 1 },
+    ],
+  },
+  links: { unsubscribeUrl: 'https://x/unsubscribe/c1?token=t&x=1', subscribeUrl: 'https://x/subscribe/c1', manageUrl: 'https://x/manage/c1' },
+});
+const html = (t: string, v: Record<string, unknown> = vars) => renderTemplate(t, v, 'html');
+const text = (t: string, v: Record<string, unknown> = vars) => renderTemplate(t, v, 'text');
+
+describe('old placeholders render as they always did', () => {
+  test('top-level and data. variables, escaped in HTML, raw in text', () => {
+    expect(html('Hi {{name}} / {{ data.name }}')).toBe('Hi Ada &lt;Lovelace&gt; / Ada &lt;Lovelace&gt;');
+    expect(text('Hi {{name}}')).toBe('Hi Ada <Lovelace>');
+    expect(text('{{email}} {{id}} {{order}} {{zero}}')).toBe('ada@example.com c1 42 0');
+    expect(html('{{data.address.city}}')).toBe('London');
+    expect(text('{{address}}')).toBe('{"city":"London"}');
+  });
+
+  test('missing values are empty, or the fallback after ??', () => {
+    expect(html('[{{nope}}]')).toBe('[]');
+    expect(html('Hi {{first ?? friend}}!')).toBe('Hi friend!');
+    expect(html('Hi {{ first ?? "dear <friend>" }}!')).toBe('Hi dear &lt;friend&gt;!');
+    expect(text("{{first ?? 'x'}}")).toBe('x');
+    expect(text('{{plan ?? free}}')).toBe('pro');
+    expect(text('{{first name ?? "it\'s \\"you\\""}}')).toBe('it\'s \\"you\\"');
+    expect(text('{{ empty ?? a }} {{5}} {{first name}}', { empty: 'E', 5: 'five', 'first name': 'F' })).toBe('E five F');
+    expect(text('{{ x ?? y }}{{ blank ?? z }}', { x: '', blank: [] })).toBe('yz');
+  });
+
+  test('arrays render as <li> items in HTML and a list in text', () => {
+    expect(html('<ul>{{tags}}</ul>')).toBe('<ul><li>a</li><li>b&amp;c</li></ul>');
+    expect(text('{{tags}}')).toBe('a, b&c');
+  });
+
+  test('links are available, escaped as attribute values', () => {
+    expect(html('<a href="{{unsubscribeUrl}}">x</a>')).toBe('<a href="https://x/unsubscribe/c1?token=t&amp;x=1">x</a>');
+    expect(text('{{manageUrl}} {{subscribeUrl}}')).toBe('https://x/manage/c1 https://x/subscribe/c1');
+  });
+
+  test('prototype properties are not variables', () => {
+    expect(text('{{constructor}}{{__proto__}}{{toString}}{{ name.constructor }}')).toBe('');
+  });
+});
+
+describe('Liquid', () => {
+  test('conditions, loops and filters; every output escaped in HTML unless | raw', () => {
+    const t =
+      '{% if plan == "pro" %}Pro{% else %}Free{% endif %}: {% for i in items %}<li>{{ i.name }} × {{ i.qty | times: 2 }}</li>{% endfor %}{{ name | upcase }}';
+    expect(html(t)).toBe('Pro: <li>&lt;b&gt;Tea&lt;/b&gt; × 4</li><li>Cake &amp; co × 2</li>ADA &lt;LOVELACE&gt;');
+    expect(text(t)).toBe('Pro: <li><b>Tea</b> × 4</li><li>Cake & co × 2</li>ADA <LOVELACE>');
+    expect(html('{{ name | raw }}')).toBe('Ada <Lovelace>');
+    expect(html('{% for i in items %}{{ forloop.index }}{% endfor %}')).toBe('12');
+  });
+
+  test('a template that does not parse names its line and column as written', () => {
+    const at = (t: string) => {
+      try {
+        checkTemplate(t, 'html');
+      } catch (err) {
+        return (err as TemplateSyntaxError).message;
+      }
+      return 'parsed';
+    };
+    expect(at('<p>\n{{ name ?? "friend" }}\n{{name}} {% if plan %}x')).toBe('tag {% if plan %} not closed at line 3, column 10');
+    expect(at('{{ a | nope }}')).toMatch(/undefined filter: nope at line 1, column 1/);
+    expect(at('x {% include "secrets" %}')).toBe('{% include %} is not allowed: templates cannot read files at line 1, column 3');
+    expect(at('{% render "a" %}')).toMatch(/not allowed/);
+    expect(at('{% layout "a" %}')).toMatch(/not allowed/);
+    expect(at('{{ name ?? "x" }} {% for %}')).toMatch(/at line 1, column 19$/);
+  });
+
+  test('a runaway template stops at a cap', () => {
+    const capped = (t: string) => {
+      try {
+        html(t);
+      } catch (err) {
+        return err instanceof TemplateRenderError ? err.message : `other: ${String(err)}`;
+      }
+      return 'rendered';
+    };
+    expect(capped('{% for i in (1..100000000) %}x{% endfor %}')).toBe('memory alloc limit exceeded');
+    expect(capped('{% for i in (1..10000) %}{% for j in (1..10000) %}{% endfor %}{% endfor %}')).toBe('template render limit exceeded');
+    expect(capped('{% for i in (1..5000) %}{{ long }}{% endfor %}'.replace('{{ long }}', 'x'.repeat(5000)))).toBe('output size limit exceeded');
+  });
+});
