@@ -48,7 +48,7 @@ export class InProcessSender implements MessageSender {
       // were checked); the rest of the campaign goes on.
       if (!(err instanceof TemplateRenderError || err instanceof TemplateSyntaxError)) throw err;
       const subject = 'compose' in draft ? draft.compose.subject : draft.subject;
-      return { outcome: { kind: 'failed', error: `could not render the template: ${err.message}` }, subject };
+      return { outcome: { kind: 'failed', error: `could not render the template: ${err.field ? `${err.field}: ` : ''}${err.message}` }, subject };
     }
     const encoded = await encodeMessage(message, dkim);
     return { outcome: await this.sessions.send(encoded.envelope, encoded.raw), subject: message.subject };

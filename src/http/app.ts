@@ -119,7 +119,7 @@ export function createApp(deps: AppDeps): Koa {
   });
   eventRoutes(router, guards, { hub: deps.hub, batcher: new TrackBatcher(deps.orm) });
   verifyRoutes(router, guards, { resolver: deps.resolver });
-  templateRoutes(router, guards);
+  templateRoutes(router, guards, { links: deps.links });
   topicRoutes(router, guards);
   trackingRoutes(router, { links: deps.links, hub: deps.hub });
   preferencePageRoutes(router, { links: deps.links, formBody: jsonBody, hub: deps.hub });

@@ -3,7 +3,6 @@ declare module 'mjml' {
   interface MjmlOptions {
     validationLevel?: 'strict' | 'soft' | 'skip';
     ignoreIncludes?: boolean;
-    filePath?: string;
   }
   interface MjmlResult {
     html: string;

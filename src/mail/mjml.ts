@@ -46,7 +46,7 @@ export async function compileMjml(source: string): Promise<string> {
   let result: Awaited<ReturnType<typeof mjml2html>>;
   try {
     // Strict: an invalid source is refused, never sent half-compiled. Includes would read files.
-    result = await mjml2html(wrapLiquidTags(source), { validationLevel: 'strict', ignoreIncludes: true, filePath: 'body.mjml' });
+    result = await mjml2html(wrapLiquidTags(source), { validationLevel: 'strict', ignoreIncludes: true });
   } catch (err) {
     const errors = (err as { errors?: Array<{ line?: number; message: string }> }).errors;
     const first = errors?.[0];

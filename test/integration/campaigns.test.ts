@@ -376,7 +376,10 @@ describe('sending', () => {
     const { key, from } = await setup('Tester');
     const c = (await svc.api.post('/campaigns', base(from), key)).body.data;
     const res = await svc.api.post(`/campaigns/${c.id}/test`, { email: 'me@t.test' }, key);
-    expect(res.body).toEqual({ success: true, data: { email: expect.any(String), to: 'me@t.test' } });
+    expect(res.body).toEqual({
+      success: true,
+      data: { email: expect.any(String), to: 'me@t.test', emails: [{ email: res.body.data.email, to: 'me@t.test' }] },
+    });
     const [msg] = await smtp.waitFor(1);
     expect(msg.parsed.subject).toBe('[Test] Hi there');
     expect((await svc.api.get(`/campaigns/${c.id}/stats`, key)).body).toMatchObject({ total: 0, sent: 0 });

@@ -1,48 +1,83 @@
 import { assertWithinBillingLimits } from '../billing';
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { type KeyLimit, takeKeyed } from '../../db/rate-limiter';
 import { newId } from '../../db/ids';
+import { AppError } from '../../http/errors';
 import type { Links } from '../../mail/links';
-import { upsertContact } from '../contacts';
+import { Contact, upsertContact } from '../contacts';
 import { composeMessage } from '../../mail/compose';
+import type { EventRecord } from '../events';
 import { queueEmail } from '../emails';
 import { sendingContext } from '../emails';
 import type { Campaign } from './campaigns.entity';
-import { sendableBody } from '../templates';
+import { contactToRender, sendableBody, templateErrorResponse } from '../templates';
 import { transaction } from '../../db/orm';
 
+/** Test-send requests a project may make, each to at most 50 addresses: an author's checks, not a way round a campaign. */
+export const TEST_SEND_LIMIT: KeyLimit = { limit: 10, windowSeconds: 60 };
+
 /**
- * A test of a campaign to one address, rendered as that address's contact would receive it, marked
- * `[Test]`, and queued like any transactional email: it never counts in the campaign's statistics.
+ * Tests of a campaign, one message to each address, rendered for `contactId`'s data, else for the
+ * address's own contact, else for no data; marked `[Test]` and queued like any transactional email:
+ * they never count in the campaign's statistics, and the campaign stays as it is. An address that is
+ * no contact of the project becomes one, not subscribed: every email is some contact's.
  */
-export async function queueTestSend(em: EntityManager, c: Campaign, email: string, links: Links) {
+export async function queueTestSends(em: EntityManager, c: Campaign, input: { emails: string[]; contactId?: string }, links: Links) {
+  const decision = await takeKeyed(em, c.projectId, 'campaign-test', TEST_SEND_LIMIT);
+  if (!decision.allowed) {
+    throw new AppError(429, 'RATE_LIMIT_EXCEEDED', `At most ${decision.limit} test sends a minute per project`, {
+      headers: { 'Retry-After': String(decision.resetSeconds) },
+      details: { limit: decision.limit, retryAfterSeconds: decision.resetSeconds },
+    });
+  }
+  const rendered = input.contactId ? await contactToRender(em, c.projectId, input.contactId) : undefined;
   const { settings, limits } = await sendingContext(em, c.projectId, c.fromEmail);
+  const emails = [...new Set(input.emails)];
   return transaction(em, async (tx) => {
-    await assertWithinBillingLimits(tx, c.projectId, 1, limits);
-    const upsert = await upsertContact(tx, c.projectId, { email, defaultSubscribed: false, data: { set: {}, unset: [] } });
-    const emailId = newId();
-    const message = composeMessage({
-      emailId,
-      type: c.type,
-      subject: `[Test] ${c.subject}`,
-      body: sendableBody(c),
-      contact: { id: upsert.contact.id, email: upsert.contact.email, data: upsert.contact.data },
-      headers: {},
-      settings,
-      tracking: [c.tracking],
-      topicId: c.topicId,
-      links,
-    });
-    await queueEmail(tx, {
-      id: emailId,
-      projectId: c.projectId,
-      contactId: upsert.contact.id,
-      templateId: null,
-      type: c.type,
-      from: { email: c.fromEmail, name: c.fromName },
-      replyTo: c.replyTo ?? c.fromEmail,
-      to: { email, name: null },
-      message,
-    });
-    return { emailId, contactId: upsert.contact.id, events: upsert.events };
+    await assertWithinBillingLimits(tx, c.projectId, emails.length, limits);
+    const sent: Array<{ email: string; to: string }> = [];
+    const events: EventRecord[] = [];
+    const contactIds: string[] = [];
+    for (const to of emails) {
+      let own = await tx.findOne(Contact, { projectId: c.projectId, email: to });
+      if (!own) {
+        const upsert = await upsertContact(tx, c.projectId, { email: to, defaultSubscribed: false, data: { set: {}, unset: [] } });
+        own = upsert.contact;
+        events.push(...upsert.events);
+      }
+      contactIds.push(own.id);
+      const forContact = rendered ?? { id: own.id, email: own.email, data: own.data };
+      const emailId = newId();
+      let message: ReturnType<typeof composeMessage>;
+      try {
+        message = composeMessage({
+          emailId,
+          type: c.type,
+          subject: `[Test] ${c.subject}`,
+          body: sendableBody(c),
+          contact: forContact,
+          headers: {},
+          settings,
+          tracking: [c.tracking],
+          topicId: c.topicId,
+          links,
+        });
+      } catch (err) {
+        return templateErrorResponse(err);
+      }
+      await queueEmail(tx, {
+        id: emailId,
+        projectId: c.projectId,
+        contactId: own.id,
+        templateId: null,
+        type: c.type,
+        from: { email: c.fromEmail, name: c.fromName },
+        replyTo: c.replyTo ?? c.fromEmail,
+        to: { email: to, name: null },
+        message,
+      });
+      sent.push({ email: emailId, to });
+    }
+    return { sent, contactIds, events };
   });
 }

@@ -6,7 +6,8 @@ import { deletedResponse } from '../../http/responses';
 import { uuidPath } from '../../http/validate';
 import type { Links } from '../../mail/links';
 import type { ActivityHub } from '../../bus/contact-activity';
-import { queueTestSend } from './campaign-test';
+import { queueTestSends } from './campaign-test';
+import { PREVIEW_DESCRIPTION, previewMessage, previewResponse, previewSchema, sendableBody } from '../templates';
 import {
   campaignActionResponse,
   campaignEnvelope,
@@ -198,19 +199,44 @@ export function campaignRoutes(router: Router, g: Guards, deps: CampaignDeps): v
     endpoint(
       {
         tag,
-        summary: 'Send a test email of the campaign to one address',
+        summary: 'Send test emails of the campaign to 1-50 addresses',
+        description:
+          'One message per address, subject marked [Test], rendered for contactId, else for the address’s own contact, else for no data. ' +
+          'The campaign stays as it is and its counts do not move. At most 10 requests a minute per project.',
         params,
         body: testSendSchema,
-        responses: { 200: testSendResponse.describe('The queued test email') },
-        errors: NOT_FOUND,
+        responses: { 200: testSendResponse.describe('The queued test emails') },
+        errors: { 404: 'No such campaign (or contact) in the project', 429: 'Too many test sends this minute (RATE_LIMIT_EXCEEDED)' },
       },
       async (ctx, input) => {
         const projectId = ctx.state.project!.id;
         const c = await getCampaign(ctx.state.em, projectId, input.param('id'));
-        const { email } = input.body();
-        const queued = await queueTestSend(ctx.state.em, c, email, deps.links);
-        deps.hub.publish({ projectId, contactIds: [queued.contactId], events: queued.events });
-        ctx.body = { success: true, data: { email: queued.emailId, to: email } };
+        const body = input.body();
+        const queued = await queueTestSends(ctx.state.em, c, { emails: body.emails ?? [body.email!], contactId: body.contactId }, deps.links);
+        deps.hub.publish({ projectId, contactIds: queued.contactIds, events: queued.events });
+        ctx.body = { success: true, data: { ...queued.sent[0], emails: queued.sent } };
+      },
+    ),
+  );
+
+  router.post(
+    '/campaigns/:id/preview',
+    g.secret,
+    endpoint(
+      {
+        tag,
+        summary: 'Render the campaign for a contact or for data, sending nothing',
+        description: PREVIEW_DESCRIPTION,
+        params,
+        body: previewSchema,
+        responses: { 200: previewResponse.describe('The rendered message') },
+        errors: { 404: 'No such campaign (or contact) in the project' },
+      },
+      async (ctx, input) => {
+        const projectId = ctx.state.project!.id;
+        const c = await getCampaign(ctx.state.em, projectId, input.param('id'));
+        const message = { type: c.type, subject: c.subject, body: sendableBody(c), tracking: c.tracking, topicId: c.topicId };
+        ctx.body = await previewMessage(ctx.state.em, projectId, message, input.body(), deps.links);
       },
     ),
   );

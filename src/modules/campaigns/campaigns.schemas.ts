@@ -49,7 +49,13 @@ export const sendCampaignSchema = z.object({
     .meta({ description: 'When to send: anything a JavaScript Date reads (400 otherwise); omitted or null sends now' }),
 });
 
-export const testSendSchema = z.object({ email: emailSchema });
+export const testSendSchema = z
+  .object({
+    email: emailSchema.optional().meta({ description: 'One address (the older form of emails)' }),
+    emails: z.array(emailSchema).min(1).max(50).optional().meta({ description: '1 to 50 addresses, one message each' }),
+    contactId: z.uuid().optional().meta({ description: 'Render for this contact’s data; else for each address’s own contact, else for no data' }),
+  })
+  .refine((b) => (b.email === undefined) !== (b.emails === undefined), { message: 'Give emails (or email), not both', path: ['emails'] });
 
 export const campaignListQuery = z.object({
   ...pageQuery,
@@ -95,7 +101,13 @@ export const campaignActionResponse = campaignEnvelope.extend({ message: z.strin
 export const campaignListResponse = offsetList(campaignResponse);
 sameShape<z.output<typeof campaignListResponse>, Awaited<ReturnType<typeof listCampaigns>>>(true);
 
-export const testSendResponse = successEnvelope(z.object({ email: z.string().meta({ description: 'The email record id' }), to: z.string() }));
+export const testSendResponse = successEnvelope(
+  z.object({
+    email: z.string().meta({ description: 'The first email record id' }),
+    to: z.string().meta({ description: 'Its address' }),
+    emails: z.array(z.object({ email: z.string().meta({ description: 'The email record id' }), to: z.string() })),
+  }),
+);
 
 const count = z.number().int();
 export const campaignStatsResponse = z.object({

@@ -4,6 +4,9 @@ import { simpleBadRequest } from '../../http/errors';
 import type { Guards } from '../../http/guards';
 import { deletedResponse } from '../../http/responses';
 import { uuidPath } from '../../http/validate';
+import type { Links } from '../../mail/links';
+import { PREVIEW_DESCRIPTION, previewMessage, previewResponse, previewSchema } from './message-preview';
+import { sendableBody } from './template-content';
 import {
   createTemplateSchema,
   REQUIRED_TEMPLATE_FIELDS,
@@ -28,7 +31,7 @@ const tag = 'Templates';
 const NOT_FOUND = { 404: 'No such template in the project' };
 const UNVERIFIED = 'The sender domain is not registered to the project or not verified';
 
-export function templateRoutes(router: Router, g: Guards): void {
+export function templateRoutes(router: Router, g: Guards, deps: { links: Links }): void {
   router.post(
     '/templates',
     g.secret,
@@ -139,6 +142,28 @@ export function templateRoutes(router: Router, g: Guards): void {
         const id = input.param('id');
         await getTemplate(ctx.state.em, ctx.state.project!.id, id);
         ctx.body = await templateUsage(ctx.state.em, ctx.state.project!.id, id);
+      },
+    ),
+  );
+
+  router.post(
+    '/templates/:id/preview',
+    g.secret,
+    endpoint(
+      {
+        tag,
+        summary: 'Render the template for a contact or for data, sending nothing',
+        description: PREVIEW_DESCRIPTION,
+        params: { id: uuidPath },
+        body: previewSchema,
+        responses: { 200: previewResponse.describe('The rendered message') },
+        errors: { 404: 'No such template (or contact) in the project' },
+      },
+      async (ctx, input) => {
+        const projectId = ctx.state.project!.id;
+        const t = await getTemplate(ctx.state.em, projectId, input.param('id'));
+        const message = { type: t.type, subject: t.subject, body: sendableBody(t), tracking: t.tracking };
+        ctx.body = await previewMessage(ctx.state.em, projectId, message, input.body(), deps.links);
       },
     ),
   );
