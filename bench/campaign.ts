@@ -8,6 +8,7 @@
  *   BENCH_RECIPIENTS=20000 BENCH_RUNS=3 npm run bench:campaign
  *   BENCH_REFERENCE_NODE=off npm run bench:campaign   # without the baseline's run on an older Node
  *   SMTP_POOL_SIZE=8 npm run bench:campaign      # the service with 8 SMTP connections (default 16; the baseline always has 8)
+ *   BENCH_TEMPLATE=alternate BENCH_RUNS=6 npm run bench:campaign   # {{var}} and Liquid templates, runs interleaved
  *
  * Also prints the CPU per email of the worker (all its threads) and of PostgreSQL, from /proc, and,
  * when the machine has an older Node (see `referenceNode`), the ratio to the baseline run on it.
@@ -18,12 +19,14 @@
 import { Client, Connection } from '@temporalio/client';
 import pg from 'pg';
 import {
+  benchTemplateOf,
   CAMPAIGN_BODY,
   campaignSent,
   cpuSecondsOf,
   createBenchCampaign,
   machine,
   median,
+  mediansByTemplate,
   medianReferenceRatio,
   memoryOf,
   postgresCpuSeconds,
@@ -61,12 +64,21 @@ async function main(): Promise<void> {
 
     console.log(`campaign to ${RECIPIENTS} recipients, SMTP pool ${SERVICE_SMTP_POOL} (the baseline ${BASELINE_CONNECTIONS}), ${RUNS} run(s)`);
     console.log(`machine: ${machine()}${REFERENCE.note}`);
-    const rows: Array<{ rate: number; raw: number; reference?: number; history: number; worker: number; postgres: number }> = [];
+    const rows: Array<{
+      template: ReturnType<typeof benchTemplateOf>;
+      rate: number;
+      raw: number;
+      reference?: number;
+      history: number;
+      worker: number;
+      postgres: number;
+    }> = [];
     for (let run = 1; run <= RUNS; run++) {
       const baseline = { count: Math.min(RECIPIENTS, 20_000), poolSize: BASELINE_CONNECTIONS, concurrency: 16, spec: BASELINE };
       const raw = await rawNodemailerRate(sink, baseline);
       const reference = await REFERENCE.rate(sink, baseline);
-      const c = { id: await createBenchCampaign(agent, api.port, auth, `Bench ${run}`) };
+      const template = benchTemplateOf(run);
+      const c = { id: await createBenchCampaign(agent, api.port, auth, `Bench ${run}`, template) };
       const start = await sink.count();
       const cpu0 = { worker: cpuSecondsOf(worker.child.pid!), postgres: postgresCpuSeconds() };
       const t0 = Date.now();
@@ -82,9 +94,9 @@ async function main(): Promise<void> {
       await campaignSent(agent, api.port, auth, c.id);
       const description = await temporal.workflow.getHandle(`campaign-send:${c.id}`).describe();
       const history = description.historyLength;
-      rows.push({ rate, raw, reference, history, ...cpu });
+      rows.push({ template, rate, raw, reference, history, ...cpu });
       console.log(
-        `run ${run}: ${rate.toFixed(0)} emails/s end to end, baseline ${raw.toFixed(0)} emails/s (${(rate / raw).toFixed(2)}x baseline), ` +
+        `run ${run} (${template} template): ${rate.toFixed(0)} emails/s end to end, baseline ${raw.toFixed(0)} emails/s (${(rate / raw).toFixed(2)}x baseline), ` +
           REFERENCE.figure(rate, reference) +
           `worker peak RSS ${peakMb.toFixed(0)} MB, last workflow run's history ${history} events; ` +
           `CPU per email: worker ${cpu.worker.toFixed(3)} ms, PostgreSQL ${cpu.postgres.toFixed(3)} ms`,
@@ -97,6 +109,8 @@ async function main(): Promise<void> {
         `worker peak RSS ${peakMb.toFixed(0)} MB (goal: >= 2.2x baseline, worker < 400 MB); ` +
         `CPU per email: worker ${median(rows.map((r) => r.worker)).toFixed(3)} ms, PostgreSQL ${median(rows.map((r) => r.postgres)).toFixed(3)} ms`,
     );
+    const templates = new Set(rows.map((r) => r.template));
+    if (templates.size > 1) console.log(`median emails/s by template: ${mediansByTemplate(rows, (r) => r.rate)}`);
   } finally {
     clearInterval(sampler);
     await connection.close();

@@ -11,13 +11,13 @@ import { createTransport } from 'nodemailer';
 import MailComposer from 'nodemailer/lib/mail-composer';
 import { Links } from '../src/mail/links';
 import { encodeMessage, type OutgoingMessage } from '../src/mail/mime';
-import { render } from '../src/mail/render';
+import { renderTemplate } from '../src/mail/liquid';
 import { htmlToText } from '../src/mail/text';
 import { addTracking } from '../src/mail/tracking';
 import { SmtpSessions } from '../src/mail/transport';
 import { DEFAULT_PROJECT_SETTINGS } from '../src/modules/accounts/project-settings';
 import { composeMessage } from '../src/mail/compose';
-import { machine } from './service-process';
+import { CAMPAIGN_LIQUID_BODY, machine } from './service-process';
 import { startSinkProcess } from './smtp-sink-process';
 
 const BODY = `<html><body><h1>Hello {{name ?? there}}</h1><p>${'This month in review. '.repeat(40)}</p><a href="https://example.com/x">Read</a></body></html>`;
@@ -92,8 +92,12 @@ async function main(): Promise<void> {
   const row = (what: string, us: number) => console.log(`${what.padEnd(64)} ${us.toFixed(0).padStart(6)} µs  ${(1e6 / us).toFixed(0).padStart(7)} /s`);
 
   row(
-    'render placeholders (render, html mode)',
-    perCall(2000, () => render(BODY, { name: 'User 1' }, 'html')),
+    'render {{var}} placeholders (renderTemplate, html mode)',
+    perCall(2000, (i) => renderTemplate(BODY, { name: `User ${i}` }, 'html')),
+  );
+  row(
+    'render Liquid: a loop of 10 items, 3 conditionals (html mode)',
+    perCall(2000, (i) => renderTemplate(CAMPAIGN_LIQUID_BODY, { name: `User ${i}` }, 'html')),
   );
   row(
     'html-to-text of the rendered HTML',

@@ -236,9 +236,52 @@ export async function insertBenchAudience(db: { query(text: string, values?: unk
 export const CAMPAIGN_BODY =
   `<html><body><h1>Hello {{name ?? there}}</h1>` + `<p>${'This month in review. '.repeat(40)}</p>` + `<a href="https://example.com/x">Read</a></body></html>`;
 
+/**
+ * The same message with logic: a loop of 10 items and three conditionals, rendered per recipient from
+ * the same contact data (the loop is over a range, so the audience stays as it is).
+ */
+export const CAMPAIGN_LIQUID_BODY =
+  `<html><body><h1>Hello {{ name | default: "there" }}</h1>` +
+  `<p>${'This month in review. '.repeat(40)}</p>` +
+  `<ul>{% for i in (1..10) %}<li>{% if forloop.first %}New: {% endif %}{{ name }}, item {{ i }}` +
+  `{% if name contains "7" %} (lucky){% endif %}{% unless forloop.last %};{% endunless %}</li>{% endfor %}</ul>` +
+  `<a href="https://example.com/x">Read</a></body></html>`;
+
+/** Which message the campaign benches send: BENCH_TEMPLATE=var (the default, `{{var}}` placeholders) or liquid. */
+export type BenchTemplate = 'var' | 'liquid';
+export const benchTemplates: Record<BenchTemplate, { subject: string; body: string }> = {
+  var: { subject: 'News for {{name}}', body: CAMPAIGN_BODY },
+  liquid: { subject: '{% if name contains "1" %}News for {{ name }}{% else %}News{% endif %}', body: CAMPAIGN_LIQUID_BODY },
+};
+
+/**
+ * The message of run `run`: BENCH_TEMPLATE=var (default) or liquid for every run, or alternate (var on
+ * odd runs, liquid on even ones) to compare the two in the same, interleaved runs.
+ */
+export function benchTemplateOf(run: number): BenchTemplate {
+  const choice = process.env.BENCH_TEMPLATE ?? 'var';
+  if (choice === 'alternate') return run % 2 === 1 ? 'var' : 'liquid';
+  if (choice !== 'var' && choice !== 'liquid') throw new Error('BENCH_TEMPLATE is var, liquid or alternate');
+  return choice;
+}
+
+/** The median of each template's figures, for runs that alternate templates. */
+export function mediansByTemplate<T extends { template: BenchTemplate }>(rows: T[], figure: (r: T) => number): string {
+  return (['var', 'liquid'] as const)
+    .filter((t) => rows.some((r) => r.template === t))
+    .map((t) => `${t} ${median(rows.filter((r) => r.template === t).map(figure)).toFixed(0)}`)
+    .join(', ');
+}
+
 /** Creates the campaign benches' campaign to every contact of the project; answers its id. */
-export async function createBenchCampaign(agent: http.Agent, port: number, auth: Record<string, string>, name: string): Promise<string> {
-  const body = { name, subject: 'News for {{name}}', body: CAMPAIGN_BODY, from: 'news@bench.test', fromName: 'News', audienceType: 'ALL' };
+export async function createBenchCampaign(
+  agent: http.Agent,
+  port: number,
+  auth: Record<string, string>,
+  name: string,
+  template: BenchTemplate = 'var',
+): Promise<string> {
+  const body = { name, ...benchTemplates[template], from: 'news@bench.test', fromName: 'News', audienceType: 'ALL' };
   const res = await request(agent, port, 'POST', '/campaigns', body, auth);
   if (res.status !== 201) throw new Error(`POST /campaigns: ${res.status} ${res.body}`);
   return JSON.parse(res.body).data.id;

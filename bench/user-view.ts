@@ -36,6 +36,8 @@
  *   (bench/wrk-client.ts, `apt-get install wrk`), whose CPU is printed on its own;
  * - BENCH_CONNECTIONS (32), BENCH_RECIPIENTS (30,000), BENCH_SENDS (5,000), BENCH_BASELINE (10,000),
  *   BENCH_RUNS (5);
+ * - BENCH_TEMPLATE=var|liquid|alternate: the campaign's message, `{{var}}` placeholders (default), Liquid
+ *   (a loop of 10 items, three conditionals), or the two on alternate runs;
  * - BENCH_WARMUP (0): sends made and delivered before the timed ones (bench:send makes 1,000);
  *   BENCH_BASELINE_WARMUP (0): messages through the baseline's sender before its timed ones;
  * - any setting of the service (SMTP_POOL_SIZE, MAIL_THREADS, LOG_LEVEL, ...) passes through from the
@@ -53,6 +55,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import {
+  type BenchTemplate,
+  benchTemplateOf,
   CAMPAIGN_BODY,
   campaignSent,
   childProcessCpu,
@@ -62,6 +66,7 @@ import {
   type Layout,
   machine,
   median,
+  mediansByTemplate,
   request,
   SEND_BODY,
   SERVICE_SMTP_POOL,
@@ -127,6 +132,7 @@ function audienceCsv(n: number): string {
 }
 
 interface Row {
+  template: BenchTemplate;
   campaign: number;
   send: number;
   baseline: number;
@@ -172,7 +178,8 @@ async function oneRun(run: number): Promise<Row> {
     next = cpuNow(bench);
     lines.push(`  baseline: ${BASELINE} messages at ${baseline.toFixed(0)} emails/s; ${phaseCpu(cpu, next, BASELINE + BASELINE_WARMUP)}`);
 
-    const id = await createBenchCampaign(agent, port, auth, `Bench ${run}`);
+    const template = benchTemplateOf(run);
+    const id = await createBenchCampaign(agent, port, auth, `Bench ${run}`, template);
     let start = await sink.count();
     cpu = cpuNow(bench);
     const c0 = Date.now();
@@ -215,7 +222,7 @@ async function oneRun(run: number): Promise<Row> {
     );
     for (const line of lines) console.log(line);
     finished = true;
-    return { campaign, send, baseline };
+    return { template, campaign, send, baseline };
   } finally {
     await bench.stop();
     fs.closeSync(log);
@@ -260,6 +267,7 @@ async function main(): Promise<void> {
       `(${verdict(ratio.campaign, GOALS.campaign)}); /v1/send ${median(rows.map((r) => r.send)).toFixed(0)} delivered/s, ${ratio.send.toFixed(2)}x baseline ` +
       `(${verdict(ratio.send, GOALS.send)}); baseline ${median(rows.map((r) => r.baseline)).toFixed(0)} emails/s (ratios are medians of the runs' ratios)`,
   );
+  if (new Set(rows.map((r) => r.template)).size > 1) console.log(`median campaign emails/s by template: ${mediansByTemplate(rows, (r) => r.campaign)}`);
 }
 
 main().catch((err) => {

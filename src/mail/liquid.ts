@@ -211,15 +211,18 @@ interface Parsed {
   legacy: LegacyOutput[];
 }
 
-/** Parsed templates by mode and text: a campaign's body, or one many sends share, is parsed once per worker. */
-const cache = new Map<string, Parsed | TemplateSyntaxError>();
-const CACHE_ENTRIES = 512;
-const CACHE_CHARS = 50_000_000;
-let cachedChars = 0;
+/**
+ * Parsed templates by mode and text: a campaign's body, or one many sends share, is parsed once per
+ * worker (thread). The text itself is the key, so a changed template is a new entry, never a stale one.
+ */
+const caches: Record<TemplateMode, Map<string, Parsed | TemplateSyntaxError>> = { html: new Map(), text: new Map() };
+const CACHE_ENTRIES = 256;
+const CACHE_CHARS = 25_000_000;
+const cachedChars: Record<TemplateMode, number> = { html: 0, text: 0 };
 
 function parse(text: string, mode: TemplateMode): Parsed {
-  const key = `${mode}\u0000${text}`;
-  let parsed = cache.get(key);
+  const cache = caches[mode];
+  let parsed = cache.get(text);
   if (parsed === undefined) {
     const liquid = engines[mode];
     let t: Translation | undefined;
@@ -229,13 +232,13 @@ function parse(text: string, mode: TemplateMode): Parsed {
     } catch (err) {
       parsed = syntaxError(err, text, t);
     }
-    while (cache.size && (cache.size >= CACHE_ENTRIES || cachedChars + key.length > CACHE_CHARS)) {
+    while (cache.size && (cache.size >= CACHE_ENTRIES || cachedChars[mode] + text.length > CACHE_CHARS)) {
       const oldest = cache.keys().next().value!;
-      cachedChars -= oldest.length;
+      cachedChars[mode] -= oldest.length;
       cache.delete(oldest);
     }
-    cache.set(key, parsed);
-    cachedChars += key.length;
+    cache.set(text, parsed);
+    cachedChars[mode] += text.length;
   }
   if (parsed instanceof TemplateSyntaxError) throw parsed;
   return parsed;

@@ -1,4 +1,5 @@
 import { checkTemplate, renderTemplate, TemplateRenderError, TemplateSyntaxError } from '../../src/mail/liquid';
+import { compileMjml, wrapLiquidTags } from '../../src/mail/mjml';
 import { templateVariables } from '../../src/mail/render';
 
 const vars = templateVariables({
@@ -77,6 +78,20 @@ describe('Liquid', () => {
     expect(at('{{ name ?? "x" }} {% for %}')).toMatch(/at line 1, column 19$/);
   });
 
+  test('the examples of docs/api.md render as it says', () => {
+    const receipt =
+      '<p>Thanks {{ name | default: "there" }}!</p><table>{% for line in order.lines %}<tr><td>{{ line.name }}</td><td>{{ line.qty }} × ' +
+      '{{ line.price | prepend: "$" }}</td></tr>{% endfor %}</table><p>Total: {{ order.total | prepend: "$" }}</p>';
+    const order = { number: 1042, lines: [{ name: 'Tea', qty: 2, price: 4.5 }], total: 9 };
+    expect(html(receipt, { name: 'Ada', order })).toBe('<p>Thanks Ada!</p><table><tr><td>Tea</td><td>2 × $4.5</td></tr></table><p>Total: $9</p>');
+    const branch =
+      '{% if plan == "pro" %}<p>Your Pro features are on, {{ name }}.</p>{% elsif locale == "fr" %}<p>Bienvenue, {{ name | default: "ami" }} !</p>' +
+      '{% else %}<p>Welcome, {{ name ?? "friend" }}. <a href="{{ manageUrl }}">Choose what you receive</a>.</p>{% endif %}';
+    expect(html(branch, { plan: 'pro', name: 'Li' })).toBe('<p>Your Pro features are on, Li.</p>');
+    expect(html(branch, { locale: 'fr' })).toBe('<p>Bienvenue, ami !</p>');
+    expect(html(branch, { manageUrl: 'https://x/m?a=1&b=2' })).toBe('<p>Welcome, friend. <a href="https://x/m?a=1&amp;b=2">Choose what you receive</a>.</p>');
+  });
+
   test('a runaway template stops at a cap', () => {
     const capped = (t: string) => {
       try {
@@ -89,5 +104,30 @@ describe('Liquid', () => {
     expect(capped('{% for i in (1..100000000) %}x{% endfor %}')).toBe('memory alloc limit exceeded');
     expect(capped('{% for i in (1..10000) %}{% for j in (1..10000) %}{% endfor %}{% endfor %}')).toBe('template render limit exceeded');
     expect(capped('{% for i in (1..5000) %}{{ long }}{% endfor %}'.replace('{{ long }}', 'x'.repeat(5000)))).toBe('output size limit exceeded');
+  });
+});
+
+describe('MJML sources', () => {
+  test('Liquid tags between components are wrapped in mj-raw; tags in text are left alone', () => {
+    const source =
+      '<mjml><mj-body>{% if a %}<mj-section><mj-column>{% for x in xs %}<mj-text>{% if b %}<p>{{ x }}</p>{% endif %}</mj-text>' +
+      '<mj-image src="{{ x }}" />{% endfor %}</mj-column></mj-section>{% endif %}</mj-body></mjml>';
+    expect(wrapLiquidTags(source)).toBe(
+      '<mjml><mj-body><mj-raw>{% if a %}</mj-raw><mj-section><mj-column><mj-raw>{% for x in xs %}</mj-raw>' +
+        '<mj-text>{% if b %}<p>{{ x }}</p>{% endif %}</mj-text>' +
+        '<mj-image src="{{ x }}" /><mj-raw>{% endfor %}</mj-raw></mj-column></mj-section><mj-raw>{% endif %}</mj-raw></mj-body></mjml>',
+    );
+  });
+
+  test('compiled: the loop survives and renders; invalid MJML names its line', async () => {
+    const compiled = await compileMjml(
+      '<mjml><mj-body><mj-section><mj-column>\n{% for x in xs %}<mj-text>{{ x }}</mj-text>{% endfor %}\n</mj-column></mj-section></mj-body></mjml>',
+    );
+    const out = html(compiled, { xs: ['<a>', 'b'] });
+    expect(out).toContain('&lt;a&gt;</div>');
+    expect(out).toContain('>b</div>');
+    await expect(compileMjml('<mjml><mj-body>\n<mj-section>\n<mj-text>x</mj-text></mj-section></mj-body></mjml>')).rejects.toThrow(
+      /^invalid MJML at line 3: mj-text cannot be used inside mj-section/,
+    );
   });
 });
