@@ -96,7 +96,8 @@ async function main(): Promise<void> {
       const history = description.historyLength;
       rows.push({ template, rate, raw, reference, history, ...cpu });
       console.log(
-        `run ${run} (${template} template): ${rate.toFixed(0)} emails/s end to end, baseline ${raw.toFixed(0)} emails/s (${(rate / raw).toFixed(2)}x baseline), ` +
+        `run ${run} (${template} template): ${rate.toFixed(0)} emails/s end to end, ` +
+          `baseline ${raw.toFixed(0)} emails/s (${(rate / raw).toFixed(2)}x baseline), ` +
           REFERENCE.figure(rate, reference) +
           `worker peak RSS ${peakMb.toFixed(0)} MB, last workflow run's history ${history} events; ` +
           `CPU per email: worker ${cpu.worker.toFixed(3)} ms, PostgreSQL ${cpu.postgres.toFixed(3)} ms`,
