@@ -4,7 +4,7 @@
  */
 import type { Links } from './links';
 import type { OutgoingMessage } from './mime';
-import { inField, renderTemplate, TemplateSyntaxError } from './liquid';
+import { inField, type RenderDeadline, renderTemplate, TemplateSyntaxError } from './liquid';
 import { templateVariables } from './render';
 import { htmlToText, htmlToTextTemplate } from './text';
 import { addTracking, insertBeforeBodyEnd, unsubscribeFooter } from './tracking';
@@ -56,13 +56,15 @@ export interface ComposeInput {
   /** The topic MARKETING mail is sent for: its unsubscribe link and one-click header leave only that topic. */
   topicId?: string | null;
   links: Links;
+  /** A render time limit shared with the other recipients of the same request. */
+  deadline?: RenderDeadline;
 }
 
 /** The text part: the body's text template rendered, or, when the conversion left one that does not parse, the rendered HTML converted. */
-function textPart(textTemplate: string | undefined, vars: Record<string, unknown>, html: () => string): string | null {
+function textPart(textTemplate: string | undefined, vars: Record<string, unknown>, html: () => string, deadline?: RenderDeadline): string | null {
   if (!textTemplate) return null;
   try {
-    return renderTemplate(textTemplate, vars, 'text').trim() || null;
+    return renderTemplate(textTemplate, vars, 'text', deadline).trim() || null;
   } catch (err) {
     if (!(err instanceof TemplateSyntaxError)) throw err;
     return htmlToText(html()) ?? null;
@@ -80,12 +82,12 @@ export function composeMessage(c: ComposeInput): ComposedMessage & { html: strin
   const marketing = c.type === 'MARKETING';
   const footer = marketing && c.settings.unsubscribeFooter;
   // The subject first: a template that fails fails before the larger body is rendered.
-  const subject = inField('subject', () => renderTemplate(c.subject, vars, 'text'));
-  let html = inField('body', () => renderTemplate(c.body, vars, 'html'));
+  const subject = inField('subject', () => renderTemplate(c.subject, vars, 'text', c.deadline));
+  let html = inField('body', () => renderTemplate(c.body, vars, 'html', c.deadline));
   if (footer) html = insertBeforeBodyEnd(html, unsubscribeFooter(contactLinks.unsubscribeUrl, contactLinks.manageUrl));
   const textTemplate = htmlToTextTemplate(footer ? insertBeforeBodyEnd(c.body, unsubscribeFooter('{{unsubscribeUrl}}', '{{manageUrl}}')) : c.body);
   const rendered = html;
-  const text = inField('body', () => textPart(textTemplate, vars, () => rendered));
+  const text = inField('body', () => textPart(textTemplate, vars, () => rendered, c.deadline));
   html = addTracking(html, c.emailId, c.links, effectiveTracking(c.settings, marketing, ...(c.tracking ?? [])));
   const headers = { ...c.headers };
   const callerUnsubscribe = Object.keys(headers).some((h) => h.toLowerCase() === 'list-unsubscribe');

@@ -21,6 +21,8 @@ export const TEMPLATE_LIMITS = {
   parseChars: 20_000_000,
   /** Milliseconds one render may take: a runaway loop stops here, not at the end of its range. */
   renderMs: 250,
+  /** Milliseconds all the renders of one request may take together (/v1/send to 50 recipients, a test send to 50 addresses). */
+  requestRenderMs: 1000,
   /** What filters and ranges may allocate in one render (LiquidJS counts characters and items). */
   memory: 20_000_000,
   /** Characters one render may write. */
@@ -131,11 +133,10 @@ function unquote(s: string): string {
   return m ? m[2] : s;
 }
 
-/** An output in the old syntax: no filter, and a fallback or a bare path (no quotes, brackets or parentheses). */
+/** An output in the old syntax: a fallback (`??` is no Liquid), or a bare path (no filter, quotes, brackets or parentheses). */
 function legacyOutput(content: string): { output: LegacyOutput; liquidPath?: string } | undefined {
-  if (content.includes('|')) return undefined;
   const [head, ...rest] = content.split('??');
-  if (!rest.length && /["'[\]()]/.test(content)) return undefined;
+  if (!rest.length && /["'[\]()|]/.test(content)) return undefined;
   const path = head.trim();
   const fallback = rest.length ? unquote(rest.join('??').trim()) : '';
   if (LIQUID_PATH.test(path) && !KEYWORDS.has(path)) return { output: { fallback }, liquidPath: path };
@@ -268,13 +269,30 @@ class CappedEmitter {
 }
 
 /**
- * One recipient's text of a template. Throws `TemplateSyntaxError` for a template that does not parse
- * (one stored before templates were checked), `TemplateRenderError` when a render passes a cap.
+ * A time limit several renders share (LiquidJS checks it as it renders): a request that renders for many
+ * recipients on the event loop stops at one deadline, not at one cap per recipient.
  */
-export function renderTemplate(text: string, vars: Record<string, unknown>, mode: TemplateMode): string {
+export class RenderDeadline {
+  readonly at: number;
+  constructor(ms: number) {
+    this.at = performance.now() + ms;
+  }
+  check(now: number): void {
+    if (now > this.at) throw new TemplateRenderError('template render limit exceeded');
+  }
+  use(): void {}
+}
+
+/**
+ * One recipient's text of a template. Throws `TemplateSyntaxError` for a template that does not parse
+ * (one stored before templates were checked), `TemplateRenderError` when a render passes a cap (its
+ * own, or the `deadline` it shares with other renders).
+ */
+export function renderTemplate(text: string, vars: Record<string, unknown>, mode: TemplateMode, deadline?: RenderDeadline): string {
   const { templates, legacy } = parse(text, mode);
   const liquid = engines[mode];
   const ctx = new Context(vars, liquid.options, { globals: { [LEGACY]: legacy } });
+  if (deadline && deadline.at < performance.now() + TEMPLATE_LIMITS.renderMs) ctx.renderLimit = deadline as unknown as Context['renderLimit'];
   const emitter = new CappedEmitter();
   try {
     toValueSync(liquid.renderer.renderTemplates(templates, ctx, emitter));

@@ -128,6 +128,15 @@ describe('Liquid in /v1/send', () => {
     expect(subject.body.error.message).toMatch(/^subject: undefined filter: nope at line 1, column 4/);
     const include = await send({ to: 'nobody@example.org', subject: 's', body: '{% include "/etc/passwd" %}' });
     expect(include.body.error.message).toBe('body: {% include %} is not allowed: templates cannot read files at line 1, column 1');
+    // Parses, but passes the render cap: 422 naming it, nothing sent, and the service still answers.
+    const runaway = await send({
+      to: ['r1@example.org', 'r2@example.org', 'r3@example.org'],
+      subject: 's',
+      body: '{% for i in (1..10000) %}{% for j in (1..10000) %}{% endfor %}{% endfor %}',
+    });
+    expect(runaway.status).toBe(422);
+    expect(runaway.body.error.message).toBe('body: could not be rendered: template render limit exceeded');
+    expect((await svc.api.get('/health')).status).toBe(200);
     expect(await mailCount()).toBe(before);
     const [contacts] = await dbQuery(svc.databaseUrl, `SELECT count(*)::int AS n FROM contacts WHERE email = 'nobody@example.org'`);
     expect(contacts.n).toBe(0);

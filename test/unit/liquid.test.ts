@@ -1,4 +1,4 @@
-import { checkTemplate, renderTemplate, TemplateRenderError, TemplateSyntaxError } from '../../src/mail/liquid';
+import { checkTemplate, RenderDeadline, renderTemplate, TemplateRenderError, TemplateSyntaxError } from '../../src/mail/liquid';
 import { compileMjml, wrapLiquidTags } from '../../src/mail/mjml';
 import { templateVariables } from '../../src/mail/render';
 
@@ -34,6 +34,7 @@ describe('old placeholders render as they always did', () => {
     expect(text('{{first name ?? "it\'s \\"you\\""}}')).toBe('it\'s \\"you\\"');
     expect(text('{{ empty ?? a }} {{5}} {{first name}}', { empty: 'E', 5: 'five', 'first name': 'F' })).toBe('E five F');
     expect(text('{{ x ?? y }}{{ blank ?? z }}', { x: '', blank: [] })).toBe('yz');
+    expect(html('{{ plan ?? "free | basic" }} {{ nope ?? a|b }}', { plan: '' })).toBe('free | basic a|b');
   });
 
   test('arrays render as <li> items in HTML and a list in text', () => {
@@ -104,6 +105,21 @@ describe('Liquid', () => {
     expect(capped('{% for i in (1..100000000) %}x{% endfor %}')).toBe('memory alloc limit exceeded');
     expect(capped('{% for i in (1..10000) %}{% for j in (1..10000) %}{% endfor %}{% endfor %}')).toBe('template render limit exceeded');
     expect(capped('{% for i in (1..5000) %}{{ long }}{% endfor %}'.replace('{{ long }}', 'x'.repeat(5000)))).toBe('output size limit exceeded');
+  });
+
+  test('renders that share a deadline stop at it together', () => {
+    const deadline = new RenderDeadline(300);
+    const slow = '{% for i in (1..3000) %}{% for j in (1..3000) %}{% endfor %}{% endfor %}';
+    const failures: string[] = [];
+    for (let i = 0; i < 10; i++) {
+      try {
+        renderTemplate(slow, {}, 'html', deadline);
+      } catch (err) {
+        failures.push((err as Error).message);
+      }
+    }
+    expect(failures.length).toBeGreaterThanOrEqual(9);
+    expect(new Set(failures)).toEqual(new Set(['template render limit exceeded']));
   });
 });
 

@@ -6,6 +6,7 @@ import { AppError } from '../../http/errors';
 import type { Links } from '../../mail/links';
 import { Contact, upsertContact } from '../contacts';
 import { composeMessage } from '../../mail/compose';
+import { RenderDeadline, TEMPLATE_LIMITS } from '../../mail/liquid';
 import type { EventRecord } from '../events';
 import { queueEmail } from '../emails';
 import { sendingContext } from '../emails';
@@ -33,6 +34,7 @@ export async function queueTestSends(em: EntityManager, c: Campaign, input: { em
   const rendered = input.contactId ? await contactToRender(em, c.projectId, input.contactId) : undefined;
   const { settings, limits } = await sendingContext(em, c.projectId, c.fromEmail);
   const emails = [...new Set(input.emails)];
+  const deadline = new RenderDeadline(TEMPLATE_LIMITS.requestRenderMs);
   return transaction(em, async (tx) => {
     await assertWithinBillingLimits(tx, c.projectId, emails.length, limits);
     const sent: Array<{ email: string; to: string }> = [];
@@ -61,6 +63,7 @@ export async function queueTestSends(em: EntityManager, c: Campaign, input: { em
           tracking: [c.tracking],
           topicId: c.topicId,
           links,
+          deadline,
         });
       } catch (err) {
         return templateErrorResponse(err);

@@ -11,6 +11,7 @@ import { ADDRESS_SHAPE } from '../../mail/mime';
 import { htmlToText } from '../../mail/text';
 import { addTracking } from '../../mail/tracking';
 import { type ComposedMessage, type ComposeInput, composeMessage, effectiveTracking } from '../../mail/compose';
+import { RenderDeadline, TEMPLATE_LIMITS } from '../../mail/liquid';
 import { applyData, resolveDataMap } from '../contacts';
 import { upsertContact } from '../contacts';
 import type { EventRecord } from '../events';
@@ -215,12 +216,14 @@ export async function sendEmails(
   }
 
   const attachments = decoded(given);
+  // Rendered on the event loop while the request waits: every recipient's render shares one deadline.
+  const deadline = new RenderDeadline(TEMPLATE_LIMITS.requestRenderMs);
   /** One recipient's message, rendered with their contact's data as it is after this send's changes. */
   const compose = (emailId: string, contact: { id: string; email: string; data: Record<string, unknown> }): ComposedMessage => {
     const common = { emailId, contact, headers: input.headers ?? {}, settings, tracking: [input.tracking, template?.tracking], links: deps.links };
     if (input.literal) return composeLiteral(common, input.literal);
     try {
-      return composeMessage({ ...common, type, subject, body, values: resolved.values });
+      return composeMessage({ ...common, type, subject, body, values: resolved.values, deadline });
     } catch (err) {
       // Rendered with the request: a cap one recipient's data passes refuses the request, which sends nothing.
       return templateErrorResponse(err);
