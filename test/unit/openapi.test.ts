@@ -72,6 +72,27 @@ describe('GET /openapi.json', () => {
     expect(text).not.toContain('"$schema"');
   });
 
+  test('templates: previews, test sends and the body format', () => {
+    const resolve = (s: any): any => (s?.$ref ? doc.components.schemas[s.$ref.split('/').pop()] : s);
+    const bodyOf = (path: string, method: string) => resolve((doc.paths[path][method].requestBody!.content['application/json'] as any).schema);
+    for (const path of ['/templates/{id}/preview', '/campaigns/{id}/preview']) {
+      expect(Object.keys(bodyOf(path, 'post').properties).sort()).toEqual(['contactId', 'data']);
+      const ok = resolve((doc.paths[path].post.responses['200'] as any).content['application/json'].schema);
+      expect(Object.keys(ok.properties).sort()).toEqual(['html', 'subject', 'text']);
+      expect(doc.paths[path].post.responses['404']).toBeDefined();
+    }
+    expect(Object.keys(bodyOf('/campaigns/{id}/test', 'post').properties).sort()).toEqual(['contactId', 'email', 'emails']);
+    expect(bodyOf('/campaigns/{id}/test', 'post').properties.emails).toMatchObject({ type: 'array', minItems: 1, maxItems: 50 });
+    for (const [path, method] of [
+      ['/templates', 'post'],
+      ['/templates/{id}', 'patch'],
+      ['/campaigns', 'post'],
+      ['/campaigns/{id}', 'put'],
+    ]) {
+      expect(bodyOf(path, method).properties.format).toMatchObject({ enum: ['html', 'mjml'] });
+    }
+  });
+
   test('POST /v1/send: the body schema of the validator, the secret key, and Idempotency-Key', () => {
     const op = doc.paths['/v1/send'].post;
     const body = op.requestBody!.content['application/json'].schema as any;
