@@ -260,6 +260,38 @@ describe('an automation SEND_EMAIL step', () => {
   });
 });
 
+describe('an automation SEND_EMAIL step whose render passes a cap', () => {
+  test('is skipped with the cap as its reason; the same step sends for the next contact', async () => {
+    const t = (
+      await svc.api.post(
+        '/templates',
+        { name: 'Loop', subject: 'Loop', body: '<p>{% for i in (1..n) %}{% for j in (1..n) %}{% endfor %}{% endfor %}done</p>', from, type: 'TRANSACTIONAL' },
+        key,
+      )
+    ).body;
+    const w = (await svc.api.post('/workflows', { name: 'On loop', triggerConfig: { eventName: 'looped' } }, key)).body;
+    const step = (await svc.api.post(`/workflows/${w.id}/steps`, { name: 'mail', type: 'SEND_EMAIL', config: { templateId: t.id } }, key)).body;
+    await svc.api.post(`/workflows/${w.id}/transitions`, { fromStepId: w.steps[0].id, toStepId: step.id }, key);
+    expect((await svc.api.patch(`/workflows/${w.id}`, { enabled: true }, key)).status).toBe(200);
+    const pub = { key: acct.project.publicKey };
+    await svc.api.post('/v1/track', { email: 'loop-big@example.org', event: 'looped', data: { n: 10000 } }, pub);
+    await svc.api.post('/v1/track', { email: 'loop-small@example.org', event: 'looped', data: { n: 2 } }, pub);
+    const m = await mailTo('loop-small@example.org');
+    expect(bodyOf(m)).toBe('<p>done</p>');
+    const done = await until(async () => {
+      const xs = (await svc.api.get(`/workflows/${w.id}/executions`, key)).body.data as Array<{ id: string; status: string }>;
+      return xs.length === 2 && xs.every((x) => x.status === 'COMPLETED') ? xs : undefined;
+    });
+    const details = await Promise.all(done.map(async (x) => (await svc.api.get(`/workflows/${w.id}/executions/${x.id}`, key)).body));
+    const skipped = details.flatMap((d) => d.steps).find((s: any) => s.type === 'SEND_EMAIL' && s.status === 'SKIPPED');
+    expect(skipped.output).toEqual({
+      sent: false,
+      reason: expect.stringMatching(/^could not render the template: body: (template render|memory alloc) limit exceeded$/),
+    });
+    expect(smtp.received.some((r) => r.envelope.to[0] === 'loop-big@example.org')).toBe(false);
+  });
+});
+
 describe('preview', () => {
   test('a template for a contact, for data, and another project’s id is 404', async () => {
     const t = (
