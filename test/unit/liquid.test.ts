@@ -1,5 +1,9 @@
 import { checkTemplate, RenderDeadline, renderTemplate, TemplateRenderError, TemplateSyntaxError } from '../../src/mail/liquid';
 import { compileMjml, wrapLiquidTags } from '../../src/mail/mjml';
+import { composeMessage } from '../../src/mail/compose';
+import { htmlToTextTemplate } from '../../src/mail/text';
+import { Links } from '../../src/mail/links';
+import { DEFAULT_PROJECT_SETTINGS } from '../../src/modules/accounts/project-settings';
 import { templateVariables } from '../../src/mail/render';
 
 const vars = templateVariables({
@@ -145,5 +149,38 @@ describe('MJML sources', () => {
     await expect(compileMjml('<mjml><mj-body>\n<mj-section>\n<mj-text>x</mj-text></mj-section></mj-body></mjml>')).rejects.toThrow(
       /^invalid MJML at line 3: mj-text cannot be used inside mj-section/,
     );
+  });
+});
+
+describe('the text part', () => {
+  const compose = (body: string, data: Record<string, unknown>) =>
+    composeMessage({
+      emailId: 'e1',
+      type: 'TRANSACTIONAL',
+      subject: 's',
+      body,
+      contact: { id: 'c1', email: 'a@example.org', data },
+      headers: {},
+      settings: { ...DEFAULT_PROJECT_SETTINGS, tracking: 'off' },
+      links: new Links('https://x.example', 'secret'),
+    });
+
+  test('is rendered from the text template, Liquid kept whole through the conversion', () => {
+    const m = compose('<h1>Hi {{ name | default: "you" }}</h1><p>{% if vip %}<b>VIP</b> {% endif %}{% for i in items %}{{ i }}, {% endfor %}</p>', {
+      name: 'Zoë <z>',
+      vip: true,
+      items: ['a', 'b'],
+    });
+    expect(m.html).toBe('<h1>Hi Zoë &lt;z&gt;</h1><p><b>VIP</b> a, b, </p>');
+    expect(m.text).toBe('HI Zoë <z>\n\nVIP a, b,');
+  });
+
+  test('a tag the conversion drops (inside an element’s attributes) falls back to converting the rendered HTML', () => {
+    // The image is skipped, and the {% if %} in its alt with it: the text template's {% endif %} has no opening tag.
+    const body = '<p><img src="a.png" alt="{% if vip %}VIP">Hello {{ name }}{% endif %}</p>';
+    expect(() => checkTemplate(htmlToTextTemplate(body)!, 'text')).toThrow(TemplateSyntaxError);
+    const m = compose(body, { name: 'Ann', vip: true });
+    expect(m.html).toBe('<p><img src="a.png" alt="VIP">Hello Ann</p>');
+    expect(m.text).toBe('Hello Ann');
   });
 });
