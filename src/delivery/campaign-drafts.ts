@@ -12,6 +12,7 @@ import type { Draft, QueuedEmail } from './queued-email';
 export async function campaignDrafts(em: EntityManager, batch: QueuedEmail[]): Promise<{ draft: (e: QueuedEmail) => Draft | undefined; skipped: Set<string> }> {
   const skipped = new Set<string>();
   const unrendered = (e: QueuedEmail) => e.html === null && !!e.campaign_id;
+  // A campaign's emails are its recipients': each has a contact.
   const todo = batch.filter(unrendered);
   if (todo.length === 0) return { draft: () => undefined, skipped };
   const campaigns = new Map((await draftCampaigns(em, [...new Set(todo.map((e) => e.campaign_id!))])).map((c) => [c.id, c]));
@@ -19,22 +20,22 @@ export async function campaignDrafts(em: EntityManager, batch: QueuedEmail[]): P
     (
       await draftContacts(
         em,
-        todo.map((e) => e.contact_id),
+        todo.map((e) => e.contact_id!),
       )
     ).map((c) => [c.id, c]),
   );
   const settings = new Map<string, ProjectSettings>();
   for (const projectId of new Set(todo.map((e) => e.project_id))) settings.set(projectId, await projectSettings(em, projectId));
   const topicOf = (e: QueuedEmail) => campaigns.get(e.campaign_id!)?.topic_id ?? null;
-  const forTopics = todo.filter(topicOf).map((e) => ({ contactId: e.contact_id, topicId: topicOf(e)! }));
+  const forTopics = todo.filter(topicOf).map((e) => ({ contactId: e.contact_id!, topicId: topicOf(e)! }));
   const left = forTopics.length ? await topicsLeft(em, forTopics) : new Set<string>();
   for (const e of todo) {
     if (campaigns.get(e.campaign_id!)?.type !== 'MARKETING') continue;
-    if (contacts.get(e.contact_id)?.subscribed === false || left.has(`${e.contact_id}:${topicOf(e)}`)) skipped.add(e.id);
+    if (contacts.get(e.contact_id!)?.subscribed === false || left.has(`${e.contact_id}:${topicOf(e)}`)) skipped.add(e.id);
   }
   const draft = (e: QueuedEmail): Draft | undefined => {
     const campaign = unrendered(e) ? campaigns.get(e.campaign_id!) : undefined;
-    const contact = contacts.get(e.contact_id);
+    const contact = e.contact_id ? contacts.get(e.contact_id) : undefined;
     if (!campaign || !contact) return undefined;
     return {
       emailId: e.id,

@@ -235,7 +235,7 @@ export function markSent(
        WHERE c.id = u.campaign_id
      )
      INSERT INTO events (id, project_id, contact_id, name, data, created_at)
-     SELECT v.event_id, u.project_id, u.contact_id, 'email.sent', v.data, now() FROM updated u JOIN v ON v.id = u.id
+     SELECT v.event_id, u.project_id, u.contact_id, 'email.sent', v.data, now() FROM updated u JOIN v ON v.id = u.id WHERE u.contact_id IS NOT NULL
      RETURNING ${EVENT_RECORD_COLUMNS}`,
     [
       rows.map((r) => r.id),

@@ -3,7 +3,7 @@ import type { DraftMessage } from '../mail/compose';
 export interface QueuedEmail {
   id: string;
   project_id: string;
-  contact_id: string;
+  contact_id: string | null;
   template_id: string | null;
   campaign_id: string | null;
   from_email: string;

@@ -167,7 +167,8 @@ export class InboundReports implements MxHandler {
       diagnosticCode: outcome?.diagnosticCode,
       why: report.kind === 'auto-reply' || report.kind === 'unknown' ? report.why : undefined,
     });
-    const events = await insertEvents(tx, [{ projectId: email.project_id, contactId: email.contact_id, name: 'email.received', data }]);
+    // A test send to an address that is no contact: there is no contact to record it for.
+    const events = email.contact_id ? await insertEvents(tx, [{ projectId: email.project_id, contactId: email.contact_id, name: 'email.received', data }]) : [];
     return { recorded: { projectId: email.project_id, contactId: email.contact_id, events }, judge: false };
   }
 
@@ -198,7 +199,9 @@ export class InboundReports implements MxHandler {
 
   /** After the commit: the events to the hub, and the project's rates judged with this report in them. */
   private async committed(recorded: RecordedActivity, judge: boolean): Promise<void> {
-    if (recorded.events.length) this.deps.hub.publish({ projectId: recorded.projectId, contactIds: [recorded.contactId], events: recorded.events });
+    if (recorded.events.length && recorded.contactId) {
+      this.deps.hub.publish({ projectId: recorded.projectId, contactIds: [recorded.contactId], events: recorded.events });
+    }
     if (judge && recorded.events.length) await this.deps.judge.judge(recorded.projectId);
   }
 }

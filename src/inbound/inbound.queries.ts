@@ -11,7 +11,7 @@ import { sql } from '../db/orm';
 export interface EmailRef {
   id: string;
   project_id: string;
-  contact_id: string;
+  contact_id: string | null;
   to_email: string;
   message_id: string;
   campaign_id: string | null;

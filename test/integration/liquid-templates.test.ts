@@ -371,11 +371,23 @@ describe('test sends', () => {
       expect(to(received, address).parsed.subject).toBe('[Test] Hello Pat');
       expect(bodyOf(to(received, address))).toContain('<p>Pro</p>');
     }
+    // No contact is created for a test address; what happens to its email moves only the email.
+    const made = await dbQuery(svc.databaseUrl, `SELECT email FROM contacts WHERE email IN ('me@example.org', 'you@example.org')`);
+    expect(made).toEqual([]);
+    const pixel = /https:\/\/mail\.postbox\.test(\/t\/o\/[^"]+)"/.exec(String(to(received, 'me@example.org').parsed.html))![1];
+    expect((await svc.api.get(pixel)).status).toBe(200);
+    const meId = res.body.data.emails[0].email;
+    await until(async () => ((await dbQuery(svc.databaseUrl, 'SELECT status FROM emails WHERE id = $1', [meId]))[0].status === 'OPENED' ? true : undefined));
+    const [events] = await dbQuery(svc.databaseUrl, `SELECT count(*)::int AS n FROM events WHERE data->>'emailId' = $1`, [meId]);
+    expect(events.n).toBe(0);
     smtp.received.length = 0;
     // Without contactId: the address's own contact.
     await svc.api.post(`/campaigns/${c.id}/test`, { emails: ['own@example.org'] }, key);
     received = await smtp.waitFor(1);
     expect(received[0].parsed.subject).toBe('[Test] Hello Own');
+    // Without either: no data.
+    await svc.api.post(`/campaigns/${c.id}/test`, { emails: ['stranger@example.org'] }, key);
+    expect((await mailTo('stranger@example.org')).parsed.subject).toBe('[Test] Hello reader');
     const after = (await svc.api.get(`/campaigns/${c.id}`, key)).body;
     expect(after).toMatchObject({ status: 'DRAFT', totalRecipients: 0, sentCount: 0 });
     expect((await svc.api.get(`/campaigns/${c.id}/stats`, key)).body).toMatchObject({ total: 0, sent: 0 });

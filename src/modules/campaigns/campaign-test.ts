@@ -4,15 +4,17 @@ import { type KeyLimit, takeKeyed } from '../../db/rate-limiter';
 import { newId } from '../../db/ids';
 import { AppError } from '../../http/errors';
 import type { Links } from '../../mail/links';
-import { Contact, upsertContact } from '../contacts';
+import { Contact } from '../contacts';
 import { composeMessage } from '../../mail/compose';
 import { RenderDeadline, TEMPLATE_LIMITS } from '../../mail/liquid';
-import type { EventRecord } from '../events';
 import { queueEmail } from '../emails';
 import { sendingContext } from '../emails';
 import type { Campaign } from './campaigns.entity';
 import { contactToRender, sendableBody, templateErrorResponse } from '../templates';
 import { transaction } from '../../db/orm';
+
+/** The id links are signed for in a test to an address that is no contact (they lead to no contact's page). */
+const NO_CONTACT = '00000000-0000-0000-0000-000000000000';
 
 /** Test-send requests a project may make, each to at most 50 addresses: an author's checks, not a way round a campaign. */
 export const TEST_SEND_LIMIT: KeyLimit = { limit: 10, windowSeconds: 60 };
@@ -21,7 +23,8 @@ export const TEST_SEND_LIMIT: KeyLimit = { limit: 10, windowSeconds: 60 };
  * Tests of a campaign, one message to each address, rendered for `contactId`'s data, else for the
  * address's own contact, else for no data; marked `[Test]` and queued like any transactional email:
  * they never count in the campaign's statistics, and the campaign stays as it is. An address that is
- * no contact of the project becomes one, not subscribed: every email is some contact's.
+ * no contact of the project stays none: its email has no contact, and what happens to it (sent, opened,
+ * bounced) moves the email's status only, never a contact's events or subscription.
  */
 export async function queueTestSends(em: EntityManager, c: Campaign, input: { emails: string[]; contactId?: string }, links: Links) {
   const decision = await takeKeyed(em, c.projectId, 'campaign-test', TEST_SEND_LIMIT);
@@ -38,17 +41,9 @@ export async function queueTestSends(em: EntityManager, c: Campaign, input: { em
   return transaction(em, async (tx) => {
     await assertWithinBillingLimits(tx, c.projectId, emails.length, limits);
     const sent: Array<{ email: string; to: string }> = [];
-    const events: EventRecord[] = [];
-    const contactIds: string[] = [];
     for (const to of emails) {
-      let own = await tx.findOne(Contact, { projectId: c.projectId, email: to });
-      if (!own) {
-        const upsert = await upsertContact(tx, c.projectId, { email: to, defaultSubscribed: false, data: { set: {}, unset: [] } });
-        own = upsert.contact;
-        events.push(...upsert.events);
-      }
-      contactIds.push(own.id);
-      const forContact = rendered ?? { id: own.id, email: own.email, data: own.data };
+      const own = await tx.findOne(Contact, { projectId: c.projectId, email: to });
+      const forContact = rendered ?? (own ? { id: own.id, email: own.email, data: own.data } : { id: NO_CONTACT, email: to, data: {} });
       const emailId = newId();
       let message: ReturnType<typeof composeMessage>;
       try {
@@ -71,7 +66,7 @@ export async function queueTestSends(em: EntityManager, c: Campaign, input: { em
       await queueEmail(tx, {
         id: emailId,
         projectId: c.projectId,
-        contactId: own.id,
+        contactId: own?.id ?? null,
         templateId: null,
         type: c.type,
         from: { email: c.fromEmail, name: c.fromName },
@@ -81,6 +76,6 @@ export async function queueTestSends(em: EntityManager, c: Campaign, input: { em
       });
       sent.push({ email: emailId, to });
     }
-    return { sent, contactIds, events };
+    return sent;
   });
 }

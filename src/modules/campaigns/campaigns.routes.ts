@@ -213,8 +213,7 @@ export function campaignRoutes(router: Router, g: Guards, deps: CampaignDeps): v
         const c = await getCampaign(ctx.state.em, projectId, input.param('id'));
         const body = input.body();
         const queued = await queueTestSends(ctx.state.em, c, { emails: body.emails ?? [body.email!], contactId: body.contactId }, deps.links);
-        deps.hub.publish({ projectId, contactIds: queued.contactIds, events: queued.events });
-        ctx.body = { success: true, data: { ...queued.sent[0], emails: queued.sent } };
+        ctx.body = { success: true, data: { ...queued[0], emails: queued } };
       },
     ),
   );

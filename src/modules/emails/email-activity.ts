@@ -62,7 +62,8 @@ const EVENT_OF: Record<EmailActivity['kind'], string> = {
  */
 export interface RecordedActivity {
   projectId: string;
-  contactId: string;
+  /** Null for a test send to an address that is no contact: nothing is recorded about a contact then. */
+  contactId: string | null;
   events: EventRecord[];
 }
 
@@ -95,7 +96,10 @@ export async function recordEmailActivity(
       data.isFirstClick = row.first;
     }
     if (activity.kind === 'bounce') data.bounceType = activity.bounceType;
-    const events = await insertEvents(tx, [{ projectId: row.project_id, contactId: row.contact_id, name: EVENT_OF[activity.kind], data }]);
+    // A test send to an address that is no contact: its status moves, nothing is recorded for a contact.
+    if (row.contact_id === null) return { projectId: row.project_id, contactId: null, events: [] };
+    const contactId = row.contact_id;
+    const events = await insertEvents(tx, [{ projectId: row.project_id, contactId, name: EVENT_OF[activity.kind], data }]);
     if (row.campaign_id && row.first) {
       const counters = activity.kind === 'click' && row.first_open ? [COUNTER_OF.click, COUNTER_OF.open] : [COUNTER_OF[activity.kind]];
       await countFirstActivity(tx, row.campaign_id, counters);
@@ -103,12 +107,12 @@ export async function recordEmailActivity(
     const unsubscribes =
       (activity.kind === 'bounce' && activity.bounceType === 'Permanent') ||
       activity.kind === 'complaint' ||
-      (activity.kind === 'bounce' && (await softBouncesInARow(tx, row, rules.softBounceLimit)));
+      (activity.kind === 'bounce' && (await softBouncesInARow(tx, { ...row, contact_id: contactId }, rules.softBounceLimit)));
     if (unsubscribes) {
       const reason = activity.kind === 'complaint' ? 'complaint' : activity.bounceType === 'Permanent' ? 'bounce' : 'soft-bounce';
-      events.push(...(await updateContactSubscription(tx, row.contact_id, false, { reason, emailId: row.id })));
+      events.push(...(await updateContactSubscription(tx, contactId, false, { reason, emailId: row.id })));
     }
-    return { projectId: row.project_id, contactId: row.contact_id, events };
+    return { projectId: row.project_id, contactId, events };
   });
 }
 
@@ -117,7 +121,11 @@ export async function recordEmailActivity(
  * delivery, open or click (nor a hard bounce) after the first of them: an address that has stopped
  * taking mail without saying so for good. Reads the contact's own events, newest first.
  */
-async function softBouncesInARow(em: EntityManager, bounced: Pick<EmailActivityRow, 'id' | 'project_id' | 'contact_id'>, limit: number): Promise<boolean> {
+async function softBouncesInARow(
+  em: EntityManager,
+  bounced: Pick<EmailActivityRow, 'id' | 'project_id'> & { contact_id: string },
+  limit: number,
+): Promise<boolean> {
   if (limit <= 0) return false;
   const recent = await recentDeliveryEvents(em, bounced.project_id, bounced.contact_id, limit * 4);
   // This bounce counts whether or not its event is written yet (a batch writes its events at its end).

@@ -36,7 +36,8 @@ export class Email {
     | 'updatedAt';
   id!: string;
   projectId!: string;
-  contactId!: string;
+  /** Null only for a campaign's test send to an address that is no contact of the project. */
+  contactId: string | null = null;
   templateId: string | null = null;
   campaignId: string | null = null;
   type!: EmailType;
@@ -120,7 +121,7 @@ export const EmailSchema = new EntitySchema<Email>({
   properties: {
     id: { type: 'uuid', primary: true },
     projectId: cascadingReference('emails', 'project_id', 'Project'),
-    contactId: cascadingReference('emails', 'contact_id', 'Contact'),
+    contactId: { ...cascadingReference('emails', 'contact_id', 'Contact'), nullable: true },
     templateId: { ...cascadingReference('emails', 'template_id', 'Template'), deleteRule: 'set null', nullable: true },
     campaignId: {
       ...cascadingReference('emails', 'campaign_id', 'Campaign'),

@@ -96,7 +96,7 @@ export async function queueSends(em: EntityManager, sends: QueuedSend[]): Promis
     return s.emails.map((e) => [
       e.projectId,
       e.contactId,
-      s.created.known.has(e.contactId),
+      s.created.known.has(e.contactId!),
       s.created.subscribed,
       created,
       set,
@@ -173,7 +173,7 @@ export interface QueuedAttachment {
 export interface EmailActivityRow {
   id: string;
   project_id: string;
-  contact_id: string;
+  contact_id: string | null;
   template_id: string | null;
   campaign_id: string | null;
   message_id: string;

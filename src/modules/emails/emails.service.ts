@@ -129,7 +129,8 @@ function composeLiteral(c: Omit<ComposeInput, 'subject' | 'body' | 'values' | 't
 export interface QueuedEmailInput {
   id: string;
   projectId: string;
-  contactId: string;
+  /** Null only for a campaign's test send to an address that is no contact of the project. */
+  contactId: string | null;
   templateId: string | null;
   type: EmailType;
   from: { email: string; name: string | null };
@@ -263,7 +264,7 @@ export async function sendEmails(
       return queued(id, next, r, compose(id, next));
     });
     const result = {
-      emails: emails.map((e) => ({ contact: { id: e.contactId, email: e.to.email }, email: e.id })),
+      emails: emails.map((e) => ({ contact: { id: e.contactId!, email: e.to.email }, email: e.id })),
       timestamp: new Date().toISOString(),
       events: [],
     };

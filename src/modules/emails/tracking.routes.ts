@@ -19,7 +19,7 @@ export function trackingRoutes(router: Router, deps: { links: Links; hub: Activi
   const record = async (ctx: Context, emailId: string, activity: EmailActivity) => {
     try {
       const recorded = await recordEmailActivity(ctx.state.em, emailId, activity);
-      if (recorded) deps.hub.publish({ projectId: recorded.projectId, contactIds: [recorded.contactId], events: recorded.events });
+      if (recorded?.contactId) deps.hub.publish({ projectId: recorded.projectId, contactIds: [recorded.contactId], events: recorded.events });
     } catch (err) {
       ctx.state.log.error({ err, emailId }, `could not record ${activity.kind}`);
     }

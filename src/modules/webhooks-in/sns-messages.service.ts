@@ -58,7 +58,7 @@ export async function receiveSnsMessage(em: EntityManager, deps: SnsDeps, log: L
     const outcome = await recordSesNotification(em, message, deps.rules);
     if (typeof outcome === 'string') return { result: outcome };
     const r = outcome.recorded;
-    deps.hub.publish({ projectId: r.projectId, contactIds: [r.contactId], events: r.events });
+    if (r.contactId) deps.hub.publish({ projectId: r.projectId, contactIds: [r.contactId], events: r.events });
     // Judged after the commit, so this bounce or complaint is in the rates.
     if (outcome.judge) await deps.judge.judge(r.projectId);
     return { result: outcome.result };
