@@ -62,9 +62,11 @@ export type InboundReport =
   | { kind: 'unknown'; why: string };
 
 /** Only the head of a message is read: the report is at the top, a large returned original at the bottom does not matter. */
-const MAX_MESSAGE_BYTES = 1024 * 1024;
+export const MAX_MESSAGE_BYTES = 1024 * 1024;
 /** Free text any pattern runs over is cut to this. */
 const MAX_TEXT = 256 * 1024;
+/** All the parts of one message together yield at most this much text: the work is bounded per message, not per part. */
+const MAX_MESSAGE_TEXT = 512 * 1024;
 const MAX_DEPTH = 8;
 const MAX_PARTS = 128;
 const MAX_HEADER_LINES = 400;
@@ -174,12 +176,20 @@ function decodeCharset(binary: string, charset: string | undefined): string {
   }
 }
 
-function bodyText(entity: Entity): string {
+/** What is left of the message's text allowance (MAX_MESSAGE_TEXT); each part's text is taken from it. */
+interface TextBudget {
+  left: number;
+}
+
+function bodyText(entity: Entity, budget: TextBudget): string {
+  if (budget.left <= 0) return '';
   const encoding = (header(entity.headers, 'content-transfer-encoding') ?? '').toLowerCase();
-  let binary = entity.body.slice(0, MAX_TEXT * 2);
+  let binary = entity.body.slice(0, Math.min(MAX_TEXT, budget.left) * 2);
   if (encoding.includes('base64')) binary = Buffer.from(binary.replace(/[^A-Za-z0-9+/=]/g, ''), 'base64').toString('latin1');
   else if (encoding.includes('quoted-printable')) binary = decodeQuotedPrintable(binary);
-  return decodeCharset(binary, entity.params.charset).slice(0, MAX_TEXT);
+  const text = decodeCharset(binary, entity.params.charset).slice(0, Math.min(MAX_TEXT, budget.left));
+  budget.left -= Math.max(1, text.length);
+  return text;
 }
 
 /** RFC 2047 encoded words in a header value (Subject of an auto-reply is often one). */
@@ -220,7 +230,10 @@ function messageIdOf(value: string | null): string | null {
   return bare ? `<${bare.slice(0, 900)}>` : null;
 }
 
-/** Separator lines MTAs put before the copy of the returned message. */
+/**
+ * Separator lines MTAs put before the copy of the returned message. Tested one line at a time on the line's first
+ * MARKER_LINE characters only, so the cost is linear in the text whatever it holds.
+ */
 const ORIGINAL_MARKER = new RegExp(
   [
     '^.{0,20}(?:-{2,}|={2,}|\\*{2,}|_{2,}).{0,20}(?:copy of the message|original message|returned message|undelivered message|message follows',
@@ -230,15 +243,29 @@ const ORIGINAL_MARKER = new RegExp(
     'the headers of your message)',
     '^content-type: (?:message/rfc822|text/rfc822-headers)',
   ].join('|'),
-  'im',
+  'i',
 );
+const MARKER_LINE = 120;
+
+/** Where the first separator line before the returned message starts, and where it ends; null when there is none. */
+function originalMarker(text: string): { index: number; end: number } | null {
+  for (let at = 0; at < text.length;) {
+    const newline = text.indexOf('\n', at);
+    const end = newline < 0 ? text.length : newline;
+    const line = text.slice(at, Math.min(end, at + MARKER_LINE));
+    const m = ORIGINAL_MARKER.exec(line);
+    if (m) return { index: at, end: at + m[0].length };
+    at = end + 1;
+  }
+  return null;
+}
 
 /** The header block of the returned original quoted in a plain-text bounce: the first run of header lines naming it. */
 function quotedOriginalHeaders(text: string): Headers | null {
-  const marker = ORIGINAL_MARKER.exec(text);
-  const from = marker ? marker.index + marker[0].length : 0;
+  const marker = originalMarker(text);
+  const from = marker ? marker.end : 0;
   const tail = text.slice(from, from + 64 * 1024);
-  const start = /^(?:return-path|received|message-id|from|to|subject|date|mime-version|delivered-to|dkim-signature|x-[a-z0-9-]{1,40})\s*:/im.exec(tail);
+  const start = /^(?:return-path|received|message-id|from|to|subject|date|mime-version|delivered-to|dkim-signature|x-[a-z0-9-]{1,40})[ \t]*:/im.exec(tail);
   if (!start) return null;
   const headers = parseHeaders(tail.slice(start.index).split(/\n[ \t]*\n/, 1)[0]);
   return header(headers, 'message-id') || header(headers, 'from') ? headers : null;
@@ -397,7 +424,7 @@ function textFindings(notice: string, exclude: Set<string>, failedHint: string[]
 
 /** The part of a plain-text notification above the copy of the original. */
 function noticeOf(text: string): string {
-  const marker = ORIGINAL_MARKER.exec(text);
+  const marker = originalMarker(text);
   return marker ? text.slice(0, marker.index) : text;
 }
 
@@ -556,19 +583,20 @@ function readReport(raw: Buffer): InboundReport {
   let deliveryStatus: string | null = null;
   let feedback: string | null = null;
   const texts: string[] = [];
+  const budget: TextBudget = { left: MAX_MESSAGE_TEXT };
   for (const part of parts) {
     if (part.type === 'message/delivery-status' || part.type === 'message/global-delivery-status' || part.type === 'text/delivery-status') {
-      deliveryStatus ??= bodyText(part);
+      deliveryStatus ??= bodyText(part, budget);
     } else if (part.type === 'message/feedback-report') {
-      feedback ??= bodyText(part);
+      feedback ??= bodyText(part, budget);
     } else if (/^(?:message\/rfc822|text\/rfc822-headers|message\/rfc822-headers|message\/global|message\/global-headers)$/.test(part.type)) {
       if (!originalHeaders) {
-        const inner = bodyText(part);
+        const inner = bodyText(part, budget);
         const candidate = parseHeaders(splitEntity(inner.replace(/^\s+/, '')).head);
         if (candidate.size > 0) originalHeaders = candidate;
       }
     } else if (part.type === 'text/plain' || part.type === 'text/html' || part === top) {
-      const text = bodyText(part);
+      const text = bodyText(part, budget);
       texts.push(part.type === 'text/html' ? htmlToText(text) : text);
     }
   }
@@ -684,11 +712,28 @@ function reportOf(findings: Finding[], reportingMta: string | null, original: Or
   return { kind: 'unknown', why: 'a delivery report with no failed or delayed recipient (delivered, relayed or expanded)' };
 }
 
+/** Tags that end a line of the text a reader sees. */
+const LINE_BREAK_TAG = /^<\/?(?:br|p|div|tr|h\d)\b/i;
+
+/**
+ * The words of an HTML part: each tag (from '<' to the next '>') becomes a space, or a line break for a block's end.
+ * A scan that never looks at a character twice: a '<' with no '>' after it is text.
+ */
 function htmlToText(html: string): string {
-  return html
-    .slice(0, MAX_TEXT)
-    .replace(/<(?:br|\/p|\/div|\/tr|\/h\d)\b[^>]{0,200}>/gi, '\n')
-    .replace(/<[^>]{0,2000}>/g, ' ')
+  const out: string[] = [];
+  let at = 0;
+  let nextClose = -1;
+  while (at < html.length) {
+    const open = html.indexOf('<', at);
+    if (open < 0) break;
+    if (nextClose < open) nextClose = html.indexOf('>', open);
+    if (nextClose < 0) break;
+    out.push(html.slice(at, open), LINE_BREAK_TAG.test(html.slice(open, open + 8)) ? '\n' : ' ');
+    at = nextClose + 1;
+  }
+  out.push(html.slice(at));
+  return out
+    .join('')
     .replace(/&nbsp;/g, ' ')
     .replace(/&lt;/g, '<')
     .replace(/&gt;/g, '>')

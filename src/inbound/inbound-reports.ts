@@ -8,8 +8,9 @@ import { type EmailActivity, type RecordedActivity, recordEmailActivity, type Su
 import type { ActivityHub } from '../bus/contact-activity';
 import { insertEvents, insertEventsTogether } from '../modules/events';
 import type { SendingJudge } from '../modules/security';
-import { type InboundReport, parseInboundReport, type RecipientOutcome } from './bounce-report';
+import type { InboundReport, RecipientOutcome } from './bounce-report';
 import type { MxHandler } from './mx-listener';
+import type { ReportReader } from './report-threads';
 import type { ReturnPaths } from './return-path';
 import { InboundReportSchema } from './inbound-reports.entity';
 import { emailByMessageId, type EmailRef, type LoggedReport, rememberReport, rememberReportFor } from './inbound.queries';
@@ -20,6 +21,8 @@ export interface InboundDeps {
   hub: ActivityHub;
   judge: SendingJudge;
   rules: SuppressionRules;
+  /** Reads the message off the main thread (report-threads.ts). */
+  reader: ReportReader;
   log: Logger;
 }
 
@@ -89,7 +92,7 @@ export class InboundReports implements MxHandler {
   }
 
   async receive(envelope: { from: string | null; to: string[] }, raw: Buffer): Promise<void> {
-    const report = await parseInboundReport(raw);
+    const report = await this.deps.reader.read(raw);
     const key = reportKey(raw);
     const handled = await Promise.all(envelope.to.map((rcpt) => this.batcher.write({ rcpt, from: envelope.from, key, report })));
     for (const h of handled) if (h.recorded) await this.committed(h.recorded, h.judge);
