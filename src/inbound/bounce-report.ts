@@ -142,6 +142,11 @@ function parseEntity(text: string, depth: number, budget: { parts: number }): En
   const { head, body } = splitEntity(text);
   const headers = parseHeaders(head);
   const { type, params } = parseContentType(header(headers, 'content-type'));
+  // Some MTAs write the boundary parameter on a line of its own, unfolded.
+  if (type.startsWith('multipart/') && !params.boundary) {
+    const loose = /^[ \t]*boundary="?([^"\n;]{1,200})"?/im.exec(head);
+    if (loose) params.boundary = loose[1].trim();
+  }
   const entity: Entity = { headers, type, params, body, parts: [] };
   if (!type.startsWith('multipart/') || !params.boundary || depth >= MAX_DEPTH) return entity;
   const delimiter = '\n--' + params.boundary;
@@ -330,7 +335,9 @@ function deliveryStatusGroups(text: string): { message: Headers; recipients: Hea
     current = null;
     for (const [name, value] of orderedFields(group.trim())) {
       const recipientField = name === 'final-recipient' || name === 'original-recipient' || name === 'x-actual-recipient';
-      if (recipientField && (!current || current.has(name) || (name !== 'x-actual-recipient' && current.has('status')))) {
+      // A recipient field opens a new group unless the fields so far (a Status or Diagnostic-Code written first) name nobody.
+      const named = !!current && (current.has('final-recipient') || current.has('original-recipient'));
+      if (recipientField && (!current || current.has(name) || (name !== 'x-actual-recipient' && named && current.has('status')))) {
         current = new Map();
         recipients.push(current);
       } else if (!current && (name === 'status' || name === 'action' || name === 'diagnostic-code')) {
@@ -387,7 +394,7 @@ function textFindings(notice: string, exclude: Set<string>, failedHint: string[]
   for (const line of lines) {
     // Quoted header lines name the sender, the original To or a Message-ID, not the failed recipient.
     const headerLike = /^[>\s]*([A-Za-z][\w-]{0,40}):\s/.exec(line);
-    if (headerLike && !/recipient|rcpt/i.test(headerLike[1])) {
+    if (headerLike && !/recipient|rcpt|^in$/i.test(headerLike[1])) {
       (blocks.at(-1)?.lines ?? preamble).push(line);
       continue;
     }
@@ -396,6 +403,8 @@ function textFindings(notice: string, exclude: Set<string>, failedHint: string[]
     for (const m of line.matchAll(ADDRESS)) {
       const address = m[0].replace(/^[.'"]+|[.'"]+$/g, '').toLowerCase();
       const before = line.slice(Math.max(0, m.index - 12), m.index).toLowerCase();
+      // An Authentication-Results token (smtp.mailfrom=, header.from=) names the sender, not a recipient.
+      if (/(?:mailfrom|from|helo)=/.test(address)) continue;
       if (exclude.has(address) || isDaemon(address) || /mail from:?\s*<?$|from:?\s*<?$|sender:?\s*<?$|message-id:?\s*<?$|mailfrom=$/.test(before)) continue;
       if (wanted.size > 0 && !wanted.has(address)) continue;
       named = address;
@@ -453,11 +462,20 @@ function outcome(f: Finding, reportText: string): RecipientOutcome {
   const reply = f.replyCode ?? findReplyCode(diagnostic, null);
   // Prefer the code in the server's own words when the Status field is a generic X.0.0 or disagrees with the reply's class.
   if (!status) status = inText ?? null;
-  else if (inText && inText !== status) {
-    // 4.4.7 (expired) and 5.3.x (mail system) are what an MTA writes when it gives up; the server's own code says why.
-    if (status === '4.4.7' || status.startsWith('5.3.')) status = inText;
-    else if (/\.0\.0$/.test(status) && inText[0] === status[0]) status = inText;
-    else if (reply && reply[0] !== status[0] && reply[0] === inText[0]) status = inText;
+  else if (inText) {
+    // 4.4.7 (expired) and 5.3.x (mail system) are what an MTA writes when it gives up; the server's own code says why,
+    // as does a code an MTA quotes after its own generic X.Y.0.
+    const quoted = findEnhancedStatus(diagnostic, undefined, status);
+    if ((status === '4.4.7' || status.startsWith('5.3.')) && quoted) status = quoted;
+    else if (inText === status) status = inText;
+    else if (/\.0\.0$/.test(status) && inText[0] === status[0]) {
+      // SES writes its own 5.1.0 before the remote server's code.
+      status = (inText.endsWith('.0') && findEnhancedStatus(diagnostic, status[0], inText)) || inText;
+    } else if (reply && reply[0] !== status[0] && reply[0] === inText[0]) status = inText;
+    // The remote server's own code, beside its reply, over the MTA's summary in the Status field.
+    else if (f.diagnosticType === 'smtp' && reply && inText[0] === status[0] && new RegExp(`${reply}[ -]#?${inText.replace(/\./g, '\\.')}`).test(diagnostic)) {
+      status = inText;
+    }
   }
   const replyCode = reply && (!status || reply[0] === status[0]) ? reply : null;
   const action = f.action ?? (status?.startsWith('2') ? 'delivered' : 'failed');
@@ -552,6 +570,40 @@ const BOUNCE_SUBJECT = new RegExp(
   'i',
 );
 
+/** Sentences of plain-text bounces whose sender and subject do not say so (KDDI, Verizon, Apache James, X1). */
+const BOUNCE_TEXT = new RegExp(
+  [
+    'could not be delivered to: ',
+    'error: invalid user address',
+    'the following addresses had (?:delivery|permanent fatal) errors',
+    'unable to deliver message to',
+    'delivery failed for the following reason',
+    'the following recipients? (?:could not|cannot) be reached',
+  ].join('|'),
+);
+
+/**
+ * fml (a mailing-list manager) answers a post it refuses to the poster: not a member, or a loop. The poster's address is
+ * the report's To; the refusal is never permanent for that address.
+ */
+function mailingListRefusal(top: Headers, subject: string): Finding | null {
+  if (!/^fml /i.test(header(top, 'x-mlserver') ?? '')) return null;
+  const verdict: BounceReason | null = /are not (?:a )?member/i.test(subject) ? 'rejected' : /loop alert/i.test(subject) ? 'systemerror' : null;
+  const recipient = firstAddress(header(top, 'to'))?.toLowerCase() ?? null;
+  if (!verdict || !recipient) return null;
+  return {
+    recipient,
+    action: 'failed',
+    status: null,
+    replyCode: null,
+    diagnostic: subject.slice(0, 200),
+    diagnosticType: null,
+    remoteMta: null,
+    command: null,
+    verdict,
+  };
+}
+
 const BOUNCE_SENDER = /^(?:mailer-daemon|post_?master|mail-daemon|maildaemon|mail delivery|mmdf|smtp|mailer|mail\.daemon|microsoftexchange|nobody)/i;
 
 // ---------------------------------------------------------------------------------------------------------------------
@@ -564,7 +616,8 @@ export async function parseInboundReport(raw: Buffer): Promise<InboundReport> {
   }
 }
 
-function readReport(raw: Buffer): InboundReport {
+/** `nested`: this is a report found inside another (a relay returned a DSN wrapped in its own notice). */
+function readReport(raw: Buffer, nested = false): InboundReport {
   if (!Buffer.isBuffer(raw) || raw.length === 0) return { kind: 'unknown', why: 'empty message' };
   // An mbox "From " separator line is not part of the message.
   const binary = raw
@@ -583,6 +636,7 @@ function readReport(raw: Buffer): InboundReport {
   let deliveryStatus: string | null = null;
   let feedback: string | null = null;
   const texts: string[] = [];
+  let wrapped: string | null = null;
   const budget: TextBudget = { left: MAX_MESSAGE_TEXT };
   for (const part of parts) {
     if (part.type === 'message/delivery-status' || part.type === 'message/global-delivery-status' || part.type === 'text/delivery-status') {
@@ -594,6 +648,7 @@ function readReport(raw: Buffer): InboundReport {
         const inner = bodyText(part, budget);
         const candidate = parseHeaders(splitEntity(inner.replace(/^\s+/, '')).head);
         if (candidate.size > 0) originalHeaders = candidate;
+        if (/^multipart\/report\b/i.test(header(candidate, 'content-type') ?? '')) wrapped = inner.replace(/^\s+/, '');
       }
     } else if (part.type === 'text/plain' || part.type === 'text/html' || part === top) {
       const text = bodyText(part, budget);
@@ -601,6 +656,11 @@ function readReport(raw: Buffer): InboundReport {
     }
   }
   const text = texts.join('\n').slice(0, MAX_TEXT);
+  // The returned "original" is itself a delivery report, and this notice says nothing of its own: read that one.
+  if (wrapped && !nested && deliveryStatus === null && feedback === null) {
+    const inner = readReport(Buffer.from(wrapped, 'latin1'), true);
+    if (inner.kind === 'bounce' || inner.kind === 'delay') return inner;
+  }
   originalHeaders ??= quotedOriginalHeaders(text);
   const original = originalFrom(originalHeaders, top.headers);
 
@@ -662,8 +722,13 @@ function readReport(raw: Buffer): InboundReport {
     if (findings.length > 0) return reportOf(findings, reportingMta(groups.message), original, notice);
   }
 
+  const refusal = mailingListRefusal(top.headers, subject);
+  if (refusal) return reportOf([refusal], null, original, notice);
   const looksLikeBounce =
-    BOUNCE_SENDER.test(fromHeader.replace(/^.*</, '').replace(/^"/, '')) || BOUNCE_SUBJECT.test(subject) || top.headers.has('x-failed-recipients');
+    BOUNCE_SENDER.test(fromHeader.replace(/^.*</, '').replace(/^"/, '')) ||
+    BOUNCE_SUBJECT.test(subject) ||
+    top.headers.has('x-failed-recipients') ||
+    BOUNCE_TEXT.test(notice.slice(0, 16 * 1024).toLowerCase());
   if (looksLikeBounce) {
     const exclude = new Set(
       [header(top.headers, 'to'), header(top.headers, 'from'), header(top.headers, 'delivered-to'), original.from, original.returnPath]
@@ -678,10 +743,12 @@ function readReport(raw: Buffer): InboundReport {
     if (findings.length === 0 && failedHint.length > 0) findings = textFindings(notice, exclude, []);
     // A message sent to oneself bounces to the failed address: look again without leaving out the report's own To.
     if (findings.length === 0) findings = textFindings(notice, new Set(), failedHint);
-    if (findings.length === 0 && original.to) {
+    // Exim names a failed recipient by its local part alone when the domain was its own; X-Failed-Recipients names it in full.
+    const named = failedHint.map((v) => firstAddress(v)?.toLowerCase()).find((v) => !!v) ?? original.to;
+    if (findings.length === 0 && named) {
       findings = [
         {
-          recipient: original.to,
+          recipient: named,
           action: null,
           status: null,
           replyCode: null,
@@ -706,7 +773,10 @@ function readReport(raw: Buffer): InboundReport {
 }
 
 function reportOf(findings: Finding[], reportingMta: string | null, original: OriginalMessage, notice: string): InboundReport {
-  const recipients = findings.map((f) => outcome(f, notice));
+  // One outcome per address: some MTAs repeat a recipient (once per attempt, or per MX); the first says it.
+  const seen = new Set<string>();
+  const unique = findings.filter((f) => !f.recipient || (!seen.has(f.recipient) && !!seen.add(f.recipient)));
+  const recipients = unique.map((f) => outcome(f, notice));
   if (recipients.some((r) => r.action === 'failed')) return { kind: 'bounce', reportingMta, recipients, original };
   if (recipients.some((r) => r.action === 'delayed')) return { kind: 'delay', reportingMta, recipients, original };
   return { kind: 'unknown', why: 'a delivery report with no failed or delayed recipient (delivered, relayed or expanded)' };
@@ -779,10 +849,13 @@ interface SesRecipient {
 
 /** Amazon SES Bounce/Complaint/Delivery notifications, as SNS delivers them by email. */
 function sesNotification(text: string, fallback: OriginalMessage): InboundReport | null {
-  const open = text.indexOf('{"');
-  if (open < 0 || !text.includes('"notificationType"')) return null;
+  const open = text.indexOf('{');
+  if (open < 0 || !/"notificationType|\\"notificationType/.test(text.slice(0, 64 * 1024))) return null;
   const close = text.lastIndexOf('}');
   let doc: {
+    /** An SNS envelope ("Type": "Notification") carries the SES document as a JSON string. */
+    Type?: string;
+    Message?: unknown;
     notificationType?: string;
     bounce?: { bouncedRecipients?: SesRecipient[]; bounceType?: string; reportingMTA?: string; remoteMtaIp?: string };
     complaint?: { complainedRecipients?: SesRecipient[]; complaintFeedbackType?: string; userAgent?: string; arrivalDate?: string; timestamp?: string };
@@ -804,6 +877,14 @@ function sesNotification(text: string, fallback: OriginalMessage): InboundReport
       return null;
     }
   }
+  if (typeof doc?.Message === 'string') {
+    try {
+      doc = JSON.parse(doc.Message);
+    } catch {
+      return null;
+    }
+  }
+  if (!doc || typeof doc !== 'object') return null;
   const mail = doc.mail ?? {};
   const original: OriginalMessage = {
     messageId: messageIdOf(mail.commonHeaders?.messageId ?? null) ?? fallback.messageId,
