@@ -610,13 +610,23 @@ const BOUNCE_SENDER = /^(?:mailer-daemon|post_?master|mail-daemon|maildaemon|mai
 
 export async function parseInboundReport(raw: Buffer): Promise<InboundReport> {
   try {
-    return readReport(raw);
+    return cleaned(readReport(raw));
   } catch (error) {
     return { kind: 'unknown', why: `unreadable: ${error instanceof Error ? error.message.slice(0, 200) : 'error'}` };
   }
 }
 
 /** `nested`: this is a report found inside another (a relay returned a DSN wrapped in its own notice). */
+/** Control characters (NUL above all: PostgreSQL refuses it in text and jsonb) are dropped from every string of the report. */
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
+const CONTROL = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F]/g;
+function cleaned<T>(value: T): T {
+  if (typeof value === 'string') return value.replace(CONTROL, '') as T;
+  if (Array.isArray(value)) return value.map(cleaned) as T;
+  if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, cleaned(v)])) as T;
+  return value;
+}
+
 function readReport(raw: Buffer, nested = false): InboundReport {
   if (!Buffer.isBuffer(raw) || raw.length === 0) return { kind: 'unknown', why: 'empty message' };
   // An mbox "From " separator line is not part of the message.

@@ -33,7 +33,8 @@ const REPORT_LOG_DAYS = 30;
 function reportKey(raw: Buffer): string {
   const head = raw.subarray(0, 64 * 1024).toString('latin1');
   const end = head.search(/\r?\n\r?\n/);
-  const id = /^message-id:[ \t]*(<[^>\r\n]{1,900}>)/im.exec(end >= 0 ? head.slice(0, end) : head)?.[1];
+  // Only printable characters: a NUL (which PostgreSQL refuses) or a control makes the digest the key.
+  const id = /^message-id:[ \t]*(<[!-=?-~]{1,900}>)[ \t]*$/im.exec(end >= 0 ? head.slice(0, end) : head)?.[1];
   return id ?? `sha256:${crypto.createHash('sha256').update(raw).digest('hex')}`;
 }
 
@@ -152,7 +153,16 @@ export class InboundReports implements MxHandler {
 
   /** The report as the log of reports keeps it. */
   private logged(item: Taken): LoggedReport {
-    return { id: newId(), key: item.key, kind: item.report.kind, from: item.from, to: item.rcpt, detail: detailOf(item.report) };
+    // eslint-disable-next-line no-control-regex -- matching control characters is the point
+    const printable = (v: string) => v.replace(/[\u0000-\u001F\u007F]/g, '');
+    return {
+      id: newId(),
+      key: item.key,
+      kind: item.report.kind,
+      from: item.from && printable(item.from),
+      to: printable(item.rcpt),
+      detail: detailOf(item.report),
+    };
   }
 
   private async apply(tx: EntityManager, email: EmailRef, report: InboundReport): Promise<Handled> {
