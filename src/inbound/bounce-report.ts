@@ -72,6 +72,7 @@ const MAX_PARTS = 128;
 const MAX_HEADER_LINES = 400;
 const MAX_DIAGNOSTIC = 1000;
 const MAX_RECIPIENTS = 500;
+const MAX_ADDRESS_LINE = 1000;
 
 // ---------------------------------------------------------------------------------------------------------------------
 // MIME, bounded. mailparser flattens multipart/report into "text" plus "attachments" and drops which part said what; a
@@ -251,6 +252,7 @@ const ORIGINAL_MARKER = new RegExp(
   'i',
 );
 const MARKER_LINE = 120;
+const MARKER_WORDS = /message|header|copy|unsent|content-type/i;
 
 /** Where the first separator line before the returned message starts, and where it ends; null when there is none. */
 function originalMarker(text: string): { index: number; end: number } | null {
@@ -258,7 +260,8 @@ function originalMarker(text: string): { index: number; end: number } | null {
     const newline = text.indexOf('\n', at);
     const end = newline < 0 ? text.length : newline;
     const line = text.slice(at, Math.min(end, at + MARKER_LINE));
-    const m = ORIGINAL_MARKER.exec(line);
+    // The pattern runs only on lines that hold one of its words: a page of rules and dashes costs one scan.
+    const m = MARKER_WORDS.test(line) ? ORIGINAL_MARKER.exec(line) : null;
     if (m) return { index: at, end: at + m[0].length };
     at = end + 1;
   }
@@ -400,7 +403,8 @@ function textFindings(notice: string, exclude: Set<string>, failedHint: string[]
     }
     ADDRESS.lastIndex = 0;
     let named: string | null = null;
-    for (const m of line.matchAll(ADDRESS)) {
+    // Addresses are looked for in a line's head only, and only when it has an '@': MTAs name recipients early in short lines.
+    for (const m of line.includes('@') ? line.slice(0, MAX_ADDRESS_LINE).matchAll(ADDRESS) : []) {
       const address = m[0].replace(/^[.'"]+|[.'"]+$/g, '').toLowerCase();
       const before = line.slice(Math.max(0, m.index - 12), m.index).toLowerCase();
       // An Authentication-Results token (smtp.mailfrom=, header.from=) names the sender, not a recipient.
@@ -438,8 +442,8 @@ function noticeOf(text: string): string {
 }
 
 /** The remote server's words for one recipient, from the transcript or explanation in the human-readable part. */
-function textForRecipient(notice: string, recipient: string): string | null {
-  const at = notice.toLowerCase().indexOf(recipient);
+function textForRecipient(notice: string, noticeLower: string, recipient: string): string | null {
+  const at = noticeLower.indexOf(recipient);
   if (at < 0) return null;
   const start = notice.lastIndexOf('\n', at) + 1;
   const rest = notice.slice(start, start + 4000);
@@ -697,6 +701,7 @@ function readReport(raw: Buffer, nested = false): InboundReport {
 
   if (deliveryStatus !== null) {
     const groups = deliveryStatusGroups(deliveryStatus);
+    const noticeLower = notice.toLowerCase();
     const findings = groups.recipients.slice(0, MAX_RECIPIENTS).map((fields): Finding => {
       const finalRecipient = firstAddress(typed(header(fields, 'final-recipient')).value);
       const recipient =
@@ -706,7 +711,7 @@ function readReport(raw: Buffer, nested = false): InboundReport {
           firstAddress(typed(header(fields, 'x-actual-recipient')).value)
         )?.toLowerCase() ?? null;
       const diag = typed(header(fields, 'diagnostic-code'));
-      const fromText = recipient && !diag.value.trim() ? textForRecipient(notice, recipient) : null;
+      const fromText = recipient && !diag.value.trim() ? textForRecipient(notice, noticeLower, recipient) : null;
       const statusField = /([245])\.(\d{1,3})\.(\d{1,3})/.exec(header(fields, 'status') ?? '');
       return {
         recipient,
