@@ -337,7 +337,8 @@ function outcome(f: Finding, reportText: string): RecipientOutcome {
   const inText = findEnhancedStatus(diagnostic);
   const reply = f.replyCode ?? findReplyCode(diagnostic, null);
   // Prefer the code in the server's own words when the Status field is a generic X.0.0 or disagrees with the reply's class.
-  if (!status) status = inText ?? null;
+  // A transcript in a plain-text bounce holds the 2xx answers before the failure too: a failure's code is preferred.
+  if (!status) status = (inText?.startsWith('2.') ? (findEnhancedStatus(diagnostic, '5') ?? findEnhancedStatus(diagnostic, '4')) : null) ?? inText ?? null;
   else if (inText) {
     // 4.4.7 (expired) and 5.3.x (mail system) are what an MTA writes when it gives up; the server's own code says why,
     // as does a code an MTA quotes after its own generic X.Y.0.

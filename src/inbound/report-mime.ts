@@ -72,7 +72,8 @@ function parseContentType(value: string | null): { type: string; params: Record<
       .trim()
       .replace(/^"(.*)"$/, '$1');
   }
-  return { type: first.trim().toLowerCase() || 'text/plain', params };
+  // A parameter folded onto the next line without its ';' leaves the type as the first word.
+  return { type: first.trim().split(/\s/, 1)[0].toLowerCase() || 'text/plain', params };
 }
 
 export function parseEntity(text: string, depth: number, budget: { parts: number }): Entity {
