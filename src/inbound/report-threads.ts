@@ -28,6 +28,8 @@ interface Thread {
   worker: Worker;
   job: Job | null;
   timer: NodeJS.Timeout | null;
+  /** Ended or ending: it takes no more jobs. */
+  dead: boolean;
 }
 
 /**
@@ -46,16 +48,18 @@ export class ReportThreads implements ReportReader {
   }
 
   private spawn(slot: number): void {
-    const thread: Thread = { worker: startThread(__dirname, 'report-thread', null, LIMITS), job: null, timer: null };
+    const thread: Thread = { worker: startThread(__dirname, 'report-thread', null, LIMITS), job: null, timer: null, dead: false };
     thread.worker.on('message', (m: { id: number; report: InboundReport }) => {
       if (thread.job?.id !== m.id) return;
       this.finish(thread, m.report);
     });
     thread.worker.on('error', () => undefined);
     thread.worker.once('exit', () => {
+      thread.dead = true;
       if (thread.job && this.closing) thread.job.fail(new Error('the report reader stopped'));
       else if (thread.job) this.finish(thread, { kind: 'unknown', why: 'unreadable: the reader thread stopped on this message' });
-      if (this.threads[slot] === thread && !this.closing) this.spawn(slot);
+      // A second later, so a thread that cannot start does not spin.
+      if (this.threads[slot] === thread && !this.closing) setTimeout(() => !this.closing && this.spawn(slot), 1000).unref();
     });
     thread.worker.unref();
     this.threads[slot] = thread;
@@ -73,10 +77,11 @@ export class ReportThreads implements ReportReader {
 
   private next(): void {
     for (const thread of this.threads) {
-      if (!thread || thread.job || this.queue.length === 0) continue;
+      if (!thread || thread.dead || thread.job || this.queue.length === 0) continue;
       const job = this.queue.shift()!;
       thread.job = job;
       thread.timer = setTimeout(() => {
+        thread.dead = true;
         this.finish(thread, { kind: 'unknown', why: 'unreadable: reading it took too long' });
         void thread.worker.terminate();
       }, this.opts.deadlineMs);

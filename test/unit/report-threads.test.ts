@@ -27,3 +27,14 @@ test('once closed, reads in flight and later ones fail (the MX answers 451: the 
   }
   await expect(reader.read(sample('lhost-postfix-01.eml'))).rejects.toThrow(/closed/);
 });
+
+test('a message not read within the deadline is answered unreadable, and the threads that took it are replaced', async () => {
+  const reader = new ReportThreads({ threads: 1, deadlineMs: 1 });
+  try {
+    // No thread starts and reads within a millisecond: each read ends its thread, and the next waits for a new one.
+    for (let i = 0; i < 3; i++)
+      expect(await reader.read(sample('lhost-postfix-01.eml'))).toEqual({ kind: 'unknown', why: 'unreadable: reading it took too long' });
+  } finally {
+    await reader.close();
+  }
+});
