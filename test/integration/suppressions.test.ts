@@ -36,6 +36,7 @@ beforeAll(async () => {
     SMTP_URL: relay.url,
     PUBLIC_URL: 'https://mail.postbox.test',
     INBOUND_SMTP_PORT: String(mxPort),
+    SOFT_BOUNCE_LIMIT: '2',
   });
 });
 afterAll(async () => {
@@ -103,6 +104,25 @@ test('a 550 in the SMTP session lists the address; the next transactional send t
   expect((await eventsOf(toDead.email, 'email.suppressed'))[0].data).toMatchObject({ emailId: toDead.email, reason: 'BOUNCE' });
   expect((await svc.api.get(`/contacts/${toDead.contact.id}`, p.key)).body.subscribed).toBe(true);
   expect(await listed(p, dead)).toMatchObject({ reason: 'BOUNCE' });
+});
+
+test('the soft-bounce limit lists the address as BOUNCE, its detail saying so; one soft bounce does not', async () => {
+  const p = await project();
+  const full = `full@${p.domain}`;
+  relay.rcptReply = (rcpt) => {
+    attempted.push(rcpt);
+    return rcpt === full ? { code: 552, message: `5.2.2 <${rcpt}>: Recipient address rejected: Mailbox full` } : 'accept';
+  };
+  const status = async (id: string) => until(async () => ((await emailStatus(id)) === 'BOUNCED' ? true : undefined), 20_000, 'the soft bounce');
+  await status((await send(p, full)).body.data.emails[0].email);
+  expect((await svc.api.post('/suppressions/check', { email: full }, p.key)).body.suppressed).toBe(false);
+  const second = (await send(p, full)).body.data.emails[0].email;
+  const entry = await until(() => listed(p, full), 20_000, 'the address listed');
+  expect(entry).toMatchObject({
+    reason: 'BOUNCE',
+    emailId: second,
+    detail: expect.stringMatching(/^soft-bounce limit reached: 2 soft bounces in a row.*5\.2\.2/),
+  });
 });
 
 test('mail queued before its address was listed is recorded SUPPRESSED when delivery claims it, never sent', async () => {
