@@ -125,6 +125,28 @@ test('the soft-bounce limit lists the address as BOUNCE, its detail saying so; o
   });
 });
 
+test('a double opt-in confirmation to a suppressed address is recorded SUPPRESSED, never sent', async () => {
+  const p = await project();
+  const address = `confirm@${p.domain}`;
+  const topic = (await svc.api.post('/topics', { name: 'News', defaultSubscription: 'opt_out', doubleOptIn: true }, p.key)).body.id;
+  await svc.api.post('/suppressions', { emails: [address] }, p.key);
+  const contact = (await svc.api.post('/contacts', { email: address, subscribed: true }, p.key)).body;
+  attempted.length = 0;
+  const patched = await svc.api.patch(`/contacts/${contact.id}`, { topics: { [topic]: true } }, p.key);
+  expect(patched.body.topics[topic]).toBe('pending');
+  const [row] = await until(
+    async () => {
+      const rows = await dbQuery<{ id: string; status: string }>(svc.databaseUrl, `SELECT id, status FROM emails WHERE contact_id = $1`, [contact.id]);
+      return rows.length ? rows : undefined;
+    },
+    20_000,
+    'the confirmation mail recorded',
+  );
+  expect(row.status).toBe('SUPPRESSED');
+  expect((await eventsOf(row.id, 'email.suppressed'))[0].data).toMatchObject({ reason: 'MANUAL' });
+  expect(attempted).not.toContain(address);
+});
+
 test('mail queued before its address was listed is recorded SUPPRESSED when delivery claims it, never sent', async () => {
   const p = await project();
   const late = `late@${p.domain}`;
