@@ -43,7 +43,7 @@ import { apiKey, session } from './auth';
 import { chain } from './endpoint';
 import { errorEnvelope } from './errors';
 import type { Guards } from './guards';
-import { type HealthCheck, healthRoutes } from './health';
+import { type HealthCheck, healthRoutes, type ListenerState } from './health';
 import { idempotency } from './idempotency';
 import { httpMetrics, metricsRoutes } from './metrics';
 import type { Metrics } from '../metrics';
@@ -65,6 +65,8 @@ export interface AppDeps {
   links: Links;
   hub: ActivityHub;
   health: HealthCheck[];
+  /** This process's SMTP listeners, as /health reports them (filled in as they start). */
+  listeners?: ReadonlyMap<string, ListenerState>;
   metrics: Metrics;
   /** This process's own email queue, when its worker drains one. */
   emailQueue?: LocalEmailQueue;
@@ -95,7 +97,7 @@ export function createApp(deps: AppDeps): Koa {
   };
 
   const router = new Router();
-  healthRoutes(router, deps.health);
+  healthRoutes(router, deps.health, deps.listeners);
   metricsRoutes(router, deps.metrics, config.METRICS_TOKEN);
   configRoutes(router, config);
   accountRoutes(router, guards, {
