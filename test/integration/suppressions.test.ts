@@ -216,6 +216,7 @@ test('a complaint through the MX lists the address; re-subscribed, a campaign le
     { to_email: `later@${p.domain}`, status: 'SUPPRESSED' },
     { to_email: `reader@${p.domain}`, status: 'SENT' },
   ]);
+  expect((await svc.api.get(`/campaigns/${c.id}/stats`, p.key)).body).toMatchObject({ totalRecipients: 2, sent: 1, suppressed: 1, queued: 0 });
 });
 
 test('manual entries: added in lower case with reason MANUAL, listed and filtered; DELETE lifts one, and a second DELETE is 404', async () => {
@@ -301,6 +302,8 @@ test('rules: bad patterns are 422 naming the field, and a project has at most 10
   const post = (kind: string, pattern: string) => svc.api.post('/suppressions/rules', { name: 'r', kind, pattern }, p.key);
   for (const [kind, pattern] of [
     ['WILDCARD', 'no-at-sign*'],
+    ['WILDCARD', `${'*a'.repeat(11)}@x.test`],
+    ['WILDCARD', `${'a'.repeat(100)}@x.test`],
     ['DOMAIN', 'a@b.test'],
     ['PREFIX', 'x@'],
     ['ADDRESS', 'not an address'],

@@ -92,6 +92,7 @@ export async function emailCounts(em: EntityManager, campaignId: string) {
             count(*) FILTER (WHERE complained_at IS NOT NULL)::int AS complained,
             count(*) FILTER (WHERE status = 'FAILED')::int AS failed,
             count(*) FILTER (WHERE status = 'CANCELLED')::int AS cancelled,
+            count(*) FILTER (WHERE status = 'SUPPRESSED')::int AS suppressed,
             coalesce(sum(open_count), 0)::int AS opens,
             coalesce(sum(click_count), 0)::int AS clicks
        FROM emails WHERE campaign_id = ?`,

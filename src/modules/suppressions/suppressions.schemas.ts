@@ -13,6 +13,9 @@ import type { listSuppressions, toRuleDto, toSuppressionDto } from './suppressio
 export const MAX_MANUAL_EMAILS = 1000;
 /** Rules per project: each is matched against every address a project sends to. */
 export const MAX_RULES = 100;
+/** A WILDCARD pattern's length and its number of `*`: what bounds LIKE's work on one address. */
+const MAX_WILDCARD_LENGTH = 100;
+const MAX_WILDCARD_STARS = 10;
 
 export const suppressionListQuery = z.object({
   ...pageQuery,
@@ -72,7 +75,10 @@ export function patternProblem(kind: RuleKind, pattern: string): string | undefi
     case 'SUFFIX':
       return at === -1 && pattern.length <= 64 ? undefined : `A ${kind} pattern is part of the local part (before the @): no @, at most 64 characters`;
     case 'WILDCARD':
-      return at !== -1 ? undefined : 'A WILDCARD pattern covers the whole address and must contain @';
+      if (at === -1) return 'A WILDCARD pattern covers the whole address and must contain @';
+      // Kept short: LIKE's work on one address grows with the pattern's length.
+      if (pattern.length > MAX_WILDCARD_LENGTH) return `A WILDCARD pattern has at most ${MAX_WILDCARD_LENGTH} characters`;
+      return pattern.split('*').length - 1 > MAX_WILDCARD_STARS ? `A WILDCARD pattern has at most ${MAX_WILDCARD_STARS} *` : undefined;
   }
 }
 
