@@ -239,6 +239,10 @@ test('manual entries: added in lower case with reason MANUAL, listed and filtere
 
   const res = await send(p, b, { subscribed: true });
   expect(res.body.data.emails[0].status).toBe('SUPPRESSED');
+  // Neither /v1/track nor /contacts with `subscribed: true` lifts it.
+  expect((await svc.api.post('/v1/track', { email: b, event: 'visited', subscribed: true }, { key: p.acct.project.publicKey })).status).toBe(200);
+  expect((await svc.api.post('/contacts', { email: b, subscribed: true }, p.key)).body.subscribed).toBe(true);
+  expect((await svc.api.post('/suppressions/check', { email: b }, p.key)).body).toEqual({ suppressed: true, reason: 'MANUAL' });
 
   expect((await svc.api.delete(`/suppressions/${encodeURIComponent(b)}`, p.key)).body).toEqual({ email: b, deleted: true });
   expect((await svc.api.delete(`/suppressions/${encodeURIComponent(b)}`, p.key)).status).toBe(404);
