@@ -93,34 +93,22 @@ export async function appendSuppressionImportContent(em: EntityManager, id: stri
   await sql(em, `UPDATE suppression_imports SET content = content || ? WHERE id = ?`, [piece, id]);
 }
 
+/** An import as a step reads it: where it is, and the next slice of its file. */
+export interface SuppressionImportSlice {
+  project_id: string;
+  status: string;
+  size_bytes: number;
+  offset_bytes: number;
+  next_line: number;
+  email_column: number | null;
+  /** How many row errors the report keeps already. */
+  errors_kept: number;
+  piece: Buffer;
+}
+
 /** The import, locked, with the next slice of its file cut out by PostgreSQL (substring of the bytea). */
-export async function lockSuppressionImportSlice(
-  em: EntityManager,
-  id: string,
-  bytes: number,
-): Promise<
-  | {
-      project_id: string;
-      status: string;
-      size_bytes: number;
-      offset_bytes: number;
-      next_line: number;
-      email_column: number | null;
-      errors_kept: number;
-      piece: Buffer;
-    }
-  | undefined
-> {
-  const [row] = await sql<{
-    project_id: string;
-    status: string;
-    size_bytes: number;
-    offset_bytes: number;
-    next_line: number;
-    email_column: number | null;
-    errors_kept: number;
-    piece: Buffer;
-  }>(
+export async function lockSuppressionImportSlice(em: EntityManager, id: string, bytes: number): Promise<SuppressionImportSlice | undefined> {
+  const [row] = await sql<SuppressionImportSlice>(
     em,
     `SELECT project_id, status, size_bytes, offset_bytes, next_line, email_column, jsonb_array_length(errors) AS errors_kept,
             substring(content FROM offset_bytes + 1 FOR ?) AS piece
