@@ -52,7 +52,9 @@ export async function createSuppressionImport(
 ): Promise<{ job: SuppressionImport; queued: boolean }> {
   const queued = file.size > SLICE_BYTES;
   const id = await transaction(em, async (tx) => {
-    const job = tx.create(SuppressionImport, { id: newId(), projectId, filename: file.name, sizeBytes: file.size, content: Buffer.alloc(0) });
+    // A client's file name may hold what PostgreSQL's text refuses.
+    const filename = file.name?.replace(/\0/g, '').slice(0, 255) ?? null;
+    const job = tx.create(SuppressionImport, { id: newId(), projectId, filename, sizeBytes: file.size, content: Buffer.alloc(0) });
     await tx.persist(job).flush();
     for await (const piece of fs.createReadStream(file.path, { highWaterMark: UPLOAD_PIECE })) {
       await appendSuppressionImportContent(tx, job.id, piece as Buffer);
