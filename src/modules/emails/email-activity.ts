@@ -2,6 +2,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { transaction } from '../../db/orm';
 import { updateContactSubscription } from '../contacts';
 import { type EventRecord, insertEvents } from '../events';
+import { suppressAutomatically } from '../suppressions';
 import { applyEmailActivity, countFirstActivity, type EmailActivityRow, recentDeliveryEvents } from './emails.queries';
 
 export type BounceType = 'Permanent' | 'Transient' | 'Undetermined';
@@ -96,8 +97,12 @@ export async function recordEmailActivity(
       data.isFirstClick = row.first;
     }
     if (activity.kind === 'bounce') data.bounceType = activity.bounceType;
-    // A test send to an address that is no contact: its status moves, nothing is recorded for a contact.
-    if (row.contact_id === null) return { projectId: row.project_id, contactId: null, events: [] };
+    // A test send to an address that is no contact: its status moves, nothing is recorded for a contact;
+    // an address that bounced for good or complained is still suppressed.
+    if (row.contact_id === null) {
+      if ((activity.kind === 'bounce' && activity.bounceType === 'Permanent') || activity.kind === 'complaint') await suppress(tx, row, activity, rules);
+      return { projectId: row.project_id, contactId: null, events: [] };
+    }
     const contactId = row.contact_id;
     const events = await insertEvents(tx, [{ projectId: row.project_id, contactId, name: EVENT_OF[activity.kind], data }]);
     if (row.campaign_id && row.first) {
@@ -111,8 +116,19 @@ export async function recordEmailActivity(
     if (unsubscribes) {
       const reason = activity.kind === 'complaint' ? 'complaint' : activity.bounceType === 'Permanent' ? 'bounce' : 'soft-bounce';
       events.push(...(await updateContactSubscription(tx, contactId, false, { reason, emailId: row.id })));
+      await suppress(tx, row, activity, rules);
     }
     return { projectId: row.project_id, contactId, events };
+  });
+}
+
+/** The address is suppressed too: the subscription covers marketing mail only, the list every message. */
+function suppress(tx: EntityManager, row: EmailActivityRow, activity: EmailActivity, rules: SuppressionRules) {
+  return suppressAutomatically(tx, row.project_id, {
+    email: row.to_email,
+    reason: activity.kind === 'complaint' ? 'COMPLAINT' : 'BOUNCE',
+    emailId: row.id,
+    detail: suppressionDetail(activity as Extract<EmailActivity, { kind: 'bounce' | 'complaint' }>, rules.softBounceLimit),
   });
 }
 
@@ -136,4 +152,18 @@ async function softBouncesInARow(
     if (e.email_id) softEmails.add(e.email_id);
   }
   return softEmails.size >= limit;
+}
+
+/** What an automatic suppression's `detail` says: the report's own words where it has them. */
+function suppressionDetail(activity: Extract<EmailActivity, { kind: 'bounce' | 'complaint' }>, softBounceLimit: number): string {
+  const d = activity.details ?? {};
+  const said = (key: string) => (typeof d[key] === 'string' && d[key] ? (d[key] as string) : undefined);
+  const source = said('source') ? ` (${said('source')})` : '';
+  if (activity.kind === 'complaint') return `complaint${said('complaintFeedbackType') ? `: ${said('complaintFeedbackType')}` : ''}${source}`;
+  if (activity.bounceType !== 'Permanent') {
+    const last = said('diagnosticCode') ? `, the last: ${said('diagnosticCode')}` : '';
+    return `soft-bounce limit reached: ${softBounceLimit} soft bounces in a row${last}${source}`;
+  }
+  const words = said('diagnosticCode') ?? [said('bounceSubType'), said('status')].filter(Boolean).join(' ');
+  return `hard bounce${words ? `: ${words}` : ''}${source}`;
 }
