@@ -378,7 +378,7 @@ describe('sending', () => {
     const res = await svc.api.post(`/campaigns/${c.id}/test`, { email: 'me@t.test' }, key);
     expect(res.body).toEqual({
       success: true,
-      data: { email: expect.any(String), to: 'me@t.test', emails: [{ email: res.body.data.email, to: 'me@t.test' }] },
+      data: { email: expect.any(String), to: 'me@t.test', emails: [{ email: res.body.data.email, to: 'me@t.test', status: 'QUEUED' }] },
     });
     const [msg] = await smtp.waitFor(1);
     expect(msg.parsed.subject).toBe('[Test] Hi there');

@@ -388,6 +388,15 @@ describe('test sends', () => {
     // Without either: no data.
     await svc.api.post(`/campaigns/${c.id}/test`, { emails: ['stranger@example.org'] }, key);
     expect((await mailTo('stranger@example.org')).parsed.subject).toBe('[Test] Hello reader');
+    // A suppressed address gets no test either.
+    expect((await svc.api.post('/suppressions', { emails: ['blocked@example.org'] }, key)).status).toBe(200);
+    const blocked = await svc.api.post(`/campaigns/${c.id}/test`, { emails: ['blocked@example.org', 'open@example.org'] }, key);
+    expect(blocked.body.data.emails.map((e: any) => [e.to, e.status])).toEqual([
+      ['blocked@example.org', 'SUPPRESSED'],
+      ['open@example.org', 'QUEUED'],
+    ]);
+    await mailTo('open@example.org');
+    expect(smtp.received.some((m) => m.envelope.to[0] === 'blocked@example.org')).toBe(false);
     const after = (await svc.api.get(`/campaigns/${c.id}`, key)).body;
     expect(after).toMatchObject({ status: 'DRAFT', totalRecipients: 0, sentCount: 0 });
     expect((await svc.api.get(`/campaigns/${c.id}/stats`, key)).body).toMatchObject({ total: 0, sent: 0 });

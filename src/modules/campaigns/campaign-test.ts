@@ -7,7 +7,7 @@ import type { Links } from '../../mail/links';
 import { Contact } from '../contacts';
 import { composeMessage } from '../../mail/compose';
 import { RenderDeadline, TEMPLATE_LIMITS } from '../../mail/liquid';
-import { queueEmail } from '../emails';
+import { queueEmail, recordSuppressedEmail } from '../emails';
 import { sendingContext } from '../emails';
 import type { Campaign } from './campaigns.entity';
 import { contactToRender, sendableBody, templateErrorResponse } from '../templates';
@@ -35,12 +35,12 @@ export async function queueTestSends(em: EntityManager, c: Campaign, input: { em
     });
   }
   const rendered = input.contactId ? await contactToRender(em, c.projectId, input.contactId) : undefined;
-  const { settings, limits } = await sendingContext(em, c.projectId, c.fromEmail);
   const emails = [...new Set(input.emails)];
+  const { settings, limits, suppressed } = await sendingContext(em, c.projectId, c.fromEmail, emails);
   const deadline = new RenderDeadline(TEMPLATE_LIMITS.requestRenderMs);
   return transaction(em, async (tx) => {
-    await assertWithinBillingLimits(tx, c.projectId, emails.length, limits);
-    const sent: Array<{ email: string; to: string }> = [];
+    await assertWithinBillingLimits(tx, c.projectId, emails.length - suppressed.size, limits);
+    const sent: Array<{ email: string; to: string; status: 'QUEUED' | 'SUPPRESSED' }> = [];
     for (const to of emails) {
       const own = await tx.findOne(Contact, { projectId: c.projectId, email: to });
       const forContact = rendered ?? (own ? { id: own.id, email: own.email, data: own.data } : { id: NO_CONTACT, email: to, data: {} });
@@ -63,7 +63,7 @@ export async function queueTestSends(em: EntityManager, c: Campaign, input: { em
       } catch (err) {
         return templateErrorResponse(err);
       }
-      await queueEmail(tx, {
+      const email = {
         id: emailId,
         projectId: c.projectId,
         contactId: own?.id ?? null,
@@ -73,8 +73,12 @@ export async function queueTestSends(em: EntityManager, c: Campaign, input: { em
         replyTo: c.replyTo ?? c.fromEmail,
         to: { email: to, name: null },
         message,
-      });
-      sent.push({ email: emailId, to });
+      };
+      // A suppressed address gets no test either: its email is recorded SUPPRESSED, never sent.
+      const why = suppressed.get(to);
+      if (why) await recordSuppressedEmail(tx, email, why);
+      else await queueEmail(tx, email);
+      sent.push({ email: emailId, to, status: why ? 'SUPPRESSED' : 'QUEUED' });
     }
     return sent;
   });

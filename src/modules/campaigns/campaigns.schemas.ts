@@ -105,7 +105,13 @@ export const testSendResponse = successEnvelope(
   z.object({
     email: z.string().meta({ description: 'The first email record id' }),
     to: z.string().meta({ description: 'Its address' }),
-    emails: z.array(z.object({ email: z.string().meta({ description: 'The email record id' }), to: z.string() })),
+    emails: z.array(
+      z.object({
+        email: z.string().meta({ description: 'The email record id' }),
+        to: z.string(),
+        status: z.enum(['QUEUED', 'SUPPRESSED']).meta({ description: 'SUPPRESSED: the address is on the suppression list, and gets nothing' }),
+      }),
+    ),
   }),
 );
 

@@ -74,7 +74,7 @@ export async function recordSuppressedEmail(em: EntityManager, e: QueuedEmailInp
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, 'SUPPRESSED', ?) ON CONFLICT (id) DO NOTHING RETURNING project_id, contact_id
      )
      INSERT INTO events (id, project_id, contact_id, name, data, created_at)
-     SELECT ?, project_id, contact_id, 'email.suppressed', ?::jsonb, now() FROM recorded
+     SELECT ?, project_id, contact_id, 'email.suppressed', ?::jsonb, now() FROM recorded WHERE contact_id IS NOT NULL
      RETURNING ${EVENT_RECORD_COLUMNS}`,
     [e.id, e.projectId, e.contactId, ...messageValues(e), suppressedError(why), newId(), JSON.stringify(data)],
   );
