@@ -213,7 +213,7 @@ export function campaignRoutes(router: Router, g: Guards, deps: CampaignDeps): v
         const c = await getCampaign(ctx.state.em, projectId, input.param('id'));
         const body = input.body();
         const queued = await queueTestSends(ctx.state.em, c, { emails: body.emails ?? [body.email!], contactId: body.contactId }, deps.links);
-        ctx.body = { success: true, data: { ...queued[0], emails: queued } };
+        ctx.body = { success: true, data: { email: queued[0].email, to: queued[0].to, emails: queued } };
       },
     ),
   );
