@@ -286,6 +286,46 @@ test('rate limits: per address and per IP on the form, and confirmation mails pe
   expect(statuses[14]).toBe(429);
 });
 
+test('the form never lifts an opt-out without a confirmation: it mails one instead, with double opt-in off or a topic exempt from it', async () => {
+  // Double opt-in off: a contact who unsubscribed (as a complaint or a hard bounce leaves it) stays so.
+  const off = await project('Optout Off', { doubleOptIn: false });
+  const gone = (await svc.api.post('/contacts', { email: 'optout-gone@example.org', subscribed: true }, off.key)).body;
+  expect((await svc.api.patch(`/contacts/${gone.id}`, { subscribed: false }, off.key)).body.subscribed).toBe(false);
+  expect((await subscribeAs(off, { email: 'optout-gone@example.org' })).status).toBe(200);
+  const [mail] = await waitForMail('optout-gone@example.org', /^Confirm your subscription/);
+  expect((await contactByEmail(off, 'optout-gone@example.org')).subscribed).toBe(false);
+  // Its owner confirming is what subscribes it again.
+  expect((await svc.api.request('POST', confirmLinkOf(mail))).status).toBe(200);
+  expect((await contactByEmail(off, 'optout-gone@example.org')).subscribed).toBe(true);
+  // A new address is still subscribed at once with double opt-in off.
+  expect((await subscribeAs(off, { email: 'optout-fresh@example.org' })).status).toBe(200);
+  expect((await contactByEmail(off, 'optout-fresh@example.org')).subscribed).toBe(true);
+
+  // Double opt-in on, a topic exempt from it: the unsubscribed contact is not subscribed again globally.
+  const on = await project('Optout On');
+  const open = await topic(on, 'Open news', { doubleOptIn: false, defaultSubscription: 'opt_out' });
+  const left = (await svc.api.post('/contacts', { email: 'optout-left@example.org', subscribed: true }, on.key)).body;
+  await svc.api.patch(`/contacts/${left.id}`, { subscribed: false }, on.key);
+  expect((await subscribeAs(on, { email: 'optout-left@example.org', topics: [open] })).status).toBe(200);
+  await waitForMail('optout-left@example.org', /^Confirm your subscription/);
+  expect(await contactByEmail(on, 'optout-left@example.org')).toMatchObject({ subscribed: false, topics: { [open]: 'pending' } });
+  // Nor a topic the contact left, while still subscribed to the rest.
+  const stayed = (await svc.api.post('/contacts', { email: 'optout-stayed@example.org', subscribed: true, topics: { [open]: true } }, on.key)).body;
+  await svc.api.patch(`/contacts/${stayed.id}`, { topics: { [open]: false } }, on.key);
+  expect((await subscribeAs(on, { email: 'optout-stayed@example.org', topics: [open] })).status).toBe(200);
+  await waitForMail('optout-stayed@example.org', /^Confirm your subscription/);
+  expect((await contactByEmail(on, 'optout-stayed@example.org')).topics[open]).toBe('pending');
+});
+
+test('the form refuses a private topic as it refuses an unknown one (422), and joins no one to it', async () => {
+  const p = await project('Private Topics');
+  const hidden = await topic(p, 'Staff only', { public: false, doubleOptIn: false });
+  const res = await subscribeAs(p, { email: 'outsider@example.org', topics: [hidden] });
+  expect(res.status).toBe(422);
+  expect(res.body.error.errors).toEqual([expect.objectContaining({ field: `topics.${hidden}`, code: 'unknown_topic' })]);
+  expect(await contactByEmail(p, 'outsider@example.org')).toBeUndefined();
+});
+
 test('the project edits the confirmation mail through a template named in its settings', async () => {
   const p = await project('Optin Template');
   const t = await topic(p, 'Recipes');
