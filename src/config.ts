@@ -204,6 +204,10 @@ const envSchema = z.object({
     .max(24 * 365)
     .default(24),
   RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(1000),
+  /** Public-key requests (the form, /v1/track) per project per minute: a budget apart from the secret key's. */
+  PUBLIC_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(1000),
+  /** Public-key requests per client address (/64 for IPv6) per project per minute, checked before the project's public budget. */
+  PUBLIC_RATE_LIMIT_PER_CLIENT_PER_MINUTE: z.coerce.number().int().min(1).default(120),
   /** How long a double opt-in confirmation link works; a subscription left pending longer becomes unsubscribed. */
   CONFIRMATION_EXPIRY_HOURS: z.coerce
     .number()

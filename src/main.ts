@@ -244,6 +244,10 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
     let inboundPort: number | undefined;
     if (role === 'all' || role === 'api') {
       const limiter = new RateLimiter(orm, config.RATE_LIMIT_PER_MINUTE);
+      const publicLimits = {
+        project: new RateLimiter(orm, config.PUBLIC_RATE_LIMIT_PER_MINUTE),
+        perClient: new RateLimiter(orm, config.PUBLIC_RATE_LIMIT_PER_CLIENT_PER_MINUTE),
+      };
       const keys = new ProjectKeyCache(databaseUrl, log);
       await keys.start();
       stops.push(() => keys.stop());
@@ -256,6 +260,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         orm,
         log,
         limiter,
+        publicLimits,
         keys,
         resolver,
         temporal,
