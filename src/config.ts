@@ -240,6 +240,8 @@ const envSchema = z.object({
   SECURITY_BOUNCE_RATE: z.coerce.number().min(0).max(1).default(0.1),
   /** Complaints per email sent above which a project is suspended (1 never suspends). */
   SECURITY_COMPLAINT_RATE: z.coerce.number().min(0).max(1).default(0.005),
+  /** Recipient domains the counted complaints must come from before their rate can suspend a project. */
+  SECURITY_MIN_COMPLAINT_DOMAINS: z.coerce.number().int().min(1).default(3),
   /** Billing: payment calls go to Stripe only when this is set. */
   STRIPE_SECRET_KEY: z.string().min(1).optional(),
   /** Signing secret of the Stripe webhook endpoint (POST /webhooks/incoming/stripe). */
@@ -281,7 +283,7 @@ export type Config = z.output<typeof envSchema> & {
   /** What sender domains publish for their return paths: `<prefix>.<domain>` MX to `mxHost`, and our SPF there. */
   returnPath: { prefix: string; mxHost: string; spfValue: string };
   /** The SECURITY_* settings, as sending security judges a project by them. */
-  security: { windowDays: number; minSent: number; bounceRate: number; complaintRate: number };
+  security: { windowDays: number; minSent: number; bounceRate: number; complaintRate: number; minComplaintDomains: number };
 };
 
 /** The listeners a process may open, each with its own connection limits. */
@@ -377,6 +379,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       minSent: cfg.SECURITY_MIN_SENT,
       bounceRate: cfg.SECURITY_BOUNCE_RATE,
       complaintRate: cfg.SECURITY_COMPLAINT_RATE,
+      minComplaintDomains: cfg.SECURITY_MIN_COMPLAINT_DOMAINS,
     },
   };
 }

@@ -20,6 +20,7 @@ import { startCaptureSmtp } from './mail/capture-smtp';
 import { InsecureSubmissionError, startSubmissionSmtp } from './mail/submission-smtp';
 import { InboundReports } from './inbound/inbound-reports';
 import { startMxListener } from './inbound/mx-listener';
+import { ReportAuthenticity } from './inbound/report-authenticity';
 import { ReturnPaths } from './inbound/return-path';
 import { ConnectionGate, type ConnectionLimits, fitToFileLimit, gateServer, openFileLimit } from './net/connection-limits';
 import { MAX_RECIPIENTS } from './modules/emails';
@@ -301,7 +302,8 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
       log.info({ url, publicUrl: config.publicUrl }, 'HTTP API listening');
 
       if (config.inbound.port !== 0) {
-        const handler = new InboundReports({ orm, returnPaths, hub, judge, rules: { softBounceLimit: config.SOFT_BOUNCE_LIMIT }, log });
+        const authenticity = new ReportAuthenticity(resolver, config.returnPath.mxHost, log);
+        const handler = new InboundReports({ orm, returnPaths, hub, judge, rules: { softBounceLimit: config.SOFT_BOUNCE_LIMIT }, authenticity, log });
         inboundPort = await startInbound(config, log, stops, gates.inbound, handler);
       }
       if (config.submission.port !== 0) {

@@ -9,10 +9,11 @@ import type { ActivityHub } from '../bus/contact-activity';
 import { insertEvents, insertEventsTogether } from '../modules/events';
 import type { SendingJudge } from '../modules/security';
 import { type InboundReport, parseInboundReport, type RecipientOutcome } from './bounce-report';
-import type { MxHandler } from './mx-listener';
+import type { MxEnvelope, MxHandler } from './mx-listener';
+import type { ComplaintAuthentication, ReportAuthenticity } from './report-authenticity';
 import type { ReturnPaths } from './return-path';
 import { InboundReportSchema } from './inbound-reports.entity';
-import { emailByMessageId, type EmailRef, type LoggedReport, rememberReport, rememberReportFor } from './inbound.queries';
+import { emailByMessageId, type EmailRef, emailRecipient, type LoggedReport, rememberReport, rememberReportFor } from './inbound.queries';
 
 export interface InboundDeps {
   orm: Orm;
@@ -20,6 +21,7 @@ export interface InboundDeps {
   hub: ActivityHub;
   judge: SendingJudge;
   rules: SuppressionRules;
+  authenticity: ReportAuthenticity;
   log: Logger;
 }
 
@@ -48,6 +50,8 @@ interface Taken {
   from: string | null;
   key: string;
   report: InboundReport;
+  /** A complaint's: who vouches for it, if anyone (only an authenticated complaint counts toward a suspension). */
+  authentication?: ComplaintAuthentication;
 }
 
 interface Handled {
@@ -88,11 +92,31 @@ export class InboundReports implements MxHandler {
     return this.deps.returnPaths.parse(address) !== undefined;
   }
 
-  async receive(envelope: { from: string | null; to: string[] }, raw: Buffer): Promise<void> {
+  async receive(envelope: MxEnvelope, raw: Buffer): Promise<void> {
     const report = await parseInboundReport(raw);
     const key = reportKey(raw);
-    const handled = await Promise.all(envelope.to.map((rcpt) => this.batcher.write({ rcpt, from: envelope.from, key, report })));
+    const dmarc = report.kind === 'complaint' ? await this.deps.authenticity.dmarcDomain(raw, envelope.client, envelope.from) : undefined;
+    const handled = await Promise.all(
+      envelope.to.map(async (rcpt) => {
+        const authentication =
+          report.kind !== 'complaint' ? undefined : dmarc ? { method: 'dmarc' as const, domain: dmarc } : await this.fromReceivingServers(rcpt, envelope);
+        return this.batcher.write({ rcpt, from: envelope.from, key, report, authentication });
+      }),
+    );
     for (const h of handled) if (h.recorded) await this.committed(h.recorded, h.judge);
+  }
+
+  /**
+   * A complaint at an email's own return path, handed over by one of the MX hosts of the domain the email
+   * went to: that domain's servers vouch for it (a return path is known only to those who got the mail).
+   */
+  private async fromReceivingServers(rcpt: string, envelope: MxEnvelope): Promise<ComplaintAuthentication | undefined> {
+    const target = this.deps.returnPaths.parse(rcpt);
+    if (target?.kind !== 'email') return undefined;
+    const to = await emailRecipient(this.deps.orm.em.fork(), target.emailId);
+    const domain = to?.slice(to.lastIndexOf('@') + 1).toLowerCase();
+    if (!domain || !(await this.deps.authenticity.fromReceivingServers(domain, envelope.client.address))) return undefined;
+    return { method: 'receiving-mx', domain };
   }
 
   /** One report for one recipient, in the batch's transaction. */
@@ -111,7 +135,7 @@ export class InboundReports implements MxHandler {
       await this.remember(tx, undefined, item);
       return { judge: false };
     }
-    return this.apply(tx, email, item.report);
+    return this.apply(tx, email, item.report, item.authentication);
   }
 
   /**
@@ -152,8 +176,8 @@ export class InboundReports implements MxHandler {
     return { id: newId(), key: item.key, kind: item.report.kind, from: item.from, to: item.rcpt, detail: detailOf(item.report) };
   }
 
-  private async apply(tx: EntityManager, email: EmailRef, report: InboundReport): Promise<Handled> {
-    const activity = this.activityOf(email, report);
+  private async apply(tx: EntityManager, email: EmailRef, report: InboundReport, authentication?: ComplaintAuthentication): Promise<Handled> {
+    const activity = this.activityOf(email, report, authentication);
     if (activity) return { recorded: await recordEmailActivity(tx, email.id, activity, this.deps.rules), judge: true };
     // Not a bounce or complaint: the mail came back some other way (a delay notice, an auto-reply, a reply).
     const outcome = report.kind === 'delay' ? outcomeFor(report.recipients, email) : undefined;
@@ -171,11 +195,19 @@ export class InboundReports implements MxHandler {
     return { recorded: { projectId: email.project_id, contactId: email.contact_id, events }, judge: false };
   }
 
-  private activityOf(email: EmailRef, report: InboundReport): EmailActivity | undefined {
+  private activityOf(email: EmailRef, report: InboundReport, authentication?: ComplaintAuthentication): EmailActivity | undefined {
     if (report.kind === 'complaint') {
+      // Every complaint unsubscribes its own contact; only an authenticated one counts toward a suspension.
       return {
         kind: 'complaint',
-        details: compact({ complaintFeedbackType: report.feedbackType, userAgent: report.userAgent, arrivalDate: report.arrivalDate, source: 'inbound' }),
+        details: compact({
+          complaintFeedbackType: report.feedbackType,
+          userAgent: report.userAgent,
+          arrivalDate: report.arrivalDate,
+          source: 'inbound',
+          authenticated: authentication !== undefined,
+          authentication,
+        }),
       };
     }
     if (report.kind !== 'bounce') return undefined;

@@ -66,3 +66,9 @@ export async function rememberReport(em: EntityManager, email: EmailRef | undefi
   );
   return rows.length > 0;
 }
+
+/** The address an email went to, for deciding who may vouch for a complaint about it. */
+export async function emailRecipient(em: EntityManager, emailId: string): Promise<string | undefined> {
+  const [row] = await sql<{ to_email: string }>(em, `SELECT to_email FROM emails WHERE id = ?`, [emailId]);
+  return row?.to_email;
+}

@@ -8,7 +8,14 @@ export interface MxHandler {
   /** RCPT: whether mail to this address is ours to take (a return path or feedback-loop address). */
   accepts(address: string): boolean;
   /** After DATA: the message handled and committed; a throw is our fault (451, the sender tries again). */
-  receive(envelope: { from: string | null; to: string[] }, raw: Buffer): Promise<void>;
+  receive(envelope: MxEnvelope, raw: Buffer): Promise<void>;
+}
+
+/** A message's envelope, and the client that handed it over (its address and what it said in EHLO). */
+export interface MxEnvelope {
+  from: string | null;
+  to: string[];
+  client: { address: string; helo: string };
 }
 
 export interface MxOptions {
@@ -75,9 +82,10 @@ export async function startMxListener(opts: MxOptions, handler: MxHandler): Prom
       });
       stream.on('end', () => {
         if (stream.sizeExceeded) return callback(asError(new SmtpReply(552, `5.3.4 Message too big: the limit is ${opts.maxBytes} bytes`)));
-        const envelope = {
+        const envelope: MxEnvelope = {
           from: session.envelope.mailFrom ? session.envelope.mailFrom.address.toLowerCase() || null : null,
           to: [...new Set(session.envelope.rcptTo.map((r) => r.address.toLowerCase()))],
+          client: { address: session.remoteAddress, helo: session.hostNameAppearsAs ?? '' },
         };
         handler.receive(envelope, Buffer.concat(chunks)).then(
           () => callback(null, '2.0.0 OK'),

@@ -94,8 +94,9 @@ export async function requestConfirmation(em: EntityManager, deps: ConsentDeps, 
     return confirmation;
   }
   try {
-    if (await mailConfirmation(em, deps, confirmation)) {
-      confirmation.mailedAt = new Date();
+    const emailId = await mailConfirmation(em, deps, confirmation);
+    if (emailId) {
+      Object.assign(confirmation, { mailedAt: new Date(), emailId });
       await em.flush();
     }
   } catch (err) {
@@ -104,7 +105,8 @@ export async function requestConfirmation(em: EntityManager, deps: ConsentDeps, 
   return confirmation;
 }
 
-async function mailConfirmation(em: EntityManager, deps: ConsentDeps, c: ConsentConfirmation): Promise<boolean> {
+/** Queues the confirmation mail; answers its email's id, or undefined when none could be sent. */
+async function mailConfirmation(em: EntityManager, deps: ConsentDeps, c: ConsentConfirmation): Promise<string | undefined> {
   const [project, contact, settings] = await Promise.all([
     em.findOneOrFail(Project, { id: c.projectId }),
     em.findOneOrFail(Contact, { id: c.contactId }),
@@ -114,11 +116,11 @@ async function mailConfirmation(em: EntityManager, deps: ConsentDeps, c: Consent
   const sender = template ? { email: template.fromEmail, name: template.fromName } : await defaultSender(em, c.projectId, project.name);
   if (!sender) {
     deps.log.warn({ projectId: c.projectId }, 'no confirmation mail: the project has no verified sender domain');
-    return false;
+    return undefined;
   }
   const names = await topicNames(em, c.projectId, c.topicIds);
   const value = (v: unknown) => ({ value: v, persistent: false });
-  await sendEmails(
+  const sent = await sendEmails(
     em,
     c.projectId,
     {
@@ -139,7 +141,7 @@ async function mailConfirmation(em: EntityManager, deps: ConsentDeps, c: Consent
     },
     { links: deps.links, limits: deps.limits, queue: deps.queue },
   );
-  return true;
+  return sent.emails[0]?.email;
 }
 
 export type ConfirmationView =
