@@ -116,8 +116,16 @@ const envSchema = z.object({
   /** Connections the inbound MX holds at once, and from one client address (past either: 421). */
   INBOUND_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(100_000).default(256),
   INBOUND_MAX_CONNECTIONS_PER_CLIENT: z.coerce.number().int().min(1).max(100_000).default(16),
-  /** An inbound connection must reach DATA this long after connecting, or is closed (421). */
+  /** An inbound connection must reach DATA this long after connecting or after its previous message, or is closed (421); also its idle limit. */
   INBOUND_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(3600).default(60),
+  /** A message's DATA at the inbound MX must end this long after it began, or the connection is closed (421). */
+  INBOUND_DATA_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(3600).default(120),
+  /** An inbound connection is closed (421) this long after it connected, whatever it is doing. */
+  INBOUND_SESSION_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(86_400).default(600),
+  /** Messages one inbound connection may send; the next MAIL FROM is 421 and the connection closed. */
+  INBOUND_MAX_MESSAGES_PER_SESSION: z.coerce.number().int().min(1).max(10_000).default(20),
+  /** Message data all inbound connections together may hold in memory at once; a message past it is 452 (the sender retries). */
+  INBOUND_BUFFER_MB: z.coerce.number().positive().max(4096).default(64),
   /** The host sender domains point their return-path MX record at; default: PUBLIC_URL's host. */
   INBOUND_MX_HOST: z
     .string()
