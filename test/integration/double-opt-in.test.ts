@@ -4,6 +4,7 @@
  * unconfirmed subscriptions by the maintenance schedule, and the form's abuse protection.
  */
 import { ZoneDnsServer } from '../../src/dns/zone-server';
+import { FORM_CONFIRMATION_LIMITS } from '../../src/modules/consent/consent.service';
 import { dbQuery } from '../setup/db';
 import { verifiedDomain } from '../setup/sender';
 import { type Account, createAccount, startTestService, type TestService } from '../setup/service';
@@ -15,7 +16,8 @@ let svc: TestService;
 beforeAll(async () => {
   dns = await new ZoneDnsServer().start();
   // No SMTP_URL: the built-in capture server, read through the dev mailbox as a user would.
-  svc = await startTestService({ DNS_SERVERS: dns.address });
+  // TRUST_PROXY: a test speaks for visitors from several networks through X-Forwarded-For.
+  svc = await startTestService({ DNS_SERVERS: dns.address, TRUST_PROXY: 'true' });
 });
 afterAll(async () => {
   await svc.stop();
@@ -324,6 +326,33 @@ test('the form refuses a private topic as it refuses an unknown one (422), and j
   expect(res.status).toBe(422);
   expect(res.body.error.errors).toEqual([expect.objectContaining({ field: `topics.${hidden}`, code: 'unknown_topic' })]);
   expect(await contactByEmail(p, 'outsider@example.org')).toBeUndefined();
+});
+
+test('confirmation mails are limited per mailbox, however its address is spelled, and per network', async () => {
+  const p = await project('Optin Mailbox');
+  const spellings = ['victim@gmail.com', 'victim+1@gmail.com', 'Victim+2@gmail.com', 'v.i.c.t.i.m@gmail.com', 'vic.tim+3@googlemail.com', 'victim+4@gmail.com'];
+  const statuses: number[] = [];
+  for (const [i, email] of spellings.entries()) statuses.push((await subscribeAs(p, { email }, { 'x-forwarded-for': `192.0.2.${i + 1}` })).status);
+  // The form's limit per address counts the mailbox: five requests, then 429.
+  expect(statuses).toEqual([200, 200, 200, 200, 200, 429]);
+  const addresses = [...new Set(spellings.map((e) => e.toLowerCase()))];
+  const mailed = async () => (await Promise.all(addresses.map(mailTo))).flat().length;
+  await until(async () => ((await mailed()) >= 3 ? true : undefined), 20_000, 'three confirmation mails');
+  await new Promise((r) => setTimeout(r, 1500));
+  expect(await mailed()).toBe(FORM_CONFIRMATION_LIMITS.perMailbox.limit);
+
+  // One network (an IPv4 /24), many addresses, each from its own address in it: mails up to the network's limit.
+  const q = await project('Optin Network');
+  const limit = FORM_CONFIRMATION_LIMITS.perNetwork.limit;
+  const readers = Array.from({ length: limit + 2 }, (_, i) => `reader${i}@network.example`);
+  for (const [i, email] of readers.entries()) expect((await subscribeAs(q, { email }, { 'x-forwarded-for': `198.51.100.${i + 1}` })).status).toBe(200);
+  const reached = async () => (await Promise.all(readers.map(mailTo))).filter((m) => m.length > 0).length;
+  await until(async () => ((await reached()) >= limit ? true : undefined), 30_000, `${limit} confirmation mails`);
+  await new Promise((r) => setTimeout(r, 1500));
+  expect(await reached()).toBe(limit);
+  // Another network is not held back.
+  expect((await subscribeAs(q, { email: 'elsewhere@network.example' }, { 'x-forwarded-for': '203.0.113.9' })).status).toBe(200);
+  await waitForMail('elsewhere@network.example', /^Confirm your subscription/);
 });
 
 test('the project edits the confirmation mail through a template named in its settings', async () => {

@@ -10,6 +10,7 @@ import { Project, projectSettings } from '../accounts';
 import { ContactTopic, setContactTopics, Topic, unknownTopics } from '../topics';
 import { type ConsentDeps, type RequestOrigin, requestConfirmation } from './consent.service';
 import type { SubscribeInput } from './consent.schemas';
+import { mailboxOf } from './mailbox';
 
 /** The form's limits: per visitor's IP address and per email address, each a fixed one-hour window. */
 export const SUBSCRIBE_LIMITS: { perIp: KeyLimit; perAddress: KeyLimit } = {
@@ -47,7 +48,8 @@ export async function subscribe(
   if (!byIp.allowed) throw tooMany(SUBSCRIBE_LIMITS.perIp, byIp.resetSeconds);
   // A filled honeypot is answered as a success and does nothing more.
   if (input[HONEYPOT_FIELD]) return { events: [] };
-  const byAddress = await takeKeyed(em, projectId, counterKey('address', input.email), SUBSCRIBE_LIMITS.perAddress);
+  // Per mailbox: the spellings of one address (`+tags`, Gmail's dots) share the address's limit.
+  const byAddress = await takeKeyed(em, projectId, counterKey('address', mailboxOf(input.email)), SUBSCRIBE_LIMITS.perAddress);
   if (!byAddress.allowed) throw tooMany(SUBSCRIBE_LIMITS.perAddress, byAddress.resetSeconds);
 
   const topicIds = [...new Set(input.topics ?? [])];
