@@ -126,6 +126,8 @@ const envSchema = z.object({
   INBOUND_MAX_MESSAGES_PER_SESSION: z.coerce.number().int().min(1).max(10_000).default(20),
   /** Message data all inbound connections together may hold in memory at once; a message past it is 452 (the sender retries). */
   INBOUND_BUFFER_MB: z.coerce.number().positive().max(4096).default(64),
+  /** Messages the inbound MX takes from one client (an IPv4 address, an IPv6 /64) an hour, per process; then 450. */
+  INBOUND_REPORTS_PER_CLIENT_PER_HOUR: z.coerce.number().int().min(1).default(1000),
   /** The host sender domains point their return-path MX record at; default: PUBLIC_URL's host. */
   INBOUND_MX_HOST: z
     .string()

@@ -437,6 +437,7 @@ async function startInbound(config: Config, log: Logger, stops: Array<() => Prom
         sessionTimeoutSeconds: config.INBOUND_SESSION_TIMEOUT_SECONDS,
         maxMessagesPerSession: config.INBOUND_MAX_MESSAGES_PER_SESSION,
         bufferBytes: config.INBOUND_BUFFER_MB * 2 ** 20,
+        reportsPerClientPerHour: config.INBOUND_REPORTS_PER_CLIENT_PER_HOUR,
         gate,
         reverseDns: config.SMTP_REVERSE_DNS,
         log,

@@ -13,7 +13,7 @@ import type { MxEnvelope, MxHandler } from './mx-listener';
 import type { ComplaintAuthentication, ReportAuthenticity } from './report-authenticity';
 import type { ReturnPaths } from './return-path';
 import { InboundReportSchema } from './inbound-reports.entity';
-import { emailByMessageId, type EmailRef, emailRecipient, type LoggedReport, rememberReport, rememberReportFor } from './inbound.queries';
+import { emailByMessageId, type EmailRef, emailRecipient, isVerifiedDomain, type LoggedReport, rememberReport, rememberReportFor } from './inbound.queries';
 
 export interface InboundDeps {
   orm: Orm;
@@ -88,8 +88,11 @@ export class InboundReports implements MxHandler {
     });
   }
 
-  accepts(address: string): boolean {
-    return this.deps.returnPaths.parse(address) !== undefined;
+  /** A valid return path, or the feedback-loop address of a domain some project has verified (of no other). */
+  async accepts(address: string): Promise<boolean> {
+    const target = this.deps.returnPaths.parse(address);
+    if (target?.kind !== 'feedback-loop') return target !== undefined;
+    return isVerifiedDomain(this.deps.orm.em.fork(), target.domain);
   }
 
   async receive(envelope: MxEnvelope, raw: Buffer): Promise<void> {
@@ -235,8 +238,22 @@ export class InboundReports implements MxHandler {
   }
 }
 
-/** What the report said, as stored with it (jsonb cannot hold NUL). */
-const detailOf = (report: InboundReport) => JSON.stringify(report.kind === 'unknown' ? { why: report.why } : report).replace(/\\u0000/g, '');
+/** What one report may store: its first recipients, strings cut short, and a cap on the whole. */
+const MAX_STORED_RECIPIENTS = 10;
+const MAX_STORED_STRING = 1000;
+const MAX_STORED_DETAIL = 16 * 1024;
+
+/** What the report said, as stored with it, bounded (a DSN naming 500 recipients stores 10); jsonb cannot hold NUL. */
+function detailOf(report: InboundReport): string {
+  let kept: Record<string, unknown> = report.kind === 'unknown' ? { why: report.why } : { ...report };
+  const recipients = 'recipients' in report ? report.recipients : undefined;
+  if (recipients && recipients.length > MAX_STORED_RECIPIENTS) {
+    kept = { ...kept, recipients: recipients.slice(0, MAX_STORED_RECIPIENTS), recipientsOmitted: recipients.length - MAX_STORED_RECIPIENTS };
+  }
+  const cut = (_key: string, v: unknown) => (typeof v === 'string' && v.length > MAX_STORED_STRING ? `${v.slice(0, MAX_STORED_STRING)}…` : v);
+  const json = JSON.stringify(kept, cut).replace(/\\u0000/g, '');
+  return json.length <= MAX_STORED_DETAIL ? json : JSON.stringify({ kind: report.kind, truncated: true });
+}
 
 /** Drops reports older than REPORT_LOG_DAYS (the maintenance schedule's purge). */
 export async function purgeInboundReports(em: EntityManager): Promise<number> {

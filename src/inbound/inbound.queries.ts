@@ -72,3 +72,9 @@ export async function emailRecipient(em: EntityManager, emailId: string): Promis
   const [row] = await sql<{ to_email: string }>(em, `SELECT to_email FROM emails WHERE id = ?`, [emailId]);
   return row?.to_email;
 }
+
+/** Whether some project has verified `domain` (lower-case): only such a domain has a feedback-loop address. */
+export async function isVerifiedDomain(em: EntityManager, domain: string): Promise<boolean> {
+  const rows = await sql(em, `SELECT 1 FROM domains WHERE lower(domain) = ? AND status = 'verified' LIMIT 1`, [domain]);
+  return rows.length > 0;
+}

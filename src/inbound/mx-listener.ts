@@ -1,12 +1,13 @@
 import type { Logger } from 'pino';
 import { SMTPServer } from 'smtp-server';
 import { asError, closeSmtp, listenSmtp, replyFor, SessionDeadlines, SmtpReply } from '../mail/smtp-listener';
+import { clientPrefix } from '../net/client-prefix';
 import type { ConnectionGate } from '../net/connection-limits';
 
 /** What the MX asks of the service. */
 export interface MxHandler {
   /** RCPT: whether mail to this address is ours to take (a return path or feedback-loop address). */
-  accepts(address: string): boolean;
+  accepts(address: string): boolean | Promise<boolean>;
   /** After DATA: the message handled and committed; a throw is our fault (451, the sender tries again). */
   receive(envelope: MxEnvelope, raw: Buffer): Promise<void>;
 }
@@ -33,6 +34,8 @@ export interface MxOptions {
   maxMessagesPerSession: number;
   /** Message bytes all connections together may hold at once; a message that would pass it is 452 (sent again later). */
   bufferBytes: number;
+  /** Messages one client (an IPv4 address, an IPv6 /64) may send an hour, counted in this process; then MAIL FROM is 450. */
+  reportsPerClientPerHour: number;
   gate: ConnectionGate;
   reverseDns?: boolean;
   log: Logger;
@@ -43,6 +46,30 @@ export interface MxListener {
   /** Message bytes held now, of every connection (bounded by `bufferBytes`). */
   readonly buffered: number;
   close(): Promise<void>;
+}
+
+/**
+ * Messages per client in the current clock hour, in this process: what one client can make the MX
+ * store is bounded. The whole count starts again each hour, so it holds only this hour's clients.
+ */
+class HourlyCount {
+  private hour = -1;
+  private readonly counts = new Map<string, number>();
+
+  constructor(private readonly limit: number) {}
+
+  /** Counts one for this client; false when it is past the limit this hour. */
+  take(address: string): boolean {
+    const hour = Math.floor(Date.now() / 3_600_000);
+    if (hour !== this.hour) {
+      this.hour = hour;
+      this.counts.clear();
+    }
+    const key = clientPrefix(address);
+    const n = (this.counts.get(key) ?? 0) + 1;
+    this.counts.set(key, n);
+    return n <= this.limit;
+  }
 }
 
 /** Reports name one envelope recipient (the return path); a few more are allowed, never a mailing list's worth. */
@@ -62,6 +89,7 @@ export async function startMxListener(opts: MxOptions, handler: MxHandler): Prom
   const data = new SessionDeadlines(() => servers, opts.dataTimeoutSeconds, `4.4.2 DATA not finished within ${opts.dataTimeoutSeconds} s; closing`);
   const sessions = new SessionDeadlines(() => servers, opts.sessionTimeoutSeconds, `4.4.2 Session longer than ${opts.sessionTimeoutSeconds} s; closing`);
   let buffered = 0;
+  const perClient = new HourlyCount(opts.reportsPerClientPerHour);
   const server = new SMTPServer({
     banner: 'postbox MX for bounces and feedback reports',
     authOptional: true,
@@ -84,18 +112,20 @@ export async function startMxListener(opts: MxOptions, handler: MxHandler): Prom
       if (session.transaction > opts.maxMessagesPerSession) {
         return callback(asError(new SmtpReply(421, `4.7.0 At most ${opts.maxMessagesPerSession} messages per connection; closing`)));
       }
+      if (!perClient.take(session.remoteAddress)) {
+        return callback(asError(new SmtpReply(450, `4.7.1 At most ${opts.reportsPerClientPerHour} messages an hour from one address; try again later`)));
+      }
       callback();
     },
     onRcptTo(to, session, callback) {
       if (session.envelope.rcptTo.length >= MAX_RECIPIENTS) {
         return callback(asError(new SmtpReply(452, `4.5.3 Too many recipients: at most ${MAX_RECIPIENTS} per message`)));
       }
-      if (!handler.accepts(to.address)) {
-        return callback(
-          asError(new SmtpReply(550, `5.1.1 <${to.address}>: no such mailbox; this server takes only bounces and feedback reports for mail postbox sent`)),
-        );
-      }
-      callback();
+      const noSuchMailbox = `5.1.1 <${to.address}>: no such mailbox; this server takes only bounces and feedback reports for mail postbox sent`;
+      Promise.resolve(handler.accepts(to.address)).then(
+        (ours) => callback(ours ? undefined : asError(new SmtpReply(550, noSuchMailbox))),
+        (err) => callback(asError(replyFor(err, opts.log, 'inbound MX'))),
+      );
     },
     onData(stream, session, callback) {
       envelopes.clear(session);

@@ -26,6 +26,7 @@ const options = (o: Partial<MxOptions> = {}): MxOptions => ({
   sessionTimeoutSeconds: 60,
   maxMessagesPerSession: 20,
   bufferBytes: 10 * 2 ** 20,
+  reportsPerClientPerHour: 1000,
   gate: new ConnectionGate('inbound', { max: 50, perClient: 50 }, log),
   log,
   ...o,
@@ -196,6 +197,22 @@ test('unfinished messages together hold at most the buffer; one that would pass 
     expect(await message(other, `Subject: big\n\n${'y'.repeat(76)}\n`.repeat(600))).toMatch(/^250 /);
     slow.close();
     other.close();
+  } finally {
+    await mx.close();
+  }
+});
+
+test('one client address sends at most its messages an hour, over any number of connections; then MAIL FROM is 450', async () => {
+  const mx = await startMxListener(options({ reportsPerClientPerHour: 3 }), handler);
+  try {
+    const first = await session(mx.port);
+    expect(await message(first)).toMatch(/^250 /);
+    expect(await message(first)).toMatch(/^250 /);
+    first.close();
+    const second = await session(mx.port);
+    expect(await message(second)).toMatch(/^250 /);
+    expect(await second.command('MAIL FROM:<>')).toMatch(/^450 4\.7\.1 /);
+    second.close();
   } finally {
     await mx.close();
   }
