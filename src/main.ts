@@ -8,7 +8,7 @@ import { startEmbeddedPostgres } from './db/embedded-postgres';
 import { createOrm, migrate, type Orm } from './db/orm';
 import { entities } from './modules/entities';
 import { createApp } from './http/app';
-import type { HealthCheck } from './http/health';
+import type { HealthCheck, ListenerState } from './http/health';
 import { isLoopback } from './http/loopback';
 import { serveMetrics } from './http/metrics';
 import { listen } from './http/server';
@@ -256,6 +256,8 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
       const sendBatcher = new SendBatcher(orm);
       // One per process: SNS notifications and the inbound MX's reports share each project's judgements.
       const judge = new SendingJudge(() => orm.em.fork(), config.security, log);
+      const listeners = new Map<string, ListenerState>();
+      const report = listenerReport(listeners, metrics);
       const app = createApp({
         config,
         orm,
@@ -269,6 +271,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         links,
         hub,
         health,
+        listeners,
         metrics,
         emailQueue,
         sendBatcher,
@@ -304,7 +307,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
       if (config.inbound.port !== 0) {
         const authenticity = new ReportAuthenticity(resolver, config.returnPath.mxHost, log);
         const handler = new InboundReports({ orm, returnPaths, hub, judge, rules: { softBounceLimit: config.SOFT_BOUNCE_LIMIT }, authenticity, log });
-        inboundPort = await startInbound(config, log, stops, gates.inbound, handler);
+        inboundPort = await startInbound(config, log, stops, gates.inbound, handler, (state) => report('inboundMx', state));
       }
       if (config.submission.port !== 0) {
         submission = await startSubmission(
@@ -312,6 +315,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
           log,
           stops,
           gates.submission,
+          (state) => report('submission', state),
           new SmtpSubmission({
             orm,
             keys,
@@ -385,7 +389,14 @@ function connectionGates(config: Config, log: Logger, metrics: Metrics): Record<
  * a second API process, say), or a non-loopback HOST without a certificate, leaves this process without
  * one, as a warning; a port that was set is an error.
  */
-async function startSubmission(config: Config, log: Logger, stops: Array<() => Promise<void>>, gate: ConnectionGate, handler: SmtpSubmission) {
+async function startSubmission(
+  config: Config,
+  log: Logger,
+  stops: Array<() => Promise<void>>,
+  gate: ConnectionGate,
+  report: (state: ListenerState) => void,
+  handler: SmtpSubmission,
+) {
   try {
     const listener = await startSubmissionSmtp(
       {
@@ -405,6 +416,7 @@ async function startSubmission(config: Config, log: Logger, stops: Array<() => P
       handler,
     );
     stops.push(listener.close);
+    report({ status: 'listening', port: listener.port });
     log.info({ port: listener.port, tlsPort: listener.tlsPort }, 'SMTP submission listening');
     return { port: listener.port, tlsPort: listener.tlsPort };
   } catch (err) {
@@ -413,10 +425,11 @@ async function startSubmission(config: Config, log: Logger, stops: Array<() => P
       return undefined;
     }
     if (config.submission.explicit || (err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
-    log.warn(
-      { port: config.submission.port },
-      'the SMTP submission port is taken (another postbox process?); this process does not listen for SMTP; set SMTP_SUBMISSION_PORT to choose one, 0 for none',
-    );
+    const message =
+      `SMTP submission is not listening: port ${config.submission.port} is taken (another postbox process?); ` +
+      'set SMTP_SUBMISSION_PORT to choose one, 0 for none';
+    log.warn({ port: config.submission.port }, message);
+    report({ status: 'down', port: config.submission.port, error: message });
     return undefined;
   }
 }
@@ -425,7 +438,14 @@ async function startSubmission(config: Config, log: Logger, stops: Array<() => P
  * The inbound MX, for bounces and complaints. As with submission, the default port taken (another process
  * of ours on this machine) leaves this one without it, as a warning; a port that was set is an error.
  */
-async function startInbound(config: Config, log: Logger, stops: Array<() => Promise<void>>, gate: ConnectionGate, handler: InboundReports) {
+async function startInbound(
+  config: Config,
+  log: Logger,
+  stops: Array<() => Promise<void>>,
+  gate: ConnectionGate,
+  handler: InboundReports,
+  report: (state: ListenerState) => void,
+) {
   try {
     const listener = await startMxListener(
       {
@@ -445,6 +465,7 @@ async function startInbound(config: Config, log: Logger, stops: Array<() => Prom
       handler,
     );
     stops.push(listener.close);
+    report({ status: 'listening', port: listener.port });
     log.info({ port: listener.port }, 'inbound MX listening (bounces and feedback reports for return-path addresses)');
     if (net.isIP(config.returnPath.mxHost)) {
       log.warn(
@@ -455,12 +476,25 @@ async function startInbound(config: Config, log: Logger, stops: Array<() => Prom
     return listener.port;
   } catch (err) {
     if (config.inbound.explicit || (err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
-    log.warn(
-      { port: config.inbound.port },
-      'the inbound MX port is taken (another postbox process?); this process takes no bounces; set INBOUND_SMTP_PORT to choose one, 0 for none',
-    );
+    const message =
+      `the bounce MX is not listening: port ${config.inbound.port} is taken (another postbox process?); ` +
+      'bounces and complaints sent to this process are lost; set INBOUND_SMTP_PORT to choose one, 0 for none';
+    log.warn({ port: config.inbound.port }, message);
+    report({ status: 'down', port: config.inbound.port, error: message });
     return undefined;
   }
+}
+
+/**
+ * Records a listener's state for /health and `postbox_listener_up`; one that is down is also said on
+ * stderr in plain words, where a person starting the service sees it among the JSON log lines.
+ */
+function listenerReport(listeners: Map<string, ListenerState>, metrics: Metrics) {
+  return (name: string, state: ListenerState) => {
+    listeners.set(name, state);
+    metrics.listenerUp.set({ listener: name }, state.status === 'listening' ? 1 : 0);
+    if (state.status === 'down') process.stderr.write(`postbox: WARNING: ${state.error}\n`);
+  };
 }
 
 function portInUse(port: number, host: string): Promise<boolean> {

@@ -89,6 +89,13 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly listenerUp = new Gauge({
+    name: 'postbox_listener_up',
+    help: 'Whether each SMTP listener of this process listens (1) or is down because its default port was taken at start (0)',
+    labelNames: ['listener'] as const,
+    registers: [this.registry],
+  });
+
   readonly connectionsRefused = new Counter({
     name: 'postbox_connections_refused_total',
     help: 'Connections a listener closed on arrival, by listener and reason: total (it held its most) or per_client (that address did)',

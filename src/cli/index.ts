@@ -62,7 +62,12 @@ interface ZoneFileRecord {
   type: keyof ZoneRecords;
   name: string;
   value: string;
+  /** An MX record's priority, beside its exchange in `value` (POST /domains' record shape). */
+  priority?: number;
 }
+
+/** What the zone server serves for a zone file's record: an MX is its exchange with its priority. */
+const zoneValue = (r: ZoneFileRecord): unknown => (r.type === 'MX' ? { exchange: r.value, priority: r.priority ?? 10 } : r.value);
 
 function readZone(file: string): ZoneFileRecord[] {
   const parsed = JSON.parse(fs.readFileSync(file, 'utf8')) as unknown;
@@ -79,7 +84,7 @@ async function dnsServer(args: string[]): Promise<void> {
   const load = () => {
     server.zone.clear();
     const records = readZone(zoneFile);
-    for (const r of records) server.add(r.name, r.type, r.value);
+    for (const r of records) server.add(r.name, r.type, zoneValue(r));
     process.stdout.write(`serving ${records.length} records from ${zoneFile}\n`);
   };
   load();

@@ -1,3 +1,4 @@
+import type { SuppressionVerdict } from '../modules/suppressions';
 import type { DraftMessage } from '../mail/compose';
 
 export interface QueuedEmail {
@@ -17,6 +18,8 @@ export interface QueuedEmail {
   headers: Record<string, string>;
   message_id: string;
   attempts: number;
+  /** Why its address is suppressed, as the claim or the chunk's read found it (null: it is not); unset for mail handed over, which its send checked. */
+  suppression?: SuppressionVerdict | null;
 }
 
 export interface Attachment {

@@ -15,6 +15,7 @@ import { scheduleSnoozeEnd } from '../modules/contacts';
 import { domainRoutes } from '../modules/domains';
 import { webhookEndpointRoutes } from '../modules/webhooks-out';
 import { templateRoutes } from '../modules/templates';
+import { suppressionRoutes } from '../modules/suppressions';
 import { topicRoutes } from '../modules/topics';
 import { emailRoutes } from '../modules/emails';
 import type { LocalEmailQueue, SendBatcher } from '../modules/emails';
@@ -42,7 +43,7 @@ import { apiKey, session } from './auth';
 import { chain } from './endpoint';
 import { errorEnvelope } from './errors';
 import type { Guards } from './guards';
-import { type HealthCheck, healthRoutes } from './health';
+import { type HealthCheck, healthRoutes, type ListenerState } from './health';
 import { idempotency } from './idempotency';
 import { httpMetrics, metricsRoutes } from './metrics';
 import type { Metrics } from '../metrics';
@@ -66,6 +67,8 @@ export interface AppDeps {
   links: Links;
   hub: ActivityHub;
   health: HealthCheck[];
+  /** This process's SMTP listeners, as /health reports them (filled in as they start). */
+  listeners?: ReadonlyMap<string, ListenerState>;
   metrics: Metrics;
   /** This process's own email queue, when its worker drains one. */
   emailQueue?: LocalEmailQueue;
@@ -96,7 +99,7 @@ export function createApp(deps: AppDeps): Koa {
   };
 
   const router = new Router();
-  healthRoutes(router, deps.health);
+  healthRoutes(router, deps.health, deps.listeners);
   metricsRoutes(router, deps.metrics, config.METRICS_TOKEN);
   configRoutes(router, config);
   accountRoutes(router, guards, {
@@ -123,6 +126,7 @@ export function createApp(deps: AppDeps): Koa {
   verifyRoutes(router, guards, { resolver: deps.resolver });
   templateRoutes(router, guards);
   topicRoutes(router, guards);
+  suppressionRoutes(router, guards, { temporal: deps.temporal });
   trackingRoutes(router, { links: deps.links, hub: deps.hub });
   preferencePageRoutes(router, { links: deps.links, formBody: jsonBody, hub: deps.hub });
   consentRoutes(router, guards, { ...consent, hub: deps.hub, formBody: jsonBody, publicUrl: config.publicUrl });

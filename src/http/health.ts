@@ -7,6 +7,17 @@ export interface HealthCheck {
   check(): Promise<void>;
 }
 
+/**
+ * A listener of this process: `down` when its default port was taken at start (another process of ours
+ * on this machine, say), which leaves the process running without it. Reported, not failed: a second
+ * API process on one machine is a fair set-up, but the gap must show.
+ */
+export interface ListenerState {
+  status: 'listening' | 'down';
+  port: number;
+  error?: string;
+}
+
 const TIMEOUT_MS = 3000;
 
 function withTimeout(p: Promise<void>): Promise<void> {
@@ -23,10 +34,13 @@ const healthResponse = z.object({
   status: z.enum(['ok', 'error']),
   failing: z.array(z.string()).optional(),
   checks: z.record(z.string(), z.object({ status: z.enum(['ok', 'error']), error: z.string().optional() })),
+  listeners: z
+    .record(z.string(), z.object({ status: z.enum(['listening', 'down']), port: z.number().int(), error: z.string().optional() }))
+    .describe("This process's SMTP listeners (inboundMx, submission); `down` does not fail the check"),
 });
 
 /** 200 only when every dependency answers; 503 naming the parts that do not. */
-export function healthRoutes(router: Router, checks: HealthCheck[]): void {
+export function healthRoutes(router: Router, checks: HealthCheck[], listeners: ReadonlyMap<string, ListenerState> = new Map()): void {
   const spec = {
     tag: 'Health',
     summary: 'Whether every dependency answers',
@@ -52,6 +66,7 @@ export function healthRoutes(router: Router, checks: HealthCheck[]): void {
         status: failing.length ? 'error' : 'ok',
         ...(failing.length ? { failing } : {}),
         checks: Object.fromEntries(results),
+        listeners: Object.fromEntries(listeners),
       };
     }),
   );

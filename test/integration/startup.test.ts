@@ -7,6 +7,7 @@ import { promisify } from 'node:util';
 import pg from 'pg';
 import { freePort } from '../../src/db/embedded-postgres';
 import { Resolver } from '../../src/dns/resolver';
+import { createTestDatabase } from '../setup/db';
 import { Api } from '../setup/service';
 
 const run = promisify(execFile);
@@ -186,7 +187,11 @@ test('npm run migrate applies pending migrations and is a no-op the second time'
 test('npm run cli -- dns-server serves the records of a POST /domains response saved as a zone file', async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'zone-'));
   const zone = path.join(dir, 'zone.json');
-  fs.writeFileSync(zone, JSON.stringify({ domain: 'cli.test', records: [{ type: 'TXT', name: '_postbox-verification.cli.test', value: 'token-1' }] }));
+  const records = [
+    { type: 'TXT', name: '_postbox-verification.cli.test', value: 'token-1' },
+    { type: 'MX', name: 'bounces.cli.test', value: 'mx.postbox.test', priority: 10 },
+  ];
+  fs.writeFileSync(zone, JSON.stringify({ domain: 'cli.test', records }));
   const port = await freePort();
   const child = spawn(process.execPath, [CLI, 'dns-server', '--zone', zone, '--port', String(port)], { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
@@ -196,6 +201,9 @@ test('npm run cli -- dns-server serves the records of a POST /domains response s
     while (!out.includes('listening') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
     const resolver = new Resolver([`127.0.0.1:${port}`], 1000);
     expect(await resolver.txt('_postbox-verification.cli.test')).toEqual(['token-1']);
+    // The return path's MX, as the domain check reads it: its exchange and priority, not an empty name.
+    const mx = (await resolver.lookup('bounces.cli.test', 'MX')).answers.map((a) => `${a.priority} ${a.exchange}`);
+    expect(mx).toEqual(['10 mx.postbox.test']);
     fs.writeFileSync(zone, JSON.stringify([{ records: [{ type: 'TXT', name: 'other.cli.test', value: 'v=spf1 -all' }] }]));
     let answer: string[] = [];
     while (Date.now() < deadline && answer.length === 0) {
@@ -208,3 +216,135 @@ test('npm run cli -- dns-server serves the records of a POST /domains response s
     fs.rmSync(dir, { recursive: true, force: true });
   }
 });
+
+/** Every process below `pid`, children first found by `ps`; empty once they are gone. */
+async function descendants(pid: number): Promise<number[]> {
+  const { stdout } = await run('ps', ['-e', '-o', 'pid=,ppid=']);
+  const children = new Map<number, number[]>();
+  for (const line of stdout.trim().split('\n')) {
+    const [child, parent] = line.trim().split(/\s+/).map(Number);
+    children.set(parent, [...(children.get(parent) ?? []), child]);
+  }
+  const found: number[] = [];
+  const visit = (p: number) => (children.get(p) ?? []).forEach((c) => (found.push(c), visit(c)));
+  visit(pid);
+  return found;
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** SIGTERM to the npm process alone (as systemd, pm2 or `kill <pid>` send it): everything it started must stop. */
+async function expectSigtermStopsAll(npm: ChildProcess): Promise<void> {
+  const below = await descendants(npm.pid!);
+  expect(below.length).toBeGreaterThan(0);
+  const exited = new Promise((resolve) => npm.once('exit', resolve));
+  npm.kill('SIGTERM');
+  await exited;
+  const deadline = Date.now() + 40_000;
+  while (below.some(alive) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
+  expect(below.filter(alive)).toEqual([]);
+}
+
+test('a SIGTERM to the process `npm start` runs stops the service and its embedded PostgreSQL', async () => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'postbox-npm-start-'));
+  const port = await freePort();
+  const env = {
+    DATA_DIR: dataDir,
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    INBOUND_SMTP_PORT: '0',
+    SMTP_SUBMISSION_PORT: '0',
+    TEMPORAL_DEV_SERVER_PORT: '0',
+    TEMPORAL_DEV_SERVER_PERSISTENCE: 'memory',
+  };
+  const npm = spawn('npm', ['start', '--silent'], { cwd: ROOT, env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  npm.stdout!.on('data', (d) => (out += d));
+  npm.stderr!.on('data', (d) => (out += d));
+  try {
+    await waitHealthy(new Api(`http://127.0.0.1:${port}`), { child: npm, output: () => out });
+    // npm test built first, so the start found nothing to build.
+    expect(out).not.toMatch(/postbox: building/);
+    await expectSigtermStopsAll(npm);
+    expect(await portInUse(port)).toBe(false);
+  } finally {
+    if (npm.exitCode === null) npm.kill('SIGKILL');
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+}, 120_000);
+
+test('a SIGTERM to the process `npm run cli -- dns-server` runs stops the DNS server', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'zone-'));
+  const zone = path.join(dir, 'zone.json');
+  fs.writeFileSync(zone, JSON.stringify({ records: [{ type: 'TXT', name: 'kill.cli.test', value: 'v' }] }));
+  const port = await freePort();
+  const npm = spawn('npm', ['run', '--silent', 'cli', '--', 'dns-server', '--zone', zone, '--port', String(port)], {
+    cwd: ROOT,
+    env: cleanEnv({}),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  npm.stdout!.on('data', (d) => (out += d));
+  try {
+    const deadline = Date.now() + 30_000;
+    while (!out.includes('listening') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    expect(out).toContain('listening');
+    await expectSigtermStopsAll(npm);
+    expect(await portInUse(port)).toBe(false);
+  } finally {
+    if (npm.exitCode === null) npm.kill('SIGKILL');
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}, 60_000);
+
+function portInUse(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const probe = net.createServer();
+    probe.once('error', () => resolve(true));
+    probe.listen(port, '127.0.0.1', () => probe.close(() => resolve(false)));
+  });
+}
+
+/** Holds a port, or finds it held by another process already: either way the service finds it taken. */
+async function holdPort(port: number): Promise<net.Server | undefined> {
+  const server = net.createServer();
+  return new Promise((resolve) => {
+    server.once('error', () => resolve(undefined));
+    server.listen(port, '127.0.0.1', () => resolve(server));
+  });
+}
+
+test('a default SMTP port found taken: the start says so on stderr, /health and the metrics report the listener down', async () => {
+  const held = await Promise.all([holdPort(2525), holdPort(2587)]);
+  const port = await freePort();
+  const env = {
+    DATABASE_URL: await createTestDatabase(),
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    METRICS_TOKEN: 'metrics-token-for-the-test',
+    TEMPORAL_DEV_SERVER_PORT: '0',
+    TEMPORAL_DEV_SERVER_PERSISTENCE: 'memory',
+  };
+  const api = new Api(`http://127.0.0.1:${port}`);
+  const proc = start([], env);
+  try {
+    await waitHealthy(api, proc);
+    expect(proc.output()).toMatch(/^postbox: WARNING: the bounce MX is not listening: port 2525 is taken/m);
+    expect(proc.output()).toMatch(/^postbox: WARNING: SMTP submission is not listening: port 2587 is taken/m);
+    const health = await api.get('/health');
+    expect(health.status).toBe(200);
+    expect(health.body.listeners).toMatchObject({ inboundMx: { status: 'down', port: 2525 }, submission: { status: 'down', port: 2587 } });
+    const metrics = await api.request('GET', '/metrics', { headers: { authorization: 'Bearer metrics-token-for-the-test' } });
+    expect(String(metrics.body)).toMatch(/^postbox_listener_up\{listener="inboundMx"\} 0$/m);
+  } finally {
+    await stop(proc.child);
+    held.forEach((s) => s?.close());
+  }
+}, 90_000);
