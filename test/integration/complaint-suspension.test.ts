@@ -2,7 +2,8 @@
  * Who can suspend a project with complaints (issue 45, H2). Anyone can forge an ARF report, so only an
  * authenticated complaint (DMARC pass of its author domain, or handed to the email's return path by
  * the recipient domain's own MX) counts; complaints about confirmation mails never count; and the
- * counted ones must come from SECURITY_MIN_COMPLAINT_DOMAINS recipient domains. Default thresholds.
+ * counted ones must come from SECURITY_MIN_COMPLAINT_DOMAINS recipient domains. Nor do forged bounces of
+ * confirmation mails count toward the bounce rate. Default thresholds.
  */
 import { dkimSign } from 'mailauth';
 import { freePort } from '../../src/db/embedded-postgres';
@@ -194,4 +195,44 @@ test('authenticated complaints suspend once they come from three recipient domai
   expect(state).toMatchObject({ status: 'suspended', complained: 3, complaintDomains: 3 });
   expect(state.suspensions[0]).toMatchObject({ metric: 'complaint' });
   expect(await sendStatus(s)).toBe(403);
+});
+
+test('forged hard bounces of confirmation mails, one per anonymous signup, do not count toward the bounce rate', async () => {
+  const s = await sender('Bounced', 'bounced.test', 150);
+  // 20 signups (the form's limit per IP an hour), 20 confirmation mails, 20 forged hard bounces: 20 of 170 is above 10%.
+  for (let i = 0; i < 20; i++) {
+    const email = `victim${i}@attacker.test`;
+    expect((await svc.api.post('/v1/subscribe', { email }, { key: s.acct.project.publicKey })).status).toBe(200);
+    const m = await arrived(email);
+    const dsn = [
+      'From: MAILER-DAEMON@mx.attacker.test',
+      `Message-ID: <dsn-${i}-${Date.now()}@mx.attacker.test>`,
+      'Subject: Undelivered Mail Returned to Sender',
+      'MIME-Version: 1.0',
+      'Content-Type: multipart/report; report-type=delivery-status; boundary="b"',
+      '',
+      '--b',
+      'Content-Type: text/plain',
+      '',
+      'Delivery failed.',
+      '--b',
+      'Content-Type: message/delivery-status',
+      '',
+      'Reporting-MTA: dns; mx.attacker.test',
+      '',
+      `Final-Recipient: rfc822; ${email}`,
+      'Action: failed',
+      'Status: 5.1.1',
+      'Diagnostic-Code: smtp; 550 5.1.1 user unknown',
+      '',
+      '--b--',
+      '',
+    ].join('\r\n');
+    expect(await deliver(m.envelope.from!, dsn)).toMatch(/^250 /);
+  }
+  const bounces = async () =>
+    dbQuery(svc.databaseUrl, `SELECT 1 FROM events WHERE project_id = $1 AND name = 'email.bounce' AND data->>'bounceType' = 'Permanent'`, [s.acct.project.id]);
+  await until(async () => ((await bounces()).length === 20 ? true : undefined), 20_000, 'twenty bounces recorded');
+  expect(await security(s)).toMatchObject({ status: 'ok', disabled: false, bounced: 0 });
+  expect(await sendStatus(s)).toBe(200);
 });

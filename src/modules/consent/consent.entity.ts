@@ -35,6 +35,7 @@ export const ConsentConfirmationSchema = new EntitySchema<ConsentConfirmation>({
   indexes: [
     { name: 'consent_confirmations_contact_idx', properties: ['contactId', 'requestedAt'] },
     { name: 'consent_confirmations_email_idx', properties: ['emailId'] },
+    { name: 'consent_confirmations_project_mailed_idx', properties: ['projectId', 'mailedAt'] },
   ],
   properties: {
     id: { type: 'uuid', primary: true },

@@ -42,3 +42,21 @@ export async function countedComplaintsSince(
   );
   return { complained: Number(row.complained), domains: Number(row.domains) };
 }
+
+/**
+ * SQL, over three other modules' tables: permanent bounces recorded since `since` of confirmation mails
+ * mailed since `mailedSince`. Anyone can have confirmation mails sent to addresses of theirs and forge
+ * their bounces, so these are taken out of the bounce rate.
+ */
+export async function confirmationBouncesSince(em: EntityManager, projectId: string, since: Date, mailedSince: Date): Promise<number> {
+  const [row] = await sql<{ bounced: string }>(
+    em,
+    `SELECT count(*) AS bounced
+     FROM consent_confirmations c
+     JOIN events e ON e.project_id = c.project_id AND e.contact_id = c.contact_id AND e.name = 'email.bounce' AND e.created_at >= ?
+       AND e.data->>'emailId' = c.email_id::text AND e.data->>'bounceType' = 'Permanent'
+     WHERE c.project_id = ? AND c.mailed_at >= ? AND c.email_id IS NOT NULL`,
+    [since, projectId, mailedSince],
+  );
+  return Number(row.bounced);
+}

@@ -6,7 +6,7 @@ import { notFound } from '../../http/errors';
 import { Project } from '../accounts';
 import { countsBetween, DAY_MS, sumByName } from '../activity';
 import { ProjectSuspension } from './security.entity';
-import { countedComplaintsSince, lateReportsSince } from './security.queries';
+import { confirmationBouncesSince, countedComplaintsSince, lateReportsSince } from './security.queries';
 
 export interface SecurityThresholds {
   windowDays: number;
@@ -40,6 +40,9 @@ export async function sendingHealth(em: EntityManager, projectId: string, t: Sec
     // At most one window of events since the review, each matched to its email.
     ({ bounced } = await lateReportsSince(em, projectId, since));
   }
+  // Bounces of confirmation mails say nothing of the project's list; a bounce comes days after its mail at most.
+  const mailedSince = sinceReview ? since : new Date(since.getTime() - t.windowDays * DAY_MS);
+  bounced = Math.max(0, bounced - (await confirmationBouncesSince(em, projectId, since, mailedSince)));
   // Complaints are few: read one by one, so only those that count are counted.
   const { complained, domains } = await countedComplaintsSince(em, projectId, since, sinceReview ? since : null);
   const rates = { bounceRate: ratio(bounced, sent), complaintRate: ratio(complained, sent) };
