@@ -203,7 +203,7 @@ export async function queueLocalAudience(tx: EntityManager, c: Campaign, local: 
 }
 
 /** A local-time campaign's zones whose moment has not come yet, with their recipients, soonest first. */
-export function waitingZones(em: EntityManager, campaignId: string): Promise<Array<{ timezone: string; send_at: Date; recipients: number }>> {
+export function waitingZones(em: EntityManager, campaignId: string): Promise<Array<{ timezone: string; send_at: string | Date; recipients: number }>> {
   return sql(
     em,
     `SELECT time_zone AS timezone, min(next_attempt_at) AS send_at, count(*)::int AS recipients

@@ -384,7 +384,7 @@ export async function campaignDetail(em: EntityManager, c: Campaign) {
   const detail: CampaignDetail = {};
   if (c.abTest) detail.variants = new Map((await variantCounts(em, c.id)).map((r) => [r.variant_id, { sent: r.sent, opened: r.opened, clicked: r.clicked }]));
   if (c.localTime && c.status === 'SENDING') {
-    detail.waiting = (await waitingZones(em, c.id)).map((z) => ({ timezone: z.timezone, sendAt: z.send_at.toISOString(), recipients: z.recipients }));
+    detail.waiting = (await waitingZones(em, c.id)).map((z) => ({ timezone: z.timezone, sendAt: new Date(z.send_at).toISOString(), recipients: z.recipients }));
   }
   return toCampaignDto(c, detail);
 }
