@@ -125,7 +125,7 @@ export function campaignRoutes(router: Router, g: Guards, deps: CampaignDeps): v
         summary: 'Delete a DRAFT campaign',
         params,
         responses: { 200: deletedResponse.describe('Deleted') },
-        errors: { ...NOT_FOUND, 400: 'Not a DRAFT (CAMPAIGN_NOT_DELETABLE)', 409: 'SCHEDULED or SENDING: cancel it first (CAMPAIGN_ACTIVE)' },
+        errors: { ...NOT_FOUND, 400: 'Not a DRAFT (CAMPAIGN_NOT_DELETABLE)', 409: 'SCHEDULED, SENDING or TESTING: cancel it first (CAMPAIGN_ACTIVE)' },
       },
       async (ctx, input) => {
         const id = input.param('id');

@@ -363,7 +363,7 @@ export async function sendCampaign(
   });
 }
 
-/** Cancels a SCHEDULED or SENDING campaign and its workflow, with the row locked. */
+/** Cancels a SCHEDULED, SENDING or TESTING campaign and its workflow, with the row locked. */
 export async function cancelCampaign(em: EntityManager, temporal: TemporalClient, projectId: string, id: string): Promise<Campaign> {
   return transaction(em, async (tx) => {
     const c = await getCampaign(tx, projectId, id, true);
