@@ -8,6 +8,9 @@
  *   BENCH_RECIPIENTS=20000 BENCH_RUNS=3 npm run bench:campaign
  *   BENCH_REFERENCE_NODE=off npm run bench:campaign   # without the baseline's run on an older Node
  *   SMTP_POOL_SIZE=8 npm run bench:campaign      # the service with 8 SMTP connections (default 16; the baseline always has 8)
+ *   BENCH_SUPPRESSED=10 BENCH_SUPPRESSION_RULES=20 npm run bench:campaign
+ *                                                # 10% of the audience on the suppression list and 20 rules (of every kind,
+ *                                                # matching no one): the audience's anti-join and each chunk's check
  *
  * Also prints the CPU per email of the worker (all its threads) and of PostgreSQL, from /proc, and,
  * when the machine has an older Node (see `referenceNode`), the ratio to the baseline run on it.
@@ -30,6 +33,7 @@ import {
   request,
   SERVICE_SMTP_POOL,
   insertBenchAudience,
+  type SendingBench,
   startSendingBench,
 } from './service-process';
 import { embeddedDatabaseUrl } from '../src/db/embedded-postgres';
@@ -37,6 +41,36 @@ import { BASELINE_CONNECTIONS, rawNodemailerRate, referenceBaseline } from './sm
 
 const RECIPIENTS = Number(process.env.BENCH_RECIPIENTS ?? 100_000);
 const RUNS = Number(process.env.BENCH_RUNS ?? 1);
+/** Percent of the audience on the suppression list, and how many rules the project has. */
+const SUPPRESSED_PERCENT = Number(process.env.BENCH_SUPPRESSED ?? 0);
+const SUPPRESSION_RULES = Number(process.env.BENCH_SUPPRESSION_RULES ?? 0);
+/** Who gets the campaign: the audience less the suppressed addresses (the rules match no one). */
+const DELIVERED = RECIPIENTS - Math.floor((RECIPIENTS * SUPPRESSED_PERCENT) / 100);
+const RULE_KINDS = [
+  ['ADDRESS', (i: number) => `blocked${i}@example.net`],
+  ['DOMAIN', (i: number) => `blocked${i}.example.net`],
+  ['PREFIX', (i: number) => `noreply${i}`],
+  ['SUFFIX', (i: number) => `+blocked${i}`],
+  ['WILDCARD', (i: number) => `bot${i}?*@*.example.net`],
+] as const;
+
+/** The suppressed share of the bench audience (`insertBenchAudience`'s addresses), and the rules, through the API. */
+async function suppressPart(db: pg.Client, bench: SendingBench): Promise<void> {
+  const count = RECIPIENTS - DELIVERED;
+  if (count > 0) {
+    await db.query(
+      `INSERT INTO suppressions (project_id, email, reason, detail)
+       SELECT $1, 'user' || i || '@example.org', 'MANUAL', 'bench' FROM generate_series(1, $2) AS i`,
+      [bench.project.id, count],
+    );
+    await db.query('ANALYZE suppressions');
+  }
+  for (let i = 0; i < SUPPRESSION_RULES; i++) {
+    const [kind, pattern] = RULE_KINDS[i % RULE_KINDS.length];
+    const res = await request(bench.agent, bench.layout.api.port, 'POST', '/suppressions/rules', { name: `bench ${i}`, kind, pattern: pattern(i) }, bench.auth);
+    if (res.status !== 201) throw new Error(`POST /suppressions/rules: ${res.status} ${res.body}`);
+  }
+}
 const BASELINE = { body: CAMPAIGN_BODY, namePrefix: 'User ', from: 'News <news@bench.test>', subject: 'News for you' };
 const REFERENCE = referenceBaseline();
 
@@ -58,8 +92,12 @@ async function main(): Promise<void> {
   }, 250);
   try {
     await insertBenchAudience(db, project.id, RECIPIENTS);
+    await suppressPart(db, bench);
 
     console.log(`campaign to ${RECIPIENTS} recipients, SMTP pool ${SERVICE_SMTP_POOL} (the baseline ${BASELINE_CONNECTIONS}), ${RUNS} run(s)`);
+    if (DELIVERED < RECIPIENTS || SUPPRESSION_RULES) {
+      console.log(`suppressed: ${RECIPIENTS - DELIVERED} of them listed, ${SUPPRESSION_RULES} rules; rates count the ${DELIVERED} emails sent`);
+    }
     console.log(`machine: ${machine()}${REFERENCE.note}`);
     const rows: Array<{ rate: number; raw: number; reference?: number; history: number; worker: number; postgres: number }> = [];
     for (let run = 1; run <= RUNS; run++) {
@@ -72,12 +110,12 @@ async function main(): Promise<void> {
       const t0 = Date.now();
       const res = await request(agent, api.port, 'POST', `/campaigns/${c.id}/send`, {}, auth);
       if (res.status !== 200) throw new Error(res.body);
-      await sink.waitFor(start + RECIPIENTS, 3_600_000);
-      const rate = RECIPIENTS / ((Date.now() - t0) / 1000);
+      await sink.waitFor(start + DELIVERED, 3_600_000);
+      const rate = DELIVERED / ((Date.now() - t0) / 1000);
       // CPU per email, from the send call to the last message at the sink: the worker (all its threads) and PostgreSQL.
       const cpu = {
-        worker: ((cpuSecondsOf(worker.child.pid!) - cpu0.worker) / RECIPIENTS) * 1e3,
-        postgres: ((postgresCpuSeconds() - cpu0.postgres) / RECIPIENTS) * 1e3,
+        worker: ((cpuSecondsOf(worker.child.pid!) - cpu0.worker) / DELIVERED) * 1e3,
+        postgres: ((postgresCpuSeconds() - cpu0.postgres) / DELIVERED) * 1e3,
       };
       await campaignSent(agent, api.port, auth, c.id);
       const description = await temporal.workflow.getHandle(`campaign-send:${c.id}`).describe();

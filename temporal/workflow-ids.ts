@@ -18,6 +18,7 @@ export const workflowIds = {
   domainVerification: (domainId: string) => `domain-verification:${domainId}`,
   bulkJob: (jobId: string) => `bulk-job:${jobId}`,
   contactImport: (jobId: string) => `contact-import:${jobId}`,
+  suppressionImport: (jobId: string) => `suppression-import:${jobId}`,
   accountEmail: (id: string) => `account-email:${id}`,
   maintenance: () => 'maintenance',
   activityCounts: () => 'activity-counts',

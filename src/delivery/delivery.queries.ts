@@ -1,8 +1,10 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { newId } from '../db/ids';
 import { sql } from '../db/orm';
-import type { EmailType } from '../modules/emails';
+import { type EmailType, suppressedError } from '../modules/emails';
 import { EVENT_RECORD_COLUMNS, type ReturnedEvent } from '../modules/events';
 import type { TrackingOverride } from '../modules/accounts';
+import { suppressionOf } from '../modules/suppressions';
 import type { returnPathVerified } from '../modules/domains';
 import { type Attachment, type CampaignChunk, CLAIM_SECONDS, QUEUED_COLUMNS, type QueuedEmail } from './queued-email';
 
@@ -15,7 +17,10 @@ import { type Attachment, type CampaignChunk, CLAIM_SECONDS, QUEUED_COLUMNS, typ
  * it); a campaign's mail is read by contact-id ranges, each given to one activity, so it needs no claims.
  */
 
-/** Claims due queued transactional mail for `owner`: every dispatcher shares this queue. */
+/** Whether a queued email's address is suppressed (`QueuedEmail.suppression`): two index lookups per row, in the statement that reads it. */
+const SUPPRESSION = `${suppressionOf('lower(e.to_email)', 'e.project_id')} AS suppression`;
+
+/** Claims due queued transactional mail for `owner`: every dispatcher shares this queue. Each row says whether its address is suppressed now. */
 export async function claimDue(em: EntityManager, owner: string, batchSize: number): Promise<QueuedEmail[]> {
   return sql<QueuedEmail>(
     em,
@@ -27,7 +32,7 @@ export async function claimDue(em: EntityManager, owner: string, batchSize: numb
      )
      UPDATE emails e SET claimed_until = now() + make_interval(secs => ?), claimed_by = ?, attempts = e.attempts + 1
      FROM due WHERE e.id = due.id
-     RETURNING ${QUEUED_COLUMNS}, e.attempts`,
+     RETURNING ${QUEUED_COLUMNS}, e.attempts, ${SUPPRESSION}`,
     [batchSize, CLAIM_SECONDS, owner],
   );
 }
@@ -77,11 +82,14 @@ export async function campaignLeft(em: EntityManager, campaignId: string): Promi
   );
   return { remaining: left.remaining, nextDueInSeconds: left.next_due === null ? null : Math.max(0, left.next_due) };
 }
-/** A chunk's due recipients, with the attempt about to be made (recording its outcome writes it). */
+/**
+ * A chunk's due recipients, with the attempt about to be made (recording its outcome writes it), each
+ * saying whether its address was suppressed since the audience was fixed.
+ */
 export function campaignChunkEmails(em: EntityManager, campaignId: string, chunk: CampaignChunk): Promise<QueuedEmail[]> {
   return sql<QueuedEmail>(
     em,
-    `SELECT ${QUEUED_COLUMNS}, e.attempts + 1 AS attempts FROM emails e
+    `SELECT ${QUEUED_COLUMNS}, e.attempts + 1 AS attempts, ${SUPPRESSION} FROM emails e
      WHERE e.campaign_id = ? AND e.contact_id > coalesce(?::uuid, '00000000-0000-0000-0000-000000000000') AND e.contact_id <= ?::uuid
        AND e.status = 'QUEUED' AND e.next_attempt_at <= now()
      ORDER BY e.contact_id`,
@@ -95,6 +103,32 @@ export async function cancelQueued(em: EntityManager, ids: string[], reason: str
     em,
     `UPDATE emails SET status = 'CANCELLED', claimed_until = NULL, last_error = ?, updated_at = now() WHERE id = ANY(?::uuid[]) AND status = 'QUEUED'`,
     [reason, ids],
+  );
+}
+
+/**
+ * Queued mail whose address is suppressed: SUPPRESSED, never sent, with an `email.suppressed` event saying
+ * why, written only for the rows that really changed (so recording twice records once).
+ */
+export function markSuppressed(em: EntityManager, emails: QueuedEmail[]): Promise<ReturnedEvent[]> {
+  return sql<ReturnedEvent>(
+    em,
+    `WITH v AS (
+       SELECT * FROM unnest(?::uuid[], ?::uuid[], ?::jsonb[], ?::text[]) AS v(id, event_id, data, error)
+     ), updated AS (
+       UPDATE emails e SET status = 'SUPPRESSED', claimed_until = NULL, claimed_by = NULL, last_error = v.error, updated_at = now()
+       FROM v WHERE e.id = v.id AND e.status = 'QUEUED'
+       RETURNING e.id, e.project_id, e.contact_id
+     )
+     INSERT INTO events (id, project_id, contact_id, name, data, created_at)
+     SELECT v.event_id, u.project_id, u.contact_id, 'email.suppressed', v.data, now() FROM updated u JOIN v ON v.id = u.id
+     RETURNING ${EVENT_RECORD_COLUMNS}`,
+    [
+      emails.map((e) => e.id),
+      emails.map(() => newId()),
+      emails.map((e) => JSON.stringify({ emailId: e.id, messageId: e.message_id, templateId: e.template_id, campaignId: e.campaign_id, ...e.suppression })),
+      emails.map((e) => suppressedError(e.suppression!)),
+    ],
   );
 }
 

@@ -19,11 +19,13 @@ import {
   campaignLeft,
   cancelQueued,
   claimDue,
+  markSuppressed,
   nextDueInSeconds,
   releaseClaims,
   releaseWithError,
 } from './delivery.queries';
 import { SigningKeys } from './signing-keys';
+import { toEventRecord } from '../modules/events';
 
 export interface DispatcherDeps {
   orm: MikroORM;
@@ -172,8 +174,12 @@ export class EmailDispatcher {
     return { ...report, claimed: batch.length };
   }
 
-  private async deliver(all: QueuedEmail[], report: DrainReport, heartbeat: () => void = () => {}, signal?: AbortSignal): Promise<void> {
+  private async deliver(claimed: QueuedEmail[], report: DrainReport, heartbeat: () => void = () => {}, signal?: AbortSignal): Promise<void> {
     const em = this.deps.orm.em.fork();
+    // An address suppressed since its mail was queued (or its campaign's audience fixed) gets nothing.
+    const suppressed = claimed.filter((e) => e.suppression);
+    if (suppressed.length) await this.recordSuppressed(em, suppressed);
+    const all = suppressed.length ? claimed.filter((e) => !e.suppression) : claimed;
     const { draft, skipped } = await campaignDrafts(em, all);
     if (skipped.size) {
       await cancelQueued(em, [...skipped], 'the contact unsubscribed before this was sent');
@@ -233,6 +239,14 @@ export class EmailDispatcher {
       const waiting = batch.filter((e) => !answered.has(e.id)).map((e) => e.id);
       await releaseWithError(em, waiting, unreachable);
       throw new SmtpUnavailableError(`SMTP server unavailable: ${unreachable}`);
+    }
+  }
+
+  private async recordSuppressed(em: EntityManager, emails: QueuedEmail[]): Promise<void> {
+    const projectOf = new Map(emails.map((e) => [e.contact_id, e.project_id]));
+    const events = (await markSuppressed(em, emails)).map(toEventRecord);
+    for (const [projectId, ofProject] of Map.groupBy(events, (e) => projectOf.get(e.contactId)!)) {
+      this.deps.hub?.publish({ projectId, contactIds: [], events: ofProject });
     }
   }
 

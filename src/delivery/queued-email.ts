@@ -1,3 +1,4 @@
+import type { SuppressionVerdict } from '../modules/suppressions';
 import type { DraftMessage } from '../mail/compose';
 
 export interface QueuedEmail {
@@ -19,6 +20,8 @@ export interface QueuedEmail {
   /** The A/B test variant of a campaign email, whose subject and body it is rendered from. */
   variant_id?: string | null;
   attempts: number;
+  /** Why its address is suppressed, as the claim or the chunk's read found it (null: it is not); unset for mail handed over, which its send checked. */
+  suppression?: SuppressionVerdict | null;
 }
 
 export interface Attachment {

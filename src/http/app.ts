@@ -15,6 +15,7 @@ import { scheduleSnoozeEnd } from '../modules/contacts';
 import { domainRoutes } from '../modules/domains';
 import { webhookEndpointRoutes } from '../modules/webhooks-out';
 import { templateRoutes } from '../modules/templates';
+import { suppressionRoutes } from '../modules/suppressions';
 import { topicRoutes } from '../modules/topics';
 import { emailRoutes } from '../modules/emails';
 import type { LocalEmailQueue, SendBatcher } from '../modules/emails';
@@ -123,6 +124,7 @@ export function createApp(deps: AppDeps): Koa {
   verifyRoutes(router, guards, { resolver: deps.resolver });
   templateRoutes(router, guards);
   topicRoutes(router, guards);
+  suppressionRoutes(router, guards, { temporal: deps.temporal });
   trackingRoutes(router, { links: deps.links, hub: deps.hub });
   preferencePageRoutes(router, { links: deps.links, formBody: jsonBody, hub: deps.hub });
   consentRoutes(router, guards, { ...consent, hub: deps.hub, formBody: jsonBody, publicUrl: config.publicUrl });

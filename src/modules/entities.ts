@@ -27,6 +27,7 @@ import { ProjectSuspensionSchema } from './security';
 import { SegmentMembershipSchema, SegmentSchema } from './segments';
 import { TemplateSchema } from './templates';
 import { ContactTopicSchema, TopicSchema } from './topics';
+import { SuppressionImportSchema, SuppressionRuleSchema, SuppressionSchema } from './suppressions';
 import { SnsNotificationSchema } from './webhooks-in';
 import { WebhookDeliverySchema, WebhookEndpointSchema } from './webhooks-out';
 
@@ -60,6 +61,9 @@ export const entities: EntitySchema[] = [
   SegmentSchema,
   SegmentMembershipSchema,
   SnsNotificationSchema,
+  SuppressionSchema,
+  SuppressionRuleSchema,
+  SuppressionImportSchema,
   TemplateSchema,
   TopicSchema,
   WebhookDeliverySchema,

@@ -9,6 +9,7 @@ import type { Resolver } from '../../src/dns/resolver';
 import { runBulkJobChunk } from '../../src/modules/contacts';
 import { importNextSlice } from '../../src/modules/contacts';
 import { endSnooze } from '../../src/modules/contacts';
+import { importNextSuppressionSlice } from '../../src/modules/suppressions';
 import type { ReturnPathDns } from '../../src/modules/domains';
 import { checkDomain } from '../../src/modules/domains';
 import type { CampaignChunk, EmailDispatcher } from '../../src/delivery';
@@ -110,6 +111,11 @@ export function createActivities(deps: ActivityDeps) {
       if (r.projectId && r.contactIds.length) deps.hub.publish({ projectId: r.projectId, contactIds: r.contactIds, events: r.events });
       await mailConfirmations(r.projectId, r.pending, 'import');
       return { done: r.done };
+    },
+
+    /** The next slice of a CSV of addresses to suppress. */
+    async importSuppressionsSlice(input: { jobId: string }): Promise<{ done: boolean }> {
+      return importNextSuppressionSlice(deps.orm.em.fork(), input.jobId);
     },
 
     /** A verification or password-reset mail with a fresh token, or an invitation; fails (to be retried) until SMTP accepts it. */

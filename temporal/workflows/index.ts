@@ -5,6 +5,7 @@ export { automationDispatchWorkflow } from './automation-dispatch';
 export { bulkJobWorkflow } from './bulk-job';
 export { campaignSendWorkflow } from './campaign-send';
 export { contactImportWorkflow } from './contact-import';
+export { suppressionImportWorkflow } from './suppression-import';
 export { contactSnoozeWorkflow } from './contact-snooze';
 export { domainVerificationWorkflow } from './domain-verification';
 export { emailDispatchWorkflow } from './email-dispatch';

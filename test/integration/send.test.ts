@@ -75,7 +75,10 @@ describe('a sent email', () => {
     expect(res.status).toBe(200);
     expect(res.body).toEqual({
       success: true,
-      data: { emails: [{ contact: { id: expect.any(String), email: 'reader@example.org' }, email: expect.any(String) }], timestamp: expect.any(String) },
+      data: {
+        emails: [{ contact: { id: expect.any(String), email: 'reader@example.org' }, email: expect.any(String), status: 'QUEUED' }],
+        timestamp: expect.any(String),
+      },
     });
     const { contact, email } = res.body.data.emails[0];
     const row = await emailRow(email);

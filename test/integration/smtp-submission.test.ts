@@ -359,3 +359,17 @@ describe('refusals carry the codes an SMTP client understands', () => {
     expect(reply).toMatch(/^451 4\.7\.1 /);
   });
 });
+
+test('a submitted message to a suppressed address is accepted and recorded SUPPRESSED, never relayed; its other recipient gets it', async () => {
+  const listed = `listed-${Date.now()}@example.org`;
+  const other = `other-${Date.now()}@example.org`;
+  expect((await svc.api.post('/suppressions', { emails: [listed] }, key())).status).toBe(200);
+  const info = await transport().sendMail({ from: 'hi@acme.test', to: [listed, other], subject: 'Receipt', text: 'thanks' });
+  const [first, second] = idsOf(info.response);
+  await until(async () => relay.received.find((r) => r.envelope.to.includes(other)), 20_000, 'the other recipient');
+  const rows = await dbQuery<{ id: string; to_email: string; status: string }>(svc.databaseUrl, `SELECT id, to_email, status FROM emails WHERE id = ANY($1)`, [
+    [first, second],
+  ]);
+  expect(rows.find((r) => r.to_email === listed)!.status).toBe('SUPPRESSED');
+  expect(relay.received.some((r) => r.envelope.to.includes(listed))).toBe(false);
+});

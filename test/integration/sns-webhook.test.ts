@@ -95,11 +95,18 @@ test('a permanent bounce and a complaint unsubscribe the contact; a transient bo
   expect((await contact(hard.contactId)).subscribed).toBe(false);
   const [unsub] = await dbQuery(svc.databaseUrl, `SELECT data FROM events WHERE contact_id = $1 AND name = 'contact.unsubscribed'`, [hard.contactId]);
   expect(unsub.data).toEqual({ reason: 'bounce', emailId: hard.id });
+  // The address is suppressed too, with the email that bounced: no later mail of any type goes to it.
+  const listed = async (address: string) => (await svc.api.get(`/suppressions?email=${address}`, key)).body.data;
+  expect(await listed('hard@example.org')).toEqual([
+    expect.objectContaining({ reason: 'BOUNCE', emailId: hard.id, detail: expect.stringContaining('hard bounce') }),
+  ]);
+  expect(await listed('soft@example.org')).toEqual([]);
 
   const complained = await sentEmail('angry@example.org');
   await post(signed({ Type: 'Notification', Message: sesEvent('Complaint', complained.ses, { complaint: {} }) }));
   expect((await email(complained.id)).status).toBe('COMPLAINED');
   expect((await contact(complained.contactId)).subscribed).toBe(false);
+  expect(await listed('angry@example.org')).toEqual([expect.objectContaining({ reason: 'COMPLAINT', emailId: complained.id })]);
 });
 
 test('forged, tampered or untrusted messages are refused with 403 and change nothing', async () => {

@@ -246,6 +246,24 @@ describe('definitions', () => {
 });
 
 describe('executions', () => {
+  test('a SEND_EMAIL step to a suppressed address completes, its email recorded SUPPRESSED and never sent', async () => {
+    const { id } = await build('suppressed_signup', [{ name: 'welcome', type: 'SEND_EMAIL', config: { templateId: welcome.id } }], [['trigger', 'welcome']]);
+    await svc.api.post('/suppressions', { emails: ['listed@flow.test'] }, key);
+    smtp.received.length = 0;
+    await track('listed@flow.test', 'suppressed_signup');
+    await track('free@flow.test', 'suppressed_signup');
+    expect((await whenDone(id, 2)).map((x) => x.status)).toEqual(['COMPLETED', 'COMPLETED']);
+    await until(async () => (smtp.received.some((m) => m.envelope.to[0] === 'free@flow.test') ? true : undefined), 20_000, 'mail to free@');
+    const listed = async () =>
+      (
+        await dbQuery<{ status: string }>(svc.databaseUrl, `SELECT e.status FROM emails e WHERE e.to_email = 'listed@flow.test' AND e.project_id = $1`, [
+          acct.project.id,
+        ])
+      )[0]?.status;
+    await until(async () => ((await listed()) === 'SUPPRESSED' ? true : undefined), 20_000, 'the step’s email suppressed');
+    expect(smtp.received.some((m) => m.envelope.to[0] === 'listed@flow.test')).toBe(false);
+  });
+
   // A DELAY's timer is tested in skipped time (test/workflows/automation.test.ts); here a step that does not wait stands in its place.
   test('on signup: welcome, a note, and if not activated a reminder, else the webhook', async () => {
     const { id } = await build(

@@ -130,6 +130,28 @@ describe('GET /openapi.json', () => {
     expect(Object.keys(winner.responses)).toEqual(expect.arrayContaining(['200', '400', '404', '409', '422']));
   });
 
+  test('the suppression list: every route with the secret key, and /v1/send answers each recipient’s status', () => {
+    const routes = {
+      '/suppressions': ['get', 'post'],
+      '/suppressions/{email}': ['delete'],
+      '/suppressions/import': ['post'],
+      '/suppressions/import/{jobId}': ['get'],
+      '/suppressions/export': ['get'],
+      '/suppressions/check': ['post'],
+      '/suppressions/rules': ['get', 'post'],
+      '/suppressions/rules/{id}': ['get', 'patch', 'delete'],
+    };
+    for (const [path, methods] of Object.entries(routes)) {
+      expect(Object.keys(doc.paths[path]).sort()).toEqual([...methods].sort());
+      for (const m of methods) expect([path, m, doc.paths[path][m].security]).toEqual([path, m, [{ secretKey: [] }]]);
+    }
+    expect(doc.paths['/suppressions/export'].get.responses['200'].content!['text/csv']).toBeDefined();
+    const rule = doc.paths['/suppressions/rules'].post.requestBody!.content['application/json'].schema as any;
+    expect(rule.properties.kind.enum).toEqual(['ADDRESS', 'DOMAIN', 'PREFIX', 'SUFFIX', 'WILDCARD']);
+    const sent = (doc.paths['/v1/send'].post.responses['200'].content!['application/json'].schema as any).properties.data.properties.emails.items;
+    expect(sent.properties.status.enum).toEqual(['QUEUED', 'SUPPRESSED']);
+  });
+
   test('uploads are multipart with a binary field', () => {
     const schema = doc.paths['/contacts/import'].post.requestBody!.content['multipart/form-data'].schema as any;
     expect(schema.properties.file).toEqual(expect.objectContaining({ type: 'string', format: 'binary' }));

@@ -79,6 +79,7 @@ export async function inviteMemberByEmail(
 
 type MailDeps = { mailer: Mailer; publicUrl: string; from: string };
 
+/** Straight to the account mailer, past every project's suppression list: the service's own mail to its users (docs/api.md#suppressions). */
 async function mail(deps: MailDeps, to: string, subject: string, text: string): Promise<{ sent: boolean }> {
   const outcome = await deps.mailer.send({ from: deps.from, to, subject, text });
   if (outcome.kind !== 'sent') throw new Error(`account email not accepted: ${outcome.error}`);

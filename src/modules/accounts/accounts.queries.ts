@@ -66,7 +66,7 @@ const SETUP_STEPS = [
   ['contact', `EXISTS (SELECT 1 FROM contacts WHERE project_id = $1)`],
   ['event', `EXISTS (SELECT 1 FROM events WHERE project_id = $1)`],
   ['template', `EXISTS (SELECT 1 FROM templates WHERE project_id = $1)`],
-  ['emailSent', `EXISTS (SELECT 1 FROM emails WHERE project_id = $1 AND status NOT IN ('QUEUED', 'CANCELLED', 'FAILED'))`],
+  ['emailSent', `EXISTS (SELECT 1 FROM emails WHERE project_id = $1 AND status NOT IN ('QUEUED', 'CANCELLED', 'FAILED', 'SUPPRESSED'))`],
   ['campaign', `EXISTS (SELECT 1 FROM campaigns WHERE project_id = $1)`],
   ['workflowEnabled', `EXISTS (SELECT 1 FROM workflows WHERE project_id = $1 AND enabled)`],
 ] as const;

@@ -2,6 +2,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { sql } from '../../db/orm';
 import { badRequest } from '../../http/errors';
 import { compileCondition, loadSegmentRefs, membersWhere } from '../segments';
+import { notSuppressedWhere } from '../suppressions';
 import { receivesTopicWhere } from '../topics';
 import { CAMPAIGN_STOPPED_CHANNEL } from './campaign-stops';
 import type { Campaign } from './campaigns.entity';
@@ -15,7 +16,8 @@ import type { LocalTime } from './campaigns.schemas';
 /**
  * SQL (on `contacts c`) for who a campaign reaches: ALL, a segment's members, or a condition, and
  * always only subscribed contacts (unsubscribed and snoozed contacts never receive a campaign); with a
- * topic, only those that receive the topic (pending and opted-out contacts do not).
+ * topic, only those that receive the topic (pending and opted-out contacts do not). Suppressed addresses
+ * are left out: an anti-join on the list, and the project's rules.
  */
 async function audienceWhere(em: EntityManager, c: Campaign, params: unknown[]): Promise<string> {
   params.push(c.projectId);
@@ -30,6 +32,7 @@ async function audienceWhere(em: EntityManager, c: Campaign, params: unknown[]):
     where += ` AND ${compileCondition(c.audienceCondition, { now: Date.now(), segments }, params)}`;
   }
   if (c.topicId) where += ` AND ${await receivesTopicWhere(em, c.projectId, c.topicId, params)}`;
+  where += ` AND ${await notSuppressedWhere(em, c.projectId, params)}`;
   return where;
 }
 
@@ -239,6 +242,7 @@ export async function emailCounts(em: EntityManager, campaignId: string) {
             count(*) FILTER (WHERE complained_at IS NOT NULL)::int AS complained,
             count(*) FILTER (WHERE status = 'FAILED')::int AS failed,
             count(*) FILTER (WHERE status = 'CANCELLED')::int AS cancelled,
+            count(*) FILTER (WHERE status = 'SUPPRESSED')::int AS suppressed,
             coalesce(sum(open_count), 0)::int AS opens,
             coalesce(sum(click_count), 0)::int AS clicks
        FROM emails WHERE campaign_id = ?`,

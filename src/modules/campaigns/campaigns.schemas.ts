@@ -206,6 +206,7 @@ export const campaignStatsResponse = z.object({
   complained: count,
   failed: count,
   cancelled: count,
+  suppressed: count.meta({ description: 'Recipients suppressed after the audience was fixed: recorded, never sent' }),
   opens: count.meta({ description: 'All opens, repeats included' }),
   clicks: count.meta({ description: 'All clicks, repeats included' }),
   openRate: z.number().meta({ description: 'Percent of sent' }),

@@ -2,6 +2,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { transaction } from '../../db/orm';
 import { updateContactSubscription } from '../contacts';
 import { type EventRecord, insertEvents } from '../events';
+import { suppressAutomatically } from '../suppressions';
 import { applyEmailActivity, countFirstActivity, type EmailActivityRow, recentDeliveryEvents } from './emails.queries';
 
 export type BounceType = 'Permanent' | 'Transient' | 'Undetermined';
@@ -107,6 +108,13 @@ export async function recordEmailActivity(
     if (unsubscribes) {
       const reason = activity.kind === 'complaint' ? 'complaint' : activity.bounceType === 'Permanent' ? 'bounce' : 'soft-bounce';
       events.push(...(await updateContactSubscription(tx, row.contact_id, false, { reason, emailId: row.id })));
+      // The address is suppressed too: the subscription covers marketing mail only, the list every message.
+      await suppressAutomatically(tx, row.project_id, {
+        email: row.to_email,
+        reason: activity.kind === 'complaint' ? 'COMPLAINT' : 'BOUNCE',
+        emailId: row.id,
+        detail: suppressionDetail(activity as Extract<EmailActivity, { kind: 'bounce' | 'complaint' }>, rules.softBounceLimit),
+      });
     }
     return { projectId: row.project_id, contactId: row.contact_id, events };
   });
@@ -128,4 +136,18 @@ async function softBouncesInARow(em: EntityManager, bounced: Pick<EmailActivityR
     if (e.email_id) softEmails.add(e.email_id);
   }
   return softEmails.size >= limit;
+}
+
+/** What an automatic suppression's `detail` says: the report's own words where it has them. */
+function suppressionDetail(activity: Extract<EmailActivity, { kind: 'bounce' | 'complaint' }>, softBounceLimit: number): string {
+  const d = activity.details ?? {};
+  const said = (key: string) => (typeof d[key] === 'string' && d[key] ? (d[key] as string) : undefined);
+  const source = said('source') ? ` (${said('source')})` : '';
+  if (activity.kind === 'complaint') return `complaint${said('complaintFeedbackType') ? `: ${said('complaintFeedbackType')}` : ''}${source}`;
+  if (activity.bounceType !== 'Permanent') {
+    const last = said('diagnosticCode') ? `, the last: ${said('diagnosticCode')}` : '';
+    return `soft-bounce limit reached: ${softBounceLimit} soft bounces in a row${last}${source}`;
+  }
+  const words = said('diagnosticCode') ?? [said('bounceSubType'), said('status')].filter(Boolean).join(' ');
+  return `hard bounce${words ? `: ${words}` : ''}${source}`;
 }

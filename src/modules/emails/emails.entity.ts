@@ -2,8 +2,8 @@ import { EntitySchema, OptionalProps } from '@mikro-orm/core';
 import { cascadingReference, optionalTimestampColumn, timestampColumn } from '../../db/entity-columns';
 import type { EmailType } from './emails.service';
 
-/** Where an email is in its delivery (`email_status_rank` orders them; FAILED and CANCELLED were never sent). */
-export type EmailStatus = 'QUEUED' | 'FAILED' | 'CANCELLED' | 'SENT' | 'DELIVERED' | 'OPENED' | 'CLICKED' | 'BOUNCED' | 'COMPLAINED';
+/** Where an email is in its delivery (`email_status_rank` orders them; FAILED, CANCELLED and SUPPRESSED were never sent). */
+export type EmailStatus = 'QUEUED' | 'FAILED' | 'CANCELLED' | 'SUPPRESSED' | 'SENT' | 'DELIVERED' | 'OPENED' | 'CLICKED' | 'BOUNCED' | 'COMPLAINED';
 
 /** One email to one contact: its rendered message (null for campaign mail until sent) and its delivery state. */
 export class Email {

@@ -3,8 +3,10 @@ import { newId } from '../../db/ids';
 import { sql } from '../../db/orm';
 import { CLAIM_SECONDS } from '../../delivery';
 import { applyData, type ResolvedData } from '../contacts';
+import { EVENT_RECORD_COLUMNS, type EventRecord, type ReturnedEvent, toEventRecord } from '../events';
 import type { BillingRow } from '../billing';
 import type { Domain } from '../domains';
+import { suppressionOf, type SuppressionVerdict } from '../suppressions';
 import type { QueuedEmailInput } from './emails.service';
 import type { KnownContact } from './sending-context';
 
@@ -56,6 +58,31 @@ export async function queueEmail(em: EntityManager, e: QueuedEmailInput, notify 
   );
   return rows.length > 0;
 }
+
+/**
+ * Records an email that is not sent because its address is suppressed: stored SUPPRESSED (never queued,
+ * so no drain sees it) with an `email.suppressed` event saying why, in one statement. A retried caller
+ * with a derived id records nothing twice.
+ */
+export async function recordSuppressedEmail(em: EntityManager, e: QueuedEmailInput, why: SuppressionVerdict): Promise<EventRecord[]> {
+  const data = { emailId: e.id, messageId: messageIdOf(e), templateId: e.templateId, campaignId: null, ...why };
+  const rows = await sql<ReturnedEvent>(
+    em,
+    `WITH recorded AS (
+       INSERT INTO emails (id, project_id, contact_id, template_id, type, from_email, from_name, reply_to, to_email, to_name,
+                           subject, html, text, headers, message_id, status, last_error)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, 'SUPPRESSED', ?) ON CONFLICT (id) DO NOTHING RETURNING project_id, contact_id
+     )
+     INSERT INTO events (id, project_id, contact_id, name, data, created_at)
+     SELECT ?, project_id, contact_id, 'email.suppressed', ?::jsonb, now() FROM recorded
+     RETURNING ${EVENT_RECORD_COLUMNS}`,
+    [e.id, e.projectId, e.contactId, ...messageValues(e), suppressedError(why), newId(), JSON.stringify(data)],
+  );
+  return rows.map(toEventRecord);
+}
+
+/** The `last_error` of a suppressed email: why it was not sent. */
+export const suppressedError = (why: SuppressionVerdict) => `suppressed: ${why.reason}${why.ruleId ? ` (rule ${why.ruleId})` : ''}`;
 
 /**
  * `count` rows of a VALUES list of parameters: the first as given, whose casts type the columns, the
@@ -177,6 +204,7 @@ export interface EmailActivityRow {
   template_id: string | null;
   campaign_id: string | null;
   message_id: string;
+  to_email: string;
   first: boolean;
   /** A click on an email nobody had opened yet also counts as its first open. */
   first_open: boolean;
@@ -213,7 +241,7 @@ export async function applyEmailActivity(
          FROM before WHERE e.id = before.id
            AND NOT (before.status = 'COMPLAINED' AND ? IN ('bounce', 'complaint'))
            AND NOT (before.status = 'BOUNCED' AND ? = 'bounce')
-         RETURNING e.id, e.project_id, e.contact_id, e.template_id, e.campaign_id, e.message_id,
+         RETURNING e.id, e.project_id, e.contact_id, e.template_id, e.campaign_id, e.message_id, e.to_email,
            CASE ? WHEN 'open' THEN before.opened_at IS NULL WHEN 'click' THEN before.clicked_at IS NULL
              WHEN 'delivery' THEN before.delivered_at IS NULL WHEN 'bounce' THEN before.bounced_at IS NULL
              ELSE before.complained_at IS NULL END AS first,
@@ -247,11 +275,18 @@ export function recentDeliveryEvents(
 }
 
 /** A project as a send reads it: billing caps, settings, the sender domain, the recipients who are contacts. */
-export type SendingContextRow = BillingRow & { settings: unknown; domain_id: string | null; domain_status: Domain['status'] | null; contacts: KnownContact[] };
+export type SendingContextRow = BillingRow & {
+  settings: unknown;
+  domain_id: string | null;
+  domain_status: Domain['status'] | null;
+  contacts: KnownContact[];
+  /** The recipients that are suppressed, with why. */
+  suppressed: Array<SuppressionVerdict & { email: string }>;
+};
 
 /**
  * Everything a send must know about its project in one round trip, on /v1/send's hot path: settings,
- * billing caps, the sender domain's status, and which recipients are contacts already.
+ * billing caps, the sender domain's status, which recipients are contacts already, and which are suppressed.
  */
 export async function sendingContextRow(em: EntityManager, projectId: string, domain: string, recipients: string[]): Promise<SendingContextRow | undefined> {
   const [row] = await sql<SendingContextRow>(
@@ -259,12 +294,14 @@ export async function sendingContextRow(em: EntityManager, projectId: string, do
     `SELECT p.settings, b.email_limit, b.contact_limit, d.id AS domain_id, d.status AS domain_status,
             (SELECT coalesce(json_agg(json_build_object('id', c.id, 'email', c.email, 'subscribed', c.subscribed,
                                                         'snoozed', c.snoozed_until IS NOT NULL, 'data', c.data)), '[]')
-             FROM contacts c WHERE c.project_id = p.id AND c.email = ANY(?::text[])) AS contacts
+             FROM contacts c WHERE c.project_id = p.id AND c.email = ANY(?::text[])) AS contacts,
+            (SELECT coalesce(jsonb_agg(jsonb_build_object('email', t.email) || t.why), '[]')
+             FROM (SELECT r.email, ${suppressionOf('r.email', 'p.id')} AS why FROM unnest(?::text[]) r(email)) t WHERE t.why IS NOT NULL) AS suppressed
      FROM projects p
      LEFT JOIN project_billing b ON b.project_id = p.id
      LEFT JOIN domains d ON d.project_id = p.id AND d.domain = ?
      WHERE p.id = ?`,
-    [recipients, domain, projectId],
+    [recipients, recipients, domain, projectId],
   );
   return row;
 }

@@ -163,6 +163,9 @@ export const sendResponse = successEnvelope(
       z.object({
         contact: z.object({ id: z.string(), email: z.string() }),
         email: z.string().meta({ description: 'The email record id (webhook events carry it as emailId)' }),
+        status: z.enum(['QUEUED', 'SUPPRESSED']).meta({
+          description: 'QUEUED: it goes out. SUPPRESSED: the address is on the suppression list or matches a rule; the email is recorded, never sent',
+        }),
       }),
     ),
     timestamp: dateTime,

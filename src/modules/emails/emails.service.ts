@@ -18,7 +18,7 @@ import { getTemplate, type Template } from '../templates';
 import type { AttachmentInput, SendInput } from './emails.schemas';
 import { type DrainClaimant, type QueuedEmail } from '../../delivery';
 import { sendingContext } from './sending-context';
-import { insertAttachments, messageIdOf, queueEmail, type QueuedSend, queueSends } from './emails.queries';
+import { insertAttachments, messageIdOf, queueEmail, type QueuedSend, queueSends, recordSuppressedEmail } from './emails.queries';
 
 export type EmailType = Template['type'];
 
@@ -53,7 +53,8 @@ type SendAttachment = Omit<AttachmentInput, 'content'> & { content: string | Buf
 export type SendRequest = Omit<SendInput, 'attachments'> & { attachments?: SendAttachment[]; literal?: LiteralContent };
 
 export interface SendResult {
-  emails: Array<{ contact: { id: string; email: string }; email: string }>;
+  /** One per recipient: `status` SUPPRESSED when its address is suppressed (recorded, never sent). */
+  emails: Array<{ contact: { id: string; email: string }; email: string; status: 'QUEUED' | 'SUPPRESSED' }>;
   timestamp: string;
   /** Events written along the way (subscription changes), for whoever reacts to events. */
   events: EventRecord[];
@@ -193,6 +194,7 @@ export async function sendEmails(
     settings,
     limits,
     contacts: known,
+    suppressed,
   } = await sendingContext(
     em,
     projectId,
@@ -203,7 +205,8 @@ export async function sendEmails(
 
   if (type === 'MARKETING') {
     // New contacts from /v1/send start unsubscribed unless `subscribed` says otherwise.
-    const refused = to.filter((r) => !(input.subscribed ?? known.get(r.email)?.subscribed ?? false)).map((r) => r.email);
+    // A suppressed recipient is not refused: its email is recorded SUPPRESSED, never sent.
+    const refused = to.filter((r) => !suppressed.has(r.email) && !(input.subscribed ?? known.get(r.email)?.subscribed ?? false)).map((r) => r.email);
     if (refused.length) {
       throw badRequest('A MARKETING template cannot be sent to unsubscribed contacts', 'CONTACT_UNSUBSCRIBED', {
         details: { emails: refused },
@@ -236,6 +239,8 @@ export async function sendEmails(
 
   const oneStatement =
     !attachments.length &&
+    // A suppressed recipient's email is recorded with its event: the transaction's work.
+    suppressed.size === 0 &&
     !insideTransaction(em) &&
     limits.emails === null &&
     limits.contacts === null &&
@@ -252,7 +257,7 @@ export async function sendEmails(
       return queued(id, next, r, compose(id, next));
     });
     const result = {
-      emails: emails.map((e) => ({ contact: { id: e.contactId, email: e.to.email }, email: e.id })),
+      emails: emails.map((e) => ({ contact: { id: e.contactId, email: e.to.email }, email: e.id, status: 'QUEUED' as const })),
       timestamp: new Date().toISOString(),
       events: [],
     };
@@ -283,7 +288,7 @@ export async function sendEmails(
   }
 
   const result = await transaction(em, async (tx) => {
-    await assertWithinBillingLimits(tx, projectId, to.length, limits);
+    await assertWithinBillingLimits(tx, projectId, to.length - suppressed.size, limits);
     const emails: SendResult['emails'] = [];
     const events: EventRecord[] = [];
     for (const recipient of to) {
@@ -296,9 +301,16 @@ export async function sendEmails(
       events.push(...upsert.events);
       const contact = upsert.contact;
       const emailId = newId();
+      const why = suppressed.get(recipient.email);
+      if (why) {
+        // Only DELETE /suppressions/:email lifts a suppression: `subscribed: true` above changed the subscription alone.
+        events.push(...(await recordSuppressedEmail(tx, queued(emailId, contact, recipient, compose(emailId, contact)), why)));
+        emails.push({ contact: { id: contact.id, email: contact.email }, email: emailId, status: 'SUPPRESSED' });
+        continue;
+      }
       await queueEmail(tx, queued(emailId, contact, recipient, compose(emailId, contact)), !local);
       if (attachments.length) await insertAttachments(tx, emailId, attachments);
-      emails.push({ contact: { id: contact.id, email: contact.email }, email: emailId });
+      emails.push({ contact: { id: contact.id, email: contact.email }, email: emailId, status: 'QUEUED' });
     }
     const timestamp = new Date().toISOString();
     // The key says "done", with the answer, in the transaction that wrote the emails.

@@ -6,7 +6,7 @@ export { recordEmailActivity } from './email-activity';
 export type { EmailActivity, RecordedActivity, SuppressionRules } from './email-activity';
 export { sendingContext } from './sending-context';
 export { SendBatcher, sendEmails } from './emails.service';
-export { EMAIL_QUEUED_CHANNEL, queueEmail } from './emails.queries';
+export { EMAIL_QUEUED_CHANNEL, queueEmail, suppressedError } from './emails.queries';
 export type { EmailType, LocalEmailQueue, SendLimits } from './emails.service';
 export { SmtpSubmission } from './smtp-submission.service';
 export { emailRoutes } from './emails.routes';
