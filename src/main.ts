@@ -21,6 +21,7 @@ import { InsecureSubmissionError, startSubmissionSmtp } from './mail/submission-
 import { InboundReports } from './inbound/inbound-reports';
 import { startMxListener } from './inbound/mx-listener';
 import { ReportAuthenticity } from './inbound/report-authenticity';
+import { ReportThreads } from './inbound/report-threads';
 import { ReturnPaths } from './inbound/return-path';
 import { ConnectionGate, type ConnectionLimits, fitToFileLimit, gateServer, openFileLimit } from './net/connection-limits';
 import { MAX_RECIPIENTS } from './modules/emails';
@@ -305,8 +306,12 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
       log.info({ url, publicUrl: config.publicUrl }, 'HTTP API listening');
 
       if (config.inbound.port !== 0) {
+        // Closed after the MX (stops run in reverse), which stops handing it messages first.
+        const reader = new ReportThreads({ threads: Math.min(2, Math.max(1, os.availableParallelism() - 1)), deadlineMs: 30_000 });
+        stops.push(() => reader.close());
         const authenticity = new ReportAuthenticity(resolver, config.returnPath.mxHost, log);
-        const handler = new InboundReports({ orm, returnPaths, hub, judge, rules: { softBounceLimit: config.SOFT_BOUNCE_LIMIT }, authenticity, log });
+        const rules = { softBounceLimit: config.SOFT_BOUNCE_LIMIT };
+        const handler = new InboundReports({ orm, returnPaths, hub, judge, rules, reader, authenticity, log });
         inboundPort = await startInbound(config, log, stops, gates.inbound, handler, (state) => report('inboundMx', state));
       }
       if (config.submission.port !== 0) {

@@ -1,10 +1,10 @@
-import path from 'node:path';
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
 import { type DraftMessage, finished } from '../mail/compose';
 import type { DkimKey } from '../mail/dkim';
 import { Links } from '../mail/links';
 import { encodeMessage, type OutgoingMessage } from '../mail/mime';
 import { type DeliveryOutcome, SmtpSessions } from '../mail/transport';
+import { startThread as startWorkerThread } from '../thread-start';
 
 /** How SMTP answered, and the subject the message went out with (a draft's is rendered on the way). */
 export interface Delivery {
@@ -56,24 +56,7 @@ export class InProcessSender implements MessageSender {
  */
 const LIMITS = { maxYoungGenerationSizeMb: 8 };
 
-/**
- * Running TypeScript (the tests), a thread has no compiled file to load: it compiles the sources it
- * requires with swc, which the test runner brings. The built service loads the compiled file.
- */
-function startThread(workerData: unknown): Worker {
-  const compiled = __filename.endsWith('.js');
-  const entry = path.join(__dirname, `delivery-thread${compiled ? '.js' : '.ts'}`);
-  if (compiled) return new Worker(entry, { workerData, resourceLimits: LIMITS });
-  const swc = require.resolve('@swc/core', { paths: [__dirname] });
-  const loader = `
-    const fs = require('node:fs');
-    const { transformSync } = require(${JSON.stringify(swc)});
-    require.extensions['.ts'] = (m, filename) => m._compile(transformSync(fs.readFileSync(filename, 'utf8'), {
-      filename, jsc: { parser: { syntax: 'typescript' }, target: 'es2022' }, module: { type: 'commonjs' },
-    }).code, filename);
-    require(${JSON.stringify(entry)});`;
-  return new Worker(loader, { eval: true, workerData, resourceLimits: LIMITS });
-}
+const startThread = (workerData: unknown): Worker => startWorkerThread(__dirname, 'delivery-thread', workerData, LIMITS);
 
 export interface DeliveryThreadData {
   smtpUrl: string;

@@ -239,7 +239,8 @@ const WORDS: Partial<Record<BounceReason, RegExp[]>> = {
       'does not exist.',
       'destination addresses were unknown',
       'destination server rejected recipients',
-      'requested action not taken: mailbox unavailable',
+      // Outlook.com's answer to RCPT for a mailbox it does not have.
+      '550 requested action not taken: mailbox unavailable',
       'resolver.adr.recipientnotfound',
       'resolver.adr.recipient notfound',
       'recipient address rejected: invalid',
@@ -865,7 +866,28 @@ for (const detail of [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 14, 15, 19, 30]) STA
 const matches = (reason: BounceReason, text: string) => (WORDS[reason] ?? []).some((re) => re.test(text));
 
 /** Words that, next to a 5.1.1, mean the mailbox exists but something else went wrong. */
-const NOT_REALLY_UNKNOWN: BounceReason[] = ['norelaying', 'blocked', 'mailboxfull', 'hasmoved', 'notaccept'];
+const NOT_REALLY_UNKNOWN: BounceReason[] = ['norelaying', 'blocked', 'mailboxfull', 'hasmoved', 'notaccept', 'filtered', 'toomanyconn', 'speeding'];
+/** A 5.1.x that speaks of the sender, not the recipient. */
+const NOT_THE_RECIPIENT = /sender rejected|sender address rejected/;
+/** Sentences a recipient-directory lookup writes: an unknown user whatever SMTP step the report names or leaves out. */
+const RECIPIENT_LOOKUP = new RegExp(
+  [
+    'the recipient name is not recognized',
+    'resolver\\.adr\\.recipientnotfound',
+    'recipient not found by smtp address lookup',
+    'wasn.t found at the destination domain',
+    'delivery error: dd this user doesn.t have a',
+    'no such user here',
+    'because the address couldn.t be found',
+    'invalid final delivery userid',
+    'adresse destinataire invalide',
+    // Outlook.com's answer to RCPT for a mailbox it does not have.
+    '550 requested action not taken: mailbox unavailable',
+    'mail.local: unknown user',
+    // A server naming the address it does not know (au's filter answers "550 : User unknown", leaving it out).
+    '\\b550:? <[^<>\\s]{1,254}>: user unknown',
+  ].join('|'),
+);
 
 /**
  * Sentences an MTA writes itself (not a remote server's reply) that name the reason outright; checked before anything else.
@@ -892,6 +914,8 @@ interface Context {
   hasStatus: boolean;
   replyCode: string | null;
   command: ReasonEvidence['command'];
+  /** The status is a 5.7.x (security or policy). */
+  policyStatus: boolean;
 }
 
 /** Whether one reason is proven before the status code is consulted: its words, or its status, within the right SMTP step. */
@@ -907,20 +931,27 @@ function proven(reason: BounceReason, c: Context): boolean {
       return c.hasStatus && (c.replyCode === '525' || words);
     case 'userunknown':
       if (c.byStatus === 'suspend') return false;
-      if (c.byStatus === 'userunknown') return !NOT_REALLY_UNKNOWN.some((other) => matches(other, c.text));
-      // Words alone say "unknown user" only in a reply to RCPT (or where the report does not name the step); after DATA a
-      // filter is speaking, the mailbox took RCPT TO.
-      return (c.command === 'RCPT' || c.command === null) && words;
+      if (c.byStatus === 'userunknown') return !NOT_REALLY_UNKNOWN.some((other) => matches(other, c.text)) && !NOT_THE_RECIPIENT.test(c.text);
+      // Words alone say "unknown user" only in a reply to RCPT, or in the sentences only a directory lookup writes.
+      // Elsewhere (after DATA, or where the report does not name the step) a filter may be speaking: filtered, soft,
+      // since a false hard bounce unsubscribes a person for good.
+      // A 5.7.x is a policy speaking, whatever words come with it.
+      if (c.policyStatus) return false;
+      if (c.command === 'RCPT') return words;
+      return c.command === null && RECIPIENT_LOOKUP.test(c.text);
     case 'filtered': {
       // "User unknown" in answer to DATA means a filter spoke: the mailbox took RCPT TO.
       if (c.byStatus === 'suspend') return false;
       const unknown = matches('userunknown', c.text);
       if (c.byStatus === 'filtered') return words || unknown;
       if (c.command && c.command !== 'DATA') return false;
+      // A status that says the address is gone is believed over unknown-user words when no step is named.
+      if (c.command === null && c.byStatus && ADDRESS_GONE.has(c.byStatus)) return words;
       return words || unknown;
     }
     case 'rejected': {
       if (c.byStatus === 'rejected') return true;
+      if (c.byStatus === 'userunknown' && NOT_THE_RECIPIENT.test(c.text)) return true;
       if (c.command === 'MAIL') return words;
       if (c.command === 'DATA') return c.byStatus !== 'userunknown' && words;
       return (!c.byStatus || c.byStatus === 'securityerror' || c.byStatus === 'systemerror') && words;
@@ -950,9 +981,10 @@ function judge(e: ReasonEvidence): BounceReason {
   if (e.status?.startsWith('2.')) return 'delivered';
   if (e.mtaVerdict) return e.mtaVerdict;
   for (const [pattern, reason] of MTA_VERDICTS) if (pattern.test(text)) return reason;
-  const byStatus = e.status ? STATUS_REASON[e.status] : undefined;
+  // Exchange Online's own 5.1.NNN codes (5.1.351, ...) all say the recipient's address could not be used.
+  const byStatus = e.status ? (STATUS_REASON[e.status] ?? (/^5\.1\.\d{3}$/.test(e.status) ? 'userunknown' : undefined)) : undefined;
   const smtpLike = e.diagnosticType === null || e.diagnosticType === 'smtp';
-  const context: Context = { text, byStatus, hasStatus: !!e.status, replyCode: e.replyCode, command: e.command };
+  const context: Context = { text, byStatus, hasStatus: !!e.status, replyCode: e.replyCode, command: e.command, policyStatus: !!e.status?.startsWith('5.7.') };
 
   if (smtpLike) for (const reason of WORDS_FIRST) if (proven(reason, context)) return reason;
   if (byStatus && !WEAK_STATUS_REASONS.has(byStatus) && smtpLike) return byStatus;
@@ -975,8 +1007,10 @@ const HARD = new Set<BounceReason>(['userunknown', 'hostunknown', 'hasmoved']);
  * is Permanent unless the server said it was temporary; onhold and undefined are Undetermined; everything else Transient.
  */
 export function bounceTypeOf(reason: BounceReason, status: string | null, replyCode: string | null, text: string): BounceType {
-  if (HARD.has(reason)) return 'Permanent';
   if (reason === 'onhold' || reason === 'undefined' || reason === 'delivered') return 'Undetermined';
+  // A 4.x.x status (or a bare 4xx reply) says the server may take it later: never a reason to drop the address.
+  if ((status ?? replyCode ?? '').startsWith('4')) return 'Transient';
+  if (HARD.has(reason)) return 'Permanent';
   if (reason !== 'notaccept') return 'Transient';
   const klass = (status ?? replyCode ?? '').charAt(0);
   if (klass === '5') return 'Permanent';
@@ -1009,13 +1043,14 @@ export const subTypeOf = (reason: BounceReason): string => SUBTYPE[reason] ?? 'G
 export const MAX_DIAGNOSTIC_SCAN = 16 * 1024;
 
 /** An enhanced status code (RFC 3463) in free text, preferring a specific one over X.0.0; IPv4 addresses are masked first. */
-export function findEnhancedStatus(text: string, klass?: string): string | null {
+export function findEnhancedStatus(text: string, klass?: string, except?: string): string | null {
   const masked = text.slice(0, MAX_DIAGNOSTIC_SCAN).replace(/\d{1,3}(?:\.\d{1,3}){3}/g, '#');
   const found = masked.matchAll(/(?<![\w.-])([245])\.([0-7])\.(\d{1,3})(?![\d]|\.\d)/g);
   let generic: string | null = null;
   for (const m of found) {
     if (klass && m[1] !== klass) continue;
     const code = `${m[1]}.${m[2]}.${m[3]}`;
+    if (code === except) continue;
     if (m[2] === '0' && m[3] === '0') generic ??= code;
     else return code;
   }
@@ -1042,7 +1077,7 @@ const COMMAND_PHRASE = new RegExp(
 
 /** The SMTP command a failure answered, from the phrasings MTAs use ("after RCPT TO", "in reply to end of DATA command", ">>> MAIL FROM"). */
 export function findCommand(text: string): ReasonEvidence['command'] {
-  if (/does not like recipient|rcpt to response|recipient address rejected/i.test(text.slice(0, MAX_DIAGNOSTIC_SCAN))) return 'RCPT';
+  if (/does not like recipient|rcpt to response|recipient address rejected|smtp:rcpt |\[rcpt_to\]/i.test(text.slice(0, MAX_DIAGNOSTIC_SCAN))) return 'RCPT';
   const m = COMMAND_PHRASE.exec(text.slice(0, MAX_DIAGNOSTIC_SCAN));
   if (!m) return null;
   const word = m[1].toLowerCase();

@@ -15,6 +15,23 @@ import {
   type ReasonEvidence,
 } from './bounce-reasons';
 
+import {
+  bodyText,
+  decodeWords,
+  header,
+  type Headers,
+  htmlToText,
+  leaves,
+  MAX_HEADER_LINES,
+  MAX_MESSAGE_TEXT,
+  MAX_TEXT,
+  parseEntity,
+  parseHeaders,
+  splitEntity,
+  startsWithHeader,
+  type TextBudget,
+} from './report-mime';
+
 export { classifySmtpReply, type BounceReason, type BounceType } from './bounce-reasons';
 
 export interface RecipientOutcome {
@@ -62,139 +79,10 @@ export type InboundReport =
   | { kind: 'unknown'; why: string };
 
 /** Only the head of a message is read: the report is at the top, a large returned original at the bottom does not matter. */
-const MAX_MESSAGE_BYTES = 1024 * 1024;
-/** Free text any pattern runs over is cut to this. */
-const MAX_TEXT = 256 * 1024;
-const MAX_DEPTH = 8;
-const MAX_PARTS = 128;
-const MAX_HEADER_LINES = 400;
+export const MAX_MESSAGE_BYTES = 1024 * 1024;
 const MAX_DIAGNOSTIC = 1000;
 const MAX_RECIPIENTS = 500;
-
-// ---------------------------------------------------------------------------------------------------------------------
-// MIME, bounded. mailparser flattens multipart/report into "text" plus "attachments" and drops which part said what; a
-// report needs the parts as the MTA laid them out, so this reads the structure itself with hard limits on depth and count.
-
-type Headers = Map<string, string[]>;
-
-interface Entity {
-  headers: Headers;
-  type: string;
-  params: Record<string, string>;
-  /** Body as a binary (latin1) string, transfer encoding not yet undone. */
-  body: string;
-  parts: Entity[];
-}
-
-function parseHeaders(block: string): Headers {
-  const headers: Headers = new Map();
-  const lines = block.split('\n', MAX_HEADER_LINES);
-  let current: [string, string] | null = null;
-  const flush = () => {
-    if (!current) return;
-    const list = headers.get(current[0]) ?? [];
-    list.push(current[1].trim());
-    headers.set(current[0], list);
-  };
-  for (const line of lines) {
-    if ((line.startsWith(' ') || line.startsWith('\t')) && current) {
-      if (current[1].length < 8192) current[1] += ' ' + line.trim();
-      continue;
-    }
-    const colon = line.indexOf(':');
-    if (colon < 1 || colon > 76 || !/^[!-9;-~]+$/.test(line.slice(0, colon))) continue;
-    flush();
-    current = [line.slice(0, colon).toLowerCase(), line.slice(colon + 1)];
-  }
-  flush();
-  return headers;
-}
-
-const header = (h: Headers, name: string): string | null => h.get(name)?.[0] ?? null;
-
-/** Does the text open with a header block (so it can be split into header and body)? */
-const startsWithHeader = (text: string) => /^[!-9;-~]{1,76}:/.test(text);
-
-function splitEntity(text: string): { head: string; body: string } {
-  if (!startsWithHeader(text)) return { head: '', body: text };
-  const end = text.indexOf('\n\n');
-  return end < 0 ? { head: text, body: '' } : { head: text.slice(0, end), body: text.slice(end + 2) };
-}
-
-function parseContentType(value: string | null): { type: string; params: Record<string, string> } {
-  if (!value) return { type: 'text/plain', params: {} };
-  const [first, ...rest] = value.split(';');
-  const params: Record<string, string> = {};
-  for (const piece of rest.slice(0, 20)) {
-    const eq = piece.indexOf('=');
-    if (eq < 0) continue;
-    params[piece.slice(0, eq).trim().toLowerCase()] = piece
-      .slice(eq + 1)
-      .trim()
-      .replace(/^"(.*)"$/, '$1');
-  }
-  return { type: first.trim().toLowerCase() || 'text/plain', params };
-}
-
-function parseEntity(text: string, depth: number, budget: { parts: number }): Entity {
-  const { head, body } = splitEntity(text);
-  const headers = parseHeaders(head);
-  const { type, params } = parseContentType(header(headers, 'content-type'));
-  const entity: Entity = { headers, type, params, body, parts: [] };
-  if (!type.startsWith('multipart/') || !params.boundary || depth >= MAX_DEPTH) return entity;
-  const delimiter = '\n--' + params.boundary;
-  let at = ('\n' + body).indexOf(delimiter);
-  if (at < 0) return entity;
-  const padded = '\n' + body;
-  while (at >= 0 && budget.parts < MAX_PARTS) {
-    const lineEnd = padded.indexOf('\n', at + 1);
-    if (padded.startsWith('--', at + delimiter.length) || lineEnd < 0) break;
-    const next = padded.indexOf(delimiter, lineEnd);
-    const chunk = padded.slice(lineEnd + 1, next < 0 ? undefined : next);
-    budget.parts += 1;
-    entity.parts.push(parseEntity(chunk, depth + 1, budget));
-    at = next;
-  }
-  return entity;
-}
-
-function decodeQuotedPrintable(text: string): string {
-  return text.replace(/=\n/g, '').replace(/=([0-9A-Fa-f]{2})/g, (_m, hex: string) => String.fromCharCode(parseInt(hex, 16)));
-}
-
-/** Bytes (as a binary string) to text in the named charset; unknown charsets and invalid UTF-8 fall back to Latin-1. */
-function decodeCharset(binary: string, charset: string | undefined): string {
-  const bytes = Buffer.from(binary, 'latin1');
-  const label = (charset ?? 'utf-8').toLowerCase();
-  try {
-    if (label === 'us-ascii' || label === 'utf-8' || label === 'utf8') return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
-    return new TextDecoder(label).decode(bytes);
-  } catch {
-    return bytes.toString('latin1');
-  }
-}
-
-function bodyText(entity: Entity): string {
-  const encoding = (header(entity.headers, 'content-transfer-encoding') ?? '').toLowerCase();
-  let binary = entity.body.slice(0, MAX_TEXT * 2);
-  if (encoding.includes('base64')) binary = Buffer.from(binary.replace(/[^A-Za-z0-9+/=]/g, ''), 'base64').toString('latin1');
-  else if (encoding.includes('quoted-printable')) binary = decodeQuotedPrintable(binary);
-  return decodeCharset(binary, entity.params.charset).slice(0, MAX_TEXT);
-}
-
-/** RFC 2047 encoded words in a header value (Subject of an auto-reply is often one). */
-function decodeWords(value: string): string {
-  return value.slice(0, 4096).replace(/=\?([^?\s]{1,40})\?([BbQq])\?([^?\s]{0,2000})\?=\s*/g, (_m, charset: string, kind: string, data: string) => {
-    const binary = kind.toUpperCase() === 'B' ? Buffer.from(data, 'base64').toString('latin1') : decodeQuotedPrintable(data.replace(/_/g, ' '));
-    return decodeCharset(binary, charset);
-  });
-}
-
-function leaves(entity: Entity, out: Entity[] = []): Entity[] {
-  if (entity.parts.length === 0) out.push(entity);
-  for (const part of entity.parts) leaves(part, out);
-  return out;
-}
+const MAX_ADDRESS_LINE = 1000;
 
 // ---------------------------------------------------------------------------------------------------------------------
 // Addresses and the returned original
@@ -220,7 +108,10 @@ function messageIdOf(value: string | null): string | null {
   return bare ? `<${bare.slice(0, 900)}>` : null;
 }
 
-/** Separator lines MTAs put before the copy of the returned message. */
+/**
+ * Separator lines MTAs put before the copy of the returned message. Tested one line at a time on the line's first
+ * MARKER_LINE characters only, so the cost is linear in the text whatever it holds.
+ */
 const ORIGINAL_MARKER = new RegExp(
   [
     '^.{0,20}(?:-{2,}|={2,}|\\*{2,}|_{2,}).{0,20}(?:copy of the message|original message|returned message|undelivered message|message follows',
@@ -230,15 +121,31 @@ const ORIGINAL_MARKER = new RegExp(
     'the headers of your message)',
     '^content-type: (?:message/rfc822|text/rfc822-headers)',
   ].join('|'),
-  'im',
+  'i',
 );
+const MARKER_LINE = 120;
+const MARKER_WORDS = /message|header|copy|unsent|content-type/i;
+
+/** Where the first separator line before the returned message starts, and where it ends; null when there is none. */
+function originalMarker(text: string): { index: number; end: number } | null {
+  for (let at = 0; at < text.length;) {
+    const newline = text.indexOf('\n', at);
+    const end = newline < 0 ? text.length : newline;
+    const line = text.slice(at, Math.min(end, at + MARKER_LINE));
+    // The pattern runs only on lines that hold one of its words: a page of rules and dashes costs one scan.
+    const m = MARKER_WORDS.test(line) ? ORIGINAL_MARKER.exec(line) : null;
+    if (m) return { index: at, end: at + m[0].length };
+    at = end + 1;
+  }
+  return null;
+}
 
 /** The header block of the returned original quoted in a plain-text bounce: the first run of header lines naming it. */
 function quotedOriginalHeaders(text: string): Headers | null {
-  const marker = ORIGINAL_MARKER.exec(text);
-  const from = marker ? marker.index + marker[0].length : 0;
+  const marker = originalMarker(text);
+  const from = marker ? marker.end : 0;
   const tail = text.slice(from, from + 64 * 1024);
-  const start = /^(?:return-path|received|message-id|from|to|subject|date|mime-version|delivered-to|dkim-signature|x-[a-z0-9-]{1,40})\s*:/im.exec(tail);
+  const start = /^(?:return-path|received|message-id|from|to|subject|date|mime-version|delivered-to|dkim-signature|x-[a-z0-9-]{1,40})[ \t]*:/im.exec(tail);
   if (!start) return null;
   const headers = parseHeaders(tail.slice(start.index).split(/\n[ \t]*\n/, 1)[0]);
   return header(headers, 'message-id') || header(headers, 'from') ? headers : null;
@@ -303,7 +210,9 @@ function deliveryStatusGroups(text: string): { message: Headers; recipients: Hea
     current = null;
     for (const [name, value] of orderedFields(group.trim())) {
       const recipientField = name === 'final-recipient' || name === 'original-recipient' || name === 'x-actual-recipient';
-      if (recipientField && (!current || current.has(name) || (name !== 'x-actual-recipient' && current.has('status')))) {
+      // A recipient field opens a new group unless the fields so far (a Status or Diagnostic-Code written first) name nobody.
+      const named = !!current && (current.has('final-recipient') || current.has('original-recipient'));
+      if (recipientField && (!current || current.has(name) || (name !== 'x-actual-recipient' && named && current.has('status')))) {
         current = new Map();
         recipients.push(current);
       } else if (!current && (name === 'status' || name === 'action' || name === 'diagnostic-code')) {
@@ -360,15 +269,18 @@ function textFindings(notice: string, exclude: Set<string>, failedHint: string[]
   for (const line of lines) {
     // Quoted header lines name the sender, the original To or a Message-ID, not the failed recipient.
     const headerLike = /^[>\s]*([A-Za-z][\w-]{0,40}):\s/.exec(line);
-    if (headerLike && !/recipient|rcpt/i.test(headerLike[1])) {
+    if (headerLike && !/recipient|rcpt|^in$/i.test(headerLike[1])) {
       (blocks.at(-1)?.lines ?? preamble).push(line);
       continue;
     }
     ADDRESS.lastIndex = 0;
     let named: string | null = null;
-    for (const m of line.matchAll(ADDRESS)) {
+    // Addresses are looked for in a line's head only, and only when it has an '@': MTAs name recipients early in short lines.
+    for (const m of line.includes('@') ? line.slice(0, MAX_ADDRESS_LINE).matchAll(ADDRESS) : []) {
       const address = m[0].replace(/^[.'"]+|[.'"]+$/g, '').toLowerCase();
       const before = line.slice(Math.max(0, m.index - 12), m.index).toLowerCase();
+      // An Authentication-Results token (smtp.mailfrom=, header.from=) names the sender, not a recipient.
+      if (/(?:mailfrom|from|helo)=/.test(address)) continue;
       if (exclude.has(address) || isDaemon(address) || /mail from:?\s*<?$|from:?\s*<?$|sender:?\s*<?$|message-id:?\s*<?$|mailfrom=$/.test(before)) continue;
       if (wanted.size > 0 && !wanted.has(address)) continue;
       named = address;
@@ -397,13 +309,13 @@ function textFindings(notice: string, exclude: Set<string>, failedHint: string[]
 
 /** The part of a plain-text notification above the copy of the original. */
 function noticeOf(text: string): string {
-  const marker = ORIGINAL_MARKER.exec(text);
+  const marker = originalMarker(text);
   return marker ? text.slice(0, marker.index) : text;
 }
 
 /** The remote server's words for one recipient, from the transcript or explanation in the human-readable part. */
-function textForRecipient(notice: string, recipient: string): string | null {
-  const at = notice.toLowerCase().indexOf(recipient);
+function textForRecipient(notice: string, noticeLower: string, recipient: string): string | null {
+  const at = noticeLower.indexOf(recipient);
   if (at < 0) return null;
   const start = notice.lastIndexOf('\n', at) + 1;
   const rest = notice.slice(start, start + 4000);
@@ -425,12 +337,22 @@ function outcome(f: Finding, reportText: string): RecipientOutcome {
   const inText = findEnhancedStatus(diagnostic);
   const reply = f.replyCode ?? findReplyCode(diagnostic, null);
   // Prefer the code in the server's own words when the Status field is a generic X.0.0 or disagrees with the reply's class.
-  if (!status) status = inText ?? null;
-  else if (inText && inText !== status) {
-    // 4.4.7 (expired) and 5.3.x (mail system) are what an MTA writes when it gives up; the server's own code says why.
-    if (status === '4.4.7' || status.startsWith('5.3.')) status = inText;
-    else if (/\.0\.0$/.test(status) && inText[0] === status[0]) status = inText;
-    else if (reply && reply[0] !== status[0] && reply[0] === inText[0]) status = inText;
+  // A transcript in a plain-text bounce holds the 2xx answers before the failure too: a failure's code is preferred.
+  if (!status) status = (inText?.startsWith('2.') ? (findEnhancedStatus(diagnostic, '5') ?? findEnhancedStatus(diagnostic, '4')) : null) ?? inText ?? null;
+  else if (inText) {
+    // 4.4.7 (expired) and 5.3.x (mail system) are what an MTA writes when it gives up; the server's own code says why,
+    // as does a code an MTA quotes after its own generic X.Y.0.
+    const quoted = findEnhancedStatus(diagnostic, undefined, status);
+    if ((status === '4.4.7' || status.startsWith('5.3.')) && quoted) status = quoted;
+    else if (inText === status) status = inText;
+    else if (/\.0\.0$/.test(status) && inText[0] === status[0]) {
+      // SES writes its own 5.1.0 before the remote server's code.
+      status = (inText.endsWith('.0') && findEnhancedStatus(diagnostic, status[0], inText)) || inText;
+    } else if (reply && reply[0] !== status[0] && reply[0] === inText[0]) status = inText;
+    // The remote server's own code, beside its reply, over the MTA's summary in the Status field.
+    else if (f.diagnosticType === 'smtp' && reply && inText[0] === status[0] && new RegExp(`${reply}[ -]#?${inText.replace(/\./g, '\\.')}`).test(diagnostic)) {
+      status = inText;
+    }
   }
   const replyCode = reply && (!status || reply[0] === status[0]) ? reply : null;
   const action = f.action ?? (status?.startsWith('2') ? 'delivered' : 'failed');
@@ -525,19 +447,64 @@ const BOUNCE_SUBJECT = new RegExp(
   'i',
 );
 
+/** Sentences of plain-text bounces whose sender and subject do not say so (KDDI, Verizon, Apache James, X1). */
+const BOUNCE_TEXT = new RegExp(
+  [
+    'could not be delivered to: ',
+    'error: invalid user address',
+    'the following addresses had (?:delivery|permanent fatal) errors',
+    'unable to deliver message to',
+    'delivery failed for the following reason',
+    'the following recipients? (?:could not|cannot) be reached',
+  ].join('|'),
+);
+
+/**
+ * fml (a mailing-list manager) answers a post it refuses to the poster: not a member, or a loop. The poster's address is
+ * the report's To; the refusal is never permanent for that address.
+ */
+function mailingListRefusal(top: Headers, subject: string): Finding | null {
+  if (!/^fml /i.test(header(top, 'x-mlserver') ?? '')) return null;
+  const verdict: BounceReason | null = /are not (?:a )?member/i.test(subject) ? 'rejected' : /loop alert/i.test(subject) ? 'systemerror' : null;
+  const recipient = firstAddress(header(top, 'to'))?.toLowerCase() ?? null;
+  if (!verdict || !recipient) return null;
+  return {
+    recipient,
+    action: 'failed',
+    status: null,
+    replyCode: null,
+    diagnostic: subject.slice(0, 200),
+    diagnosticType: null,
+    remoteMta: null,
+    command: null,
+    verdict,
+  };
+}
+
 const BOUNCE_SENDER = /^(?:mailer-daemon|post_?master|mail-daemon|maildaemon|mail delivery|mmdf|smtp|mailer|mail\.daemon|microsoftexchange|nobody)/i;
 
 // ---------------------------------------------------------------------------------------------------------------------
 
 export async function parseInboundReport(raw: Buffer): Promise<InboundReport> {
   try {
-    return readReport(raw);
+    return cleaned(readReport(raw));
   } catch (error) {
     return { kind: 'unknown', why: `unreadable: ${error instanceof Error ? error.message.slice(0, 200) : 'error'}` };
   }
 }
 
-function readReport(raw: Buffer): InboundReport {
+/** `nested`: this is a report found inside another (a relay returned a DSN wrapped in its own notice). */
+/** Control characters (NUL above all: PostgreSQL refuses it in text and jsonb) are dropped from every string of the report. */
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
+const CONTROL = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F]/g;
+function cleaned<T>(value: T): T {
+  if (typeof value === 'string') return value.replace(CONTROL, '') as T;
+  if (Array.isArray(value)) return value.map(cleaned) as T;
+  if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, cleaned(v)])) as T;
+  return value;
+}
+
+function readReport(raw: Buffer, nested = false): InboundReport {
   if (!Buffer.isBuffer(raw) || raw.length === 0) return { kind: 'unknown', why: 'empty message' };
   // An mbox "From " separator line is not part of the message.
   const binary = raw
@@ -556,23 +523,31 @@ function readReport(raw: Buffer): InboundReport {
   let deliveryStatus: string | null = null;
   let feedback: string | null = null;
   const texts: string[] = [];
+  let wrapped: string | null = null;
+  const budget: TextBudget = { left: MAX_MESSAGE_TEXT };
   for (const part of parts) {
     if (part.type === 'message/delivery-status' || part.type === 'message/global-delivery-status' || part.type === 'text/delivery-status') {
-      deliveryStatus ??= bodyText(part);
+      deliveryStatus ??= bodyText(part, budget);
     } else if (part.type === 'message/feedback-report') {
-      feedback ??= bodyText(part);
+      feedback ??= bodyText(part, budget);
     } else if (/^(?:message\/rfc822|text\/rfc822-headers|message\/rfc822-headers|message\/global|message\/global-headers)$/.test(part.type)) {
       if (!originalHeaders) {
-        const inner = bodyText(part);
+        const inner = bodyText(part, budget);
         const candidate = parseHeaders(splitEntity(inner.replace(/^\s+/, '')).head);
         if (candidate.size > 0) originalHeaders = candidate;
+        if (/^multipart\/report\b/i.test(header(candidate, 'content-type') ?? '')) wrapped = inner.replace(/^\s+/, '');
       }
     } else if (part.type === 'text/plain' || part.type === 'text/html' || part === top) {
-      const text = bodyText(part);
+      const text = bodyText(part, budget);
       texts.push(part.type === 'text/html' ? htmlToText(text) : text);
     }
   }
   const text = texts.join('\n').slice(0, MAX_TEXT);
+  // The returned "original" is itself a delivery report, and this notice says nothing of its own: read that one.
+  if (wrapped && !nested && deliveryStatus === null && feedback === null) {
+    const inner = readReport(Buffer.from(wrapped, 'latin1'), true);
+    if (inner.kind === 'bounce' || inner.kind === 'delay') return inner;
+  }
   originalHeaders ??= quotedOriginalHeaders(text);
   const original = originalFrom(originalHeaders, top.headers);
 
@@ -599,6 +574,7 @@ function readReport(raw: Buffer): InboundReport {
 
   if (deliveryStatus !== null) {
     const groups = deliveryStatusGroups(deliveryStatus);
+    const noticeLower = notice.toLowerCase();
     const findings = groups.recipients.slice(0, MAX_RECIPIENTS).map((fields): Finding => {
       const finalRecipient = firstAddress(typed(header(fields, 'final-recipient')).value);
       const recipient =
@@ -608,7 +584,7 @@ function readReport(raw: Buffer): InboundReport {
           firstAddress(typed(header(fields, 'x-actual-recipient')).value)
         )?.toLowerCase() ?? null;
       const diag = typed(header(fields, 'diagnostic-code'));
-      const fromText = recipient && !diag.value.trim() ? textForRecipient(notice, recipient) : null;
+      const fromText = recipient && !diag.value.trim() ? textForRecipient(notice, noticeLower, recipient) : null;
       const statusField = /([245])\.(\d{1,3})\.(\d{1,3})/.exec(header(fields, 'status') ?? '');
       return {
         recipient,
@@ -634,8 +610,13 @@ function readReport(raw: Buffer): InboundReport {
     if (findings.length > 0) return reportOf(findings, reportingMta(groups.message), original, notice);
   }
 
+  const refusal = mailingListRefusal(top.headers, subject);
+  if (refusal) return reportOf([refusal], null, original, notice);
   const looksLikeBounce =
-    BOUNCE_SENDER.test(fromHeader.replace(/^.*</, '').replace(/^"/, '')) || BOUNCE_SUBJECT.test(subject) || top.headers.has('x-failed-recipients');
+    BOUNCE_SENDER.test(fromHeader.replace(/^.*</, '').replace(/^"/, '')) ||
+    BOUNCE_SUBJECT.test(subject) ||
+    top.headers.has('x-failed-recipients') ||
+    BOUNCE_TEXT.test(notice.slice(0, 16 * 1024).toLowerCase());
   if (looksLikeBounce) {
     const exclude = new Set(
       [header(top.headers, 'to'), header(top.headers, 'from'), header(top.headers, 'delivered-to'), original.from, original.returnPath]
@@ -650,10 +631,12 @@ function readReport(raw: Buffer): InboundReport {
     if (findings.length === 0 && failedHint.length > 0) findings = textFindings(notice, exclude, []);
     // A message sent to oneself bounces to the failed address: look again without leaving out the report's own To.
     if (findings.length === 0) findings = textFindings(notice, new Set(), failedHint);
-    if (findings.length === 0 && original.to) {
+    // Exim names a failed recipient by its local part alone when the domain was its own; X-Failed-Recipients names it in full.
+    const named = failedHint.map((v) => firstAddress(v)?.toLowerCase()).find((v) => !!v) ?? original.to;
+    if (findings.length === 0 && named) {
       findings = [
         {
-          recipient: original.to,
+          recipient: named,
           action: null,
           status: null,
           replyCode: null,
@@ -678,21 +661,13 @@ function readReport(raw: Buffer): InboundReport {
 }
 
 function reportOf(findings: Finding[], reportingMta: string | null, original: OriginalMessage, notice: string): InboundReport {
-  const recipients = findings.map((f) => outcome(f, notice));
+  // One outcome per address: some MTAs repeat a recipient (once per attempt, or per MX); the first says it.
+  const seen = new Set<string>();
+  const unique = findings.filter((f) => !f.recipient || (!seen.has(f.recipient) && !!seen.add(f.recipient)));
+  const recipients = unique.map((f) => outcome(f, notice));
   if (recipients.some((r) => r.action === 'failed')) return { kind: 'bounce', reportingMta, recipients, original };
   if (recipients.some((r) => r.action === 'delayed')) return { kind: 'delay', reportingMta, recipients, original };
   return { kind: 'unknown', why: 'a delivery report with no failed or delayed recipient (delivered, relayed or expanded)' };
-}
-
-function htmlToText(html: string): string {
-  return html
-    .slice(0, MAX_TEXT)
-    .replace(/<(?:br|\/p|\/div|\/tr|\/h\d)\b[^>]{0,200}>/gi, '\n')
-    .replace(/<[^>]{0,2000}>/g, ' ')
-    .replace(/&nbsp;/g, ' ')
-    .replace(/&lt;/g, '<')
-    .replace(/&gt;/g, '>')
-    .replace(/&amp;/g, '&');
 }
 
 /** Hotmail's JMRP and Apple Mail's one-click unsubscribe: complaints that are not ARF. */
@@ -734,10 +709,13 @@ interface SesRecipient {
 
 /** Amazon SES Bounce/Complaint/Delivery notifications, as SNS delivers them by email. */
 function sesNotification(text: string, fallback: OriginalMessage): InboundReport | null {
-  const open = text.indexOf('{"');
-  if (open < 0 || !text.includes('"notificationType"')) return null;
+  const open = text.indexOf('{');
+  if (open < 0 || !/"notificationType|\\"notificationType/.test(text.slice(0, 64 * 1024))) return null;
   const close = text.lastIndexOf('}');
   let doc: {
+    /** An SNS envelope ("Type": "Notification") carries the SES document as a JSON string. */
+    Type?: string;
+    Message?: unknown;
     notificationType?: string;
     bounce?: { bouncedRecipients?: SesRecipient[]; bounceType?: string; reportingMTA?: string; remoteMtaIp?: string };
     complaint?: { complainedRecipients?: SesRecipient[]; complaintFeedbackType?: string; userAgent?: string; arrivalDate?: string; timestamp?: string };
@@ -759,6 +737,14 @@ function sesNotification(text: string, fallback: OriginalMessage): InboundReport
       return null;
     }
   }
+  if (typeof doc?.Message === 'string') {
+    try {
+      doc = JSON.parse(doc.Message);
+    } catch {
+      return null;
+    }
+  }
+  if (!doc || typeof doc !== 'object') return null;
   const mail = doc.mail ?? {};
   const original: OriginalMessage = {
     messageId: messageIdOf(mail.commonHeaders?.messageId ?? null) ?? fallback.messageId,

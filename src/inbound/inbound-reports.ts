@@ -8,9 +8,10 @@ import { type EmailActivity, type RecordedActivity, recordEmailActivity, type Su
 import type { ActivityHub } from '../bus/contact-activity';
 import { insertEvents, insertEventsTogether } from '../modules/events';
 import type { SendingJudge } from '../modules/security';
-import { type InboundReport, parseInboundReport, type RecipientOutcome } from './bounce-report';
+import type { InboundReport, RecipientOutcome } from './bounce-report';
 import type { MxEnvelope, MxHandler } from './mx-listener';
 import type { ComplaintAuthentication, ReportAuthenticity } from './report-authenticity';
+import type { ReportReader } from './report-threads';
 import type { ReturnPaths } from './return-path';
 import { InboundReportSchema } from './inbound-reports.entity';
 import { emailByMessageId, type EmailRef, emailRecipient, isVerifiedDomain, type LoggedReport, rememberReport, rememberReportFor } from './inbound.queries';
@@ -21,6 +22,9 @@ export interface InboundDeps {
   hub: ActivityHub;
   judge: SendingJudge;
   rules: SuppressionRules;
+  /** Reads the message off the main thread (report-threads.ts). */
+  reader: ReportReader;
+  /** Decides which complaints count toward a suspension. */
   authenticity: ReportAuthenticity;
   log: Logger;
 }
@@ -32,7 +36,8 @@ const REPORT_LOG_DAYS = 30;
 function reportKey(raw: Buffer): string {
   const head = raw.subarray(0, 64 * 1024).toString('latin1');
   const end = head.search(/\r?\n\r?\n/);
-  const id = /^message-id:[ \t]*(<[^>\r\n]{1,900}>)/im.exec(end >= 0 ? head.slice(0, end) : head)?.[1];
+  // Only printable characters: a NUL (which PostgreSQL refuses) or a control makes the digest the key.
+  const id = /^message-id:[ \t]*(<[!-=?-~]{1,900}>)[ \t]*$/im.exec(end >= 0 ? head.slice(0, end) : head)?.[1];
   return id ?? `sha256:${crypto.createHash('sha256').update(raw).digest('hex')}`;
 }
 
@@ -96,7 +101,7 @@ export class InboundReports implements MxHandler {
   }
 
   async receive(envelope: MxEnvelope, raw: Buffer): Promise<void> {
-    const report = await parseInboundReport(raw);
+    const report = await this.deps.reader.read(raw);
     const key = reportKey(raw);
     const dmarc = report.kind === 'complaint' ? await this.deps.authenticity.dmarcDomain(raw, envelope.client, envelope.from) : undefined;
     const handled = await Promise.all(
@@ -176,7 +181,16 @@ export class InboundReports implements MxHandler {
 
   /** The report as the log of reports keeps it. */
   private logged(item: Taken): LoggedReport {
-    return { id: newId(), key: item.key, kind: item.report.kind, from: item.from, to: item.rcpt, detail: detailOf(item.report) };
+    // eslint-disable-next-line no-control-regex -- matching control characters is the point
+    const printable = (v: string) => v.replace(/[\u0000-\u001F\u007F]/g, '');
+    return {
+      id: newId(),
+      key: item.key,
+      kind: item.report.kind,
+      from: item.from && printable(item.from),
+      to: printable(item.rcpt),
+      detail: detailOf(item.report),
+    };
   }
 
   private async apply(tx: EntityManager, email: EmailRef, report: InboundReport, authentication?: ComplaintAuthentication): Promise<Handled> {

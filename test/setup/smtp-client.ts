@@ -92,6 +92,15 @@ export class SmtpDialog {
     return this.command(`${body}${body.endsWith('\r\n') ? '' : '\r\n'}.`);
   }
 
+  /** As `data`, with every character of `raw` sent as one byte (latin1): a message may hold any byte, NUL or invalid UTF-8. */
+  async dataBytes(raw: string): Promise<string> {
+    const go = await this.command('DATA');
+    if (!go.startsWith('354')) return go;
+    const body = raw.replace(/\r?\n/g, '\r\n').replace(/^\./gm, '..');
+    this.socket.write(Buffer.from(`${body}${body.endsWith('\r\n') ? '' : '\r\n'}.\r\n`, 'latin1'));
+    return this.next();
+  }
+
   close(): void {
     this.socket.destroy();
   }
