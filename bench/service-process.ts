@@ -280,8 +280,9 @@ export async function createBenchCampaign(
   auth: Record<string, string>,
   name: string,
   template: BenchTemplate = 'var',
+  extra: Record<string, unknown> = {},
 ): Promise<string> {
-  const body = { name, ...benchTemplates[template], from: 'news@bench.test', fromName: 'News', audienceType: 'ALL' };
+  const body = { name, ...benchTemplates[template], from: 'news@bench.test', fromName: 'News', audienceType: 'ALL', ...extra };
   const res = await request(agent, port, 'POST', '/campaigns', body, auth);
   if (res.status !== 201) throw new Error(`POST /campaigns: ${res.status} ${res.body}`);
   return JSON.parse(res.body).data.id;

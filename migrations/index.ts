@@ -21,8 +21,10 @@ import { Migration20261126194932_finished_campaigns_forget_deleted_segments } fr
 import { Migration20261126195153_topic_targeting } from './Migration20261126195153_topic_targeting';
 import { Migration20261126195504_consent } from './Migration20261126195504_consent';
 import { Migration20261128061700_suppressions } from './Migration20261128061700_suppressions';
-import { Migration20261128063203_liquid_templates_mjml } from './Migration20261128063203_liquid_templates_mjml';
-import { Migration20261128071812_test_sends_without_contact } from './Migration20261128071812_test_sends_without_contact';
+import { Migration20261128065418_ab_tests_and_local_time } from './Migration20261128065418_ab_tests_and_local_time';
+import { Migration20261128072817_confirmation_email } from './Migration20261128072817_confirmation_email';
+import { Migration20261128075000_liquid_templates_mjml } from './Migration20261128075000_liquid_templates_mjml';
+import { Migration20261128075100_test_sends_without_contact } from './Migration20261128075100_test_sends_without_contact';
 
 /** Every migration in the order it runs; append new ones, never edit landed ones. */
 export const migrationsList = [
@@ -49,6 +51,8 @@ export const migrationsList = [
   { name: 'Migration20261126195153_topic_targeting', class: Migration20261126195153_topic_targeting },
   { name: 'Migration20261126195504_consent', class: Migration20261126195504_consent },
   { name: 'Migration20261128061700_suppressions', class: Migration20261128061700_suppressions },
-  { name: 'Migration20261128063203_liquid_templates_mjml', class: Migration20261128063203_liquid_templates_mjml },
-  { name: 'Migration20261128071812_test_sends_without_contact', class: Migration20261128071812_test_sends_without_contact },
+  { name: 'Migration20261128065418_ab_tests_and_local_time', class: Migration20261128065418_ab_tests_and_local_time },
+  { name: 'Migration20261128072817_confirmation_email', class: Migration20261128072817_confirmation_email },
+  { name: 'Migration20261128075000_liquid_templates_mjml', class: Migration20261128075000_liquid_templates_mjml },
+  { name: 'Migration20261128075100_test_sends_without_contact', class: Migration20261128075100_test_sends_without_contact },
 ];

@@ -20,6 +20,7 @@ import { startCaptureSmtp } from './mail/capture-smtp';
 import { InsecureSubmissionError, startSubmissionSmtp } from './mail/submission-smtp';
 import { InboundReports } from './inbound/inbound-reports';
 import { startMxListener } from './inbound/mx-listener';
+import { ReportAuthenticity } from './inbound/report-authenticity';
 import { ReportThreads } from './inbound/report-threads';
 import { ReturnPaths } from './inbound/return-path';
 import { ConnectionGate, type ConnectionLimits, fitToFileLimit, gateServer, openFileLimit } from './net/connection-limits';
@@ -245,6 +246,10 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
     let inboundPort: number | undefined;
     if (role === 'all' || role === 'api') {
       const limiter = new RateLimiter(orm, config.RATE_LIMIT_PER_MINUTE);
+      const publicLimits = {
+        project: new RateLimiter(orm, config.PUBLIC_RATE_LIMIT_PER_MINUTE),
+        perClient: new RateLimiter(orm, config.PUBLIC_RATE_LIMIT_PER_CLIENT_PER_MINUTE),
+      };
       const keys = new ProjectKeyCache(databaseUrl, log);
       await keys.start();
       stops.push(() => keys.stop());
@@ -259,6 +264,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         orm,
         log,
         limiter,
+        publicLimits,
         keys,
         resolver,
         temporal,
@@ -303,7 +309,9 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         // Closed after the MX (stops run in reverse), which stops handing it messages first.
         const reader = new ReportThreads({ threads: Math.min(2, Math.max(1, os.availableParallelism() - 1)), deadlineMs: 30_000 });
         stops.push(() => reader.close());
-        const handler = new InboundReports({ orm, returnPaths, hub, judge, rules: { softBounceLimit: config.SOFT_BOUNCE_LIMIT }, reader, log });
+        const authenticity = new ReportAuthenticity(resolver, config.returnPath.mxHost, log);
+        const rules = { softBounceLimit: config.SOFT_BOUNCE_LIMIT };
+        const handler = new InboundReports({ orm, returnPaths, hub, judge, rules, reader, authenticity, log });
         inboundPort = await startInbound(config, log, stops, gates.inbound, handler, (state) => report('inboundMx', state));
       }
       if (config.submission.port !== 0) {
@@ -450,6 +458,11 @@ async function startInbound(
         port: config.inbound.port,
         maxBytes: config.inbound.maxBytes,
         timeoutSeconds: config.INBOUND_TIMEOUT_SECONDS,
+        dataTimeoutSeconds: config.INBOUND_DATA_TIMEOUT_SECONDS,
+        sessionTimeoutSeconds: config.INBOUND_SESSION_TIMEOUT_SECONDS,
+        maxMessagesPerSession: config.INBOUND_MAX_MESSAGES_PER_SESSION,
+        bufferBytes: config.INBOUND_BUFFER_MB * 2 ** 20,
+        reportsPerClientPerHour: config.INBOUND_REPORTS_PER_CLIENT_PER_HOUR,
         gate,
         reverseDns: config.SMTP_REVERSE_DNS,
         log,

@@ -1,6 +1,6 @@
 import { Migration } from '@mikro-orm/migrations';
 
-export class Migration20261128063203_liquid_templates_mjml extends Migration {
+export class Migration20261128075000_liquid_templates_mjml extends Migration {
   override async up(): Promise<void> {
     this.addSql(
       `alter table "templates" add column "format" text check ("format" in ('html', 'mjml')) not null default 'html', add column "body_html" text null;`,
