@@ -19,8 +19,9 @@ import { Metrics } from './metrics';
 import { startCaptureSmtp } from './mail/capture-smtp';
 import { InsecureSubmissionError, startSubmissionSmtp } from './mail/submission-smtp';
 import { InboundReports } from './inbound/inbound-reports';
-import { startMxListener } from './inbound/mx-listener';
+import { type MxHandler, startMxListener } from './inbound/mx-listener';
 import { ReportThreads } from './inbound/report-threads';
+import { ReceivedMail } from './inbound/received-mail';
 import { ReturnPaths } from './inbound/return-path';
 import { ConnectionGate, type ConnectionLimits, fitToFileLimit, gateServer, openFileLimit } from './net/connection-limits';
 import { MAX_RECIPIENTS } from './modules/emails';
@@ -226,6 +227,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
           retryBaseSeconds: config.WEBHOOK_RETRY_BASE_SECONDS,
         }),
         idempotencyTtlHours: config.IDEMPOTENCY_TTL_HOURS,
+        inboundEmailRetentionDays: config.INBOUND_EMAIL_RETENTION_DAYS,
         consent: { links, limits: config.sendLimits, confirmationExpiryHours: config.CONFIRMATION_EXPIRY_HOURS, log },
         domainCheckIntervalSeconds: config.DOMAIN_CHECK_INTERVAL_SECONDS,
         returnPath: config.returnPath,
@@ -303,7 +305,9 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         // Closed after the MX (stops run in reverse), which stops handing it messages first.
         const reader = new ReportThreads({ threads: Math.min(2, Math.max(1, os.availableParallelism() - 1)), deadlineMs: 30_000 });
         stops.push(() => reader.close());
-        const handler = new InboundReports({ orm, returnPaths, hub, judge, rules: { softBounceLimit: config.SOFT_BOUNCE_LIMIT }, reader, log });
+        const reports = new InboundReports({ orm, returnPaths, hub, judge, rules: { softBounceLimit: config.SOFT_BOUNCE_LIMIT }, reader, log });
+        // Mail to inbound.<verified domain> is received mail; every other address is the reports' to take or refuse.
+        const handler = new ReceivedMail({ orm, hub, reader, maxBytes: config.inbound.receivedMaxBytes, log }, reports);
         inboundPort = await startInbound(config, log, stops, gates.inbound, handler, (state) => report('inboundMx', state));
       }
       if (config.submission.port !== 0) {
@@ -440,7 +444,7 @@ async function startInbound(
   log: Logger,
   stops: Array<() => Promise<void>>,
   gate: ConnectionGate,
-  handler: InboundReports,
+  handler: MxHandler,
   report: (state: ListenerState) => void,
 ) {
   try {

@@ -5,8 +5,8 @@ import type { ConnectionGate } from '../net/connection-limits';
 
 /** What the MX asks of the service. */
 export interface MxHandler {
-  /** RCPT: whether mail to this address is ours to take (a return path or feedback-loop address). */
-  accepts(address: string): boolean;
+  /** RCPT: whether mail to this address is ours to take (a return path, a feedback-loop address, an inbound host's). */
+  accepts(address: string): boolean | Promise<boolean>;
   /** After DATA: the message handled and committed; a throw is our fault (451, the sender tries again). */
   receive(envelope: { from: string | null; to: string[] }, raw: Buffer): Promise<void>;
 }
@@ -60,12 +60,18 @@ export async function startMxListener(opts: MxOptions, handler: MxHandler): Prom
       if (session.envelope.rcptTo.length >= MAX_RECIPIENTS) {
         return callback(asError(new SmtpReply(452, `4.5.3 Too many recipients: at most ${MAX_RECIPIENTS} per message`)));
       }
-      if (!handler.accepts(to.address)) {
-        return callback(
-          asError(new SmtpReply(550, `5.1.1 <${to.address}>: no such mailbox; this server takes only bounces and feedback reports for mail postbox sent`)),
+      // Asked of the database for an inbound host (is its domain verified?): a failure there is ours, 451.
+      Promise.resolve()
+        .then(() => handler.accepts(to.address))
+        .then(
+          (ok) =>
+            callback(
+              ok
+                ? undefined
+                : asError(new SmtpReply(550, `5.1.1 <${to.address}>: no such mailbox; this server takes only replies and reports for postbox's senders`)),
+            ),
+          (err) => callback(asError(replyFor(err, opts.log, 'inbound MX recipient check'))),
         );
-      }
-      callback();
     },
     onData(stream, session, callback) {
       deadlines.clear(session);
