@@ -206,6 +206,8 @@ test('a reply is stored, linked to the email it answers, recorded on the contact
     { contact_id: contactId, data: { inboundEmailId: id, emailId, subject: 'Re: Your receipt', from: 'ann@example.org' } },
   ]);
   expect((await svc.api.get(`/contacts/${contactId}`, key)).body.subscribed).toBe(true);
+  // The activity feed shows it as inbound mail.
+  expect(JSON.stringify((await svc.api.get('/activity?limit=50', key)).body)).toContain(id);
 
   // The webhook endpoint subscribed to email.received gets it, signed.
   const delivered = await until(async () => receiver.received[0], 20_000, 'the webhook delivery');
