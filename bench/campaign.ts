@@ -11,6 +11,8 @@
  *   BENCH_SUPPRESSED=10 BENCH_SUPPRESSION_RULES=20 npm run bench:campaign
  *                                                # 10% of the audience on the suppression list and 20 rules (of every kind,
  *                                                # matching no one): the audience's anti-join and each chunk's check
+ *   BENCH_AB=1 npm run bench:campaign            # an A/B test (two variants, half the audience in the sample, the winner
+ *                                                # chosen as soon as the sample is sent): the rate over its sends, the wait left out
  *
  * Also prints the CPU per email of the worker (all its threads) and of PostgreSQL, from /proc, and,
  * when the machine has an older Node (see `referenceNode`), the ratio to the baseline run on it.
@@ -44,6 +46,11 @@ const RUNS = Number(process.env.BENCH_RUNS ?? 1);
 /** Percent of the audience on the suppression list, and how many rules the project has. */
 const SUPPRESSED_PERCENT = Number(process.env.BENCH_SUPPRESSED ?? 0);
 const SUPPRESSION_RULES = Number(process.env.BENCH_SUPPRESSION_RULES ?? 0);
+/** An A/B test whose winner is chosen by hand as soon as its sample is sent, so no wait is timed. */
+const AB_TEST =
+  process.env.BENCH_AB === '1'
+    ? { variants: [{ subject: 'A: news for {{name}}' }, { subject: 'B: news for {{name}}' }], testPercent: 50, waitMinutes: 1, winnerCriteria: 'manual' }
+    : undefined;
 /** Who gets the campaign: the audience less the suppressed addresses (the rules match no one). */
 const DELIVERED = RECIPIENTS - Math.floor((RECIPIENTS * SUPPRESSED_PERCENT) / 100);
 const RULE_KINDS = [
@@ -98,20 +105,31 @@ async function main(): Promise<void> {
     if (DELIVERED < RECIPIENTS || SUPPRESSION_RULES) {
       console.log(`suppressed: ${RECIPIENTS - DELIVERED} of them listed, ${SUPPRESSION_RULES} rules; rates count the ${DELIVERED} emails sent`);
     }
+    if (AB_TEST) console.log(`A/B test: ${AB_TEST.testPercent}% of the audience in the sample, the winner chosen as soon as it is sent`);
     console.log(`machine: ${machine()}${REFERENCE.note}`);
     const rows: Array<{ rate: number; raw: number; reference?: number; history: number; worker: number; postgres: number }> = [];
     for (let run = 1; run <= RUNS; run++) {
       const baseline = { count: Math.min(RECIPIENTS, 20_000), poolSize: BASELINE_CONNECTIONS, concurrency: 16, spec: BASELINE };
       const raw = await rawNodemailerRate(sink, baseline);
       const reference = await REFERENCE.rate(sink, baseline);
-      const c = { id: await createBenchCampaign(agent, api.port, auth, `Bench ${run}`) };
+      const c = { id: await createBenchCampaign(agent, api.port, auth, `Bench ${run}`, AB_TEST ? { abTest: AB_TEST } : {}) };
       const start = await sink.count();
       const cpu0 = { worker: cpuSecondsOf(worker.child.pid!), postgres: postgresCpuSeconds() };
       const t0 = Date.now();
+      let waited = 0;
       const res = await request(agent, api.port, 'POST', `/campaigns/${c.id}/send`, {}, auth);
       if (res.status !== 200) throw new Error(res.body);
+      if (AB_TEST) {
+        // The sample, then the winner at once: the time between (the campaign turning TESTING) is not counted.
+        await sink.waitFor(start + Math.round((DELIVERED * AB_TEST.testPercent) / 100), 3_600_000);
+        const sampled = Date.now();
+        await campaignTesting(agent, api.port, auth, c.id);
+        const chose = await request(agent, api.port, 'POST', `/campaigns/${c.id}/winner`, { variantId: 'A' }, auth);
+        if (chose.status !== 200) throw new Error(chose.body);
+        waited = Date.now() - sampled;
+      }
       await sink.waitFor(start + DELIVERED, 3_600_000);
-      const rate = DELIVERED / ((Date.now() - t0) / 1000);
+      const rate = DELIVERED / ((Date.now() - t0 - waited) / 1000);
       // CPU per email, from the send call to the last message at the sink: the worker (all its threads) and PostgreSQL.
       const cpu = {
         worker: ((cpuSecondsOf(worker.child.pid!) - cpu0.worker) / DELIVERED) * 1e3,
@@ -140,6 +158,15 @@ async function main(): Promise<void> {
     await connection.close();
     await db.end();
     await bench.stop();
+  }
+}
+
+/** Polls `GET /campaigns/:id` until the A/B test's sample is sent (TESTING). */
+async function campaignTesting(agent: Parameters<typeof request>[0], port: number, auth: Record<string, string>, id: string): Promise<void> {
+  for (;;) {
+    const res = await request(agent, port, 'GET', `/campaigns/${id}`, undefined, auth);
+    if (JSON.parse(res.body).status === 'TESTING') return;
+    await new Promise((r) => setTimeout(r, 20));
   }
 }
 

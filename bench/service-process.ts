@@ -237,8 +237,14 @@ export const CAMPAIGN_BODY =
   `<html><body><h1>Hello {{name ?? there}}</h1>` + `<p>${'This month in review. '.repeat(40)}</p>` + `<a href="https://example.com/x">Read</a></body></html>`;
 
 /** Creates the campaign benches' campaign to every contact of the project; answers its id. */
-export async function createBenchCampaign(agent: http.Agent, port: number, auth: Record<string, string>, name: string): Promise<string> {
-  const body = { name, subject: 'News for {{name}}', body: CAMPAIGN_BODY, from: 'news@bench.test', fromName: 'News', audienceType: 'ALL' };
+export async function createBenchCampaign(
+  agent: http.Agent,
+  port: number,
+  auth: Record<string, string>,
+  name: string,
+  extra: Record<string, unknown> = {},
+): Promise<string> {
+  const body = { name, subject: 'News for {{name}}', body: CAMPAIGN_BODY, from: 'news@bench.test', fromName: 'News', audienceType: 'ALL', ...extra };
   const res = await request(agent, port, 'POST', '/campaigns', body, auth);
   if (res.status !== 201) throw new Error(`POST /campaigns: ${res.status} ${res.body}`);
   return JSON.parse(res.body).data.id;

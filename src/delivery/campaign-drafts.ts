@@ -7,7 +7,8 @@ import type { Draft, QueuedEmail } from './queued-email';
  * Campaign mail is stored unrendered: each recipient's message is rendered as it is sent, with their
  * data as it is when the batch is claimed, where it is encoded (on a delivery thread, so the rendering
  * and its garbage stay off this one). A MARKETING recipient who unsubscribed, or left the campaign's
- * topic, since the audience was fixed is skipped.
+ * topic, since the audience was fixed is skipped. An A/B test's email is rendered from its variant's
+ * subject and body where the variant gives them.
  */
 export async function campaignDrafts(em: EntityManager, batch: QueuedEmail[]): Promise<{ draft: (e: QueuedEmail) => Draft | undefined; skipped: Set<string> }> {
   const skipped = new Set<string>();
@@ -36,11 +37,12 @@ export async function campaignDrafts(em: EntityManager, batch: QueuedEmail[]): P
     const campaign = unrendered(e) ? campaigns.get(e.campaign_id!) : undefined;
     const contact = contacts.get(e.contact_id);
     if (!campaign || !contact) return undefined;
+    const variant = e.variant_id ? campaign.ab_test?.variants.find((v) => v.id === e.variant_id) : undefined;
     return {
       emailId: e.id,
       type: campaign.type,
-      subject: campaign.subject,
-      body: campaign.body,
+      subject: variant?.subject ?? campaign.subject,
+      body: variant?.body ?? campaign.body,
       contact: { id: contact.id, email: contact.email, data: contact.data },
       headers: {},
       settings: settings.get(e.project_id)!,

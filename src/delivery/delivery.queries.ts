@@ -69,12 +69,15 @@ export async function campaignChunks(em: EntityManager, campaignId: string, afte
   }
   return chunks;
 }
-/** How much of a campaign is still queued, and when the first of it (a retry after a 4xx) comes due. */
+/**
+ * How much of a campaign is still queued, and when the first of it (a retry after a 4xx, a local-time
+ * zone's moment) comes due; an A/B test's rest, held until its winner is known, is not counted.
+ */
 export async function campaignLeft(em: EntityManager, campaignId: string): Promise<{ remaining: number; nextDueInSeconds: number | null }> {
   const [left] = await sql<{ remaining: number; next_due: number | null }>(
     em,
     `SELECT count(*)::int AS remaining, extract(epoch FROM min(next_attempt_at) - now())::float AS next_due
-     FROM emails WHERE campaign_id = ? AND status = 'QUEUED'`,
+     FROM emails WHERE campaign_id = ? AND status = 'QUEUED' AND next_attempt_at <> 'infinity'`,
     [campaignId],
   );
   return { remaining: left.remaining, nextDueInSeconds: left.next_due === null ? null : Math.max(0, left.next_due) };
@@ -169,11 +172,12 @@ export interface DraftCampaign {
   type: EmailType;
   tracking: TrackingOverride | null;
   topic_id: string | null;
+  ab_test: { variants: Array<{ id: string; subject?: string; body?: string }> } | null;
 }
 
 /** What renders a batch's campaign drafts: the campaigns' content. */
 export function draftCampaigns(em: EntityManager, ids: string[]): Promise<DraftCampaign[]> {
-  return sql<DraftCampaign>(em, `SELECT id, subject, body, type, tracking, topic_id FROM campaigns WHERE id = ANY(?::uuid[])`, [ids]);
+  return sql<DraftCampaign>(em, `SELECT id, subject, body, type, tracking, topic_id, ab_test FROM campaigns WHERE id = ANY(?::uuid[])`, [ids]);
 }
 
 /**

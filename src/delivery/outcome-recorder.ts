@@ -223,7 +223,13 @@ async function recordSent(em: EntityManager, sent: Array<Outcome & { outcome: Ex
       providerMessageId: outcome.providerMessageId,
       subject: subject ?? null,
       eventId: newId(),
-      data: JSON.stringify({ emailId: e.id, messageId: e.message_id, templateId: e.template_id, campaignId: e.campaign_id }),
+      data: JSON.stringify({
+        emailId: e.id,
+        messageId: e.message_id,
+        templateId: e.template_id,
+        campaignId: e.campaign_id,
+        ...(e.variant_id ? { variantId: e.variant_id } : {}),
+      }),
     })),
   );
   return rows.map(toEventRecord);

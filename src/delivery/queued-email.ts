@@ -17,6 +17,8 @@ export interface QueuedEmail {
   text: string | null;
   headers: Record<string, string>;
   message_id: string;
+  /** The A/B test variant of a campaign email, whose subject and body it is rendered from. */
+  variant_id?: string | null;
   attempts: number;
   /** Why its address is suppressed, as the claim or the chunk's read found it (null: it is not); unset for mail handed over, which its send checked. */
   suppression?: SuppressionVerdict | null;
@@ -33,7 +35,7 @@ export interface Attachment {
 
 /** What delivery reads of a queued email (`QueuedEmail` but its `attempts`), from `emails e`. */
 export const QUEUED_COLUMNS = `e.id, e.project_id, e.contact_id, e.template_id, e.campaign_id, e.from_email, e.from_name, e.reply_to,
-       e.to_email, e.to_name, e.subject, e.html, e.text, e.headers, e.message_id`;
+       e.to_email, e.to_name, e.subject, e.html, e.text, e.headers, e.message_id, e.variant_id`;
 
 /** `<project id>:<sender domain>`: whose DKIM key signs this email. */
 export const senderOf = (e: QueuedEmail) => `${e.project_id}:${e.from_email.slice(e.from_email.lastIndexOf('@') + 1)}`;

@@ -23,7 +23,15 @@ import type { ActivityHub } from '../../src/bus/contact-activity';
 import { computeMembership, refreshCount, SegmentSchema } from '../../src/modules/segments';
 import { purgeInboundReports } from '../../src/inbound/inbound-reports';
 import { purgeInboundEmails } from '../../src/modules/inbound-emails';
-import { CampaignSchema, type CampaignStops, cancelCampaignDelivery, completeCampaign, startCampaignSend } from '../../src/modules/campaigns';
+import {
+  CampaignSchema,
+  type CampaignStops,
+  cancelCampaignDelivery,
+  completeCampaign,
+  decideAbWinner,
+  holdAbTest,
+  startCampaignSend,
+} from '../../src/modules/campaigns';
 
 export interface ActivityDeps {
   orm: MikroORM;
@@ -195,6 +203,16 @@ export function createActivities(deps: ActivityDeps) {
 
     async cancelCampaignDelivery(input: { campaignId: string }) {
       return cancelCampaignDelivery(deps.orm.em.fork(), input.campaignId);
+    },
+
+    /** An A/B test's sample is sent: TESTING until the winner is decided. */
+    async holdAbTest(input: { campaignId: string }) {
+      return holdAbTest(deps.orm.em.fork(), input.campaignId);
+    },
+
+    /** An A/B test's winner (chosen, or by its criterion), and the rest of the audience released with it (idempotent). */
+    async decideAbWinner(input: { campaignId: string }) {
+      return decideAbWinner(deps.orm.em.fork(), input.campaignId);
     },
 
     async automationLoad(input: { executionId: string; recordTrigger: boolean }) {

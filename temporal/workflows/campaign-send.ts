@@ -2,6 +2,7 @@ import {
   CancellationScope,
   condition,
   continueAsNew,
+  defineSignal,
   defineUpdate,
   isCancellation,
   proxyActivities,
@@ -19,7 +20,10 @@ import { campaignChunkQueue } from '../workflow-ids';
  */
 export const rescheduleUpdate = defineUpdate<{ scheduledFor: string | null }, [string | null]>('reschedule');
 
-const { startCampaignSend, completeCampaign, cancelCampaignDelivery } = proxyActivities<Activities>({
+/** POST /campaigns/:id/winner chose the A/B test's winner (written to the campaign's row): stop waiting for it. */
+export const abWinnerChosenSignal = defineSignal('abWinnerChosen');
+
+const { startCampaignSend, completeCampaign, cancelCampaignDelivery, holdAbTest, decideAbWinner } = proxyActivities<Activities>({
   startToCloseTimeout: '10 minutes',
   retry: { initialInterval: '1 second', maximumInterval: '1 minute' },
 });
@@ -41,6 +45,8 @@ const chunkActivities = () =>
 
 /** Chunks delivered per run before continuing as new: history stays bounded whatever the audience size. */
 const CHUNKS_PER_RUN = 100;
+/** Waits for mail coming due (a local-time zone's moment, a 4xx retry) per run: bounded history over hundreds of zones. */
+const WAITS_PER_RUN = 20;
 
 export interface CampaignSendInput {
   campaignId: string;
@@ -49,6 +55,8 @@ export interface CampaignSendInput {
   resumed?: boolean;
   /** Set when continuing as new in the middle of a pass: the last contact id a chunk was planned up to. */
   after?: string | null;
+  /** An A/B test's stage: its sample being sent (then the wait, then the winner), or the rest getting the winner. */
+  ab?: { stage: 'sample' | 'rest'; waitMinutes: number };
 }
 
 /**
@@ -58,10 +66,18 @@ export interface CampaignSendInput {
  * again over what a 4xx sent back until every recipient is accounted for, and marks the campaign SENT.
  * Cancelling the workflow (POST /campaigns/:id/cancel) stops it: a scheduled campaign sends nothing, a
  * sending one sends nothing more than what was already in flight.
+ *
+ * An A/B test sends its sample first (the rest of the audience is held), waits `waitMinutes` on a
+ * durable timer, has the winner decided (or waits for POST /campaigns/:id/winner), then delivers the
+ * held rest with the winner. A local-time campaign's recipients come due zone by zone: the wait for the
+ * next due mail is one timer per distinct moment, whatever the number of recipients.
  */
 export async function campaignSendWorkflow(input: CampaignSendInput): Promise<void> {
   let at = input.scheduledFor;
   let sending = !!input.resumed;
+  let ab = input.ab;
+  let winnerChosen = false;
+  setHandler(abWinnerChosenSignal, () => void (winnerChosen = true));
   setHandler(
     rescheduleUpdate,
     (next) => {
@@ -87,6 +103,7 @@ export async function campaignSendWorkflow(input: CampaignSendInput): Promise<vo
       sending = true;
       const started = await startCampaignSend({ campaignId: input.campaignId });
       if (!started.proceed) return;
+      if (started.abWaitMinutes) ab = { stage: 'sample', waitMinutes: started.abWaitMinutes };
     }
     const campaignId = input.campaignId;
     const { deliverCampaignChunk } = chunkActivities();
@@ -109,6 +126,7 @@ export async function campaignSendWorkflow(input: CampaignSendInput): Promise<vo
       if (failure !== undefined) throw failure;
     };
     let after = input.after ?? null;
+    let waits = 0;
     for (;;) {
       // One pass: chunk after chunk by contact id, `parallelism` of them at once.
       let plan = await planCampaignChunks({ campaignId, after });
@@ -123,7 +141,7 @@ export async function campaignSendWorkflow(input: CampaignSendInput): Promise<vo
         if (delivered >= CHUNKS_PER_RUN) {
           await settle();
           if (stopped) return;
-          await continueAsNew<typeof campaignSendWorkflow>({ ...input, resumed: true, after });
+          await continueAsNew<typeof campaignSendWorkflow>({ ...input, resumed: true, after, ab });
         }
         plan = await planCampaignChunks({ campaignId, after });
       }
@@ -133,7 +151,23 @@ export async function campaignSendWorkflow(input: CampaignSendInput): Promise<vo
       after = null;
       const again = await planCampaignChunks({ campaignId, after });
       if (again.chunks.length) continue;
-      if (again.remaining === 0) break;
+      if (again.remaining === 0) {
+        if (ab?.stage !== 'sample') break;
+        // The sample is sent (the rest is held, and not counted as remaining): wait, then the winner.
+        await holdAbTest({ campaignId });
+        await condition(() => winnerChosen, ab.waitMinutes * 60_000);
+        for (;;) {
+          // Cleared before the row is read: a choice made while it is read wakes the next wait.
+          winnerChosen = false;
+          const decision = await decideAbWinner({ campaignId });
+          if (decision.stopped) return;
+          if (decision.winner) break;
+          await condition(() => winnerChosen);
+        }
+        ab = { ...ab, stage: 'rest' };
+        continue;
+      }
+      if (++waits > WAITS_PER_RUN) await continueAsNew<typeof campaignSendWorkflow>({ ...input, resumed: true, after: null, ab });
       await sleep(Math.max(1, Math.ceil(again.nextDueInSeconds ?? 5)) * 1000);
     }
     await completeCampaign({ campaignId: input.campaignId });

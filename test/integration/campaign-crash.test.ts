@@ -87,3 +87,47 @@ test(`killing the worker in the middle of a ${RECIPIENTS}-recipient campaign los
 
   console.log(`campaign crash test: ${atKill} delivered before the kill, ${duplicates} duplicates after it (bound ${DUPLICATE_BOUND})`);
 }, 400_000);
+
+test('killing the worker during an A/B test’s wait: the wait goes on in the next worker, and nobody gets two variants', async () => {
+  const N = 200;
+  const acct = await createAccount(api.api, 'AbCrash');
+  const key = { key: acct.project.secretKey };
+  await verifiedDomain(api.api, dns, acct.project.secretKey, 'abcrash.test');
+  await dbQuery(
+    api.databaseUrl,
+    `INSERT INTO contacts (id, project_id, email, subscribed, data)
+     SELECT gen_random_uuid(), $1, 'r' || i || '@abcrash.test', true, '{}'::jsonb FROM generate_series(1, $2) AS i`,
+    [acct.project.id, N],
+  );
+  const workerEnv = { ...workerEnvOf(api, smtp.url, dns.address), CAMPAIGN_BATCH_SIZE: '25' };
+  const first = startWorker(workerEnv);
+  workers.push(first);
+  const abTest = { variants: [{ subject: 'A' }, { subject: 'B' }], testPercent: 30, waitMinutes: 1, winnerCriteria: 'opens' };
+  const c = (await api.api.post('/campaigns', { name: 'AB', subject: 'S', body: '<p>Hi</p>', from: 'news@abcrash.test', audienceType: 'ALL', abTest }, key))
+    .body.data;
+  await api.api.post(`/campaigns/${c.id}/send`, {}, key);
+  const statusOf = async () => (await api.api.get(`/campaigns/${c.id}`, key)).body.status;
+  const mine = () => smtp.received.filter((m) => m.envelope.to[0].endsWith('@abcrash.test'));
+  for (let deadline = Date.now() + 60_000; (await statusOf()) !== 'TESTING';) {
+    if (Date.now() > deadline) throw new Error('the sample was not sent');
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  first.kill('SIGKILL');
+  await new Promise((r) => first.once('exit', r));
+  expect(mine()).toHaveLength(60);
+
+  workers.push(startWorker(workerEnv));
+  for (let deadline = Date.now() + 180_000; (await statusOf()) !== 'SENT';) {
+    if (Date.now() > deadline) throw new Error('the campaign was not sent');
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  const byRecipient = Map.groupBy(mine(), (m) => m.envelope.to[0]);
+  expect(byRecipient.size).toBe(N);
+  for (const [, got] of byRecipient) expect(got).toHaveLength(1);
+  const rows = await dbQuery(api.databaseUrl, `SELECT variant_id, count(*)::int AS n FROM emails WHERE campaign_id = $1 GROUP BY 1 ORDER BY 1`, [c.id]);
+  // No opens: a tie, which goes to A; the 140 held get A.
+  expect(rows).toEqual([
+    { variant_id: 'A', n: 170 },
+    { variant_id: 'B', n: 30 },
+  ]);
+}, 300_000);

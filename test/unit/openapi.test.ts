@@ -107,9 +107,27 @@ describe('GET /openapi.json', () => {
       'DRAFT',
       'SCHEDULED',
       'SENDING',
+      'TESTING',
       'SENT',
       'CANCELLED',
     ]);
+  });
+
+  test('campaigns: abTest and localTime in the body and the answer; POST /campaigns/{id}/winner', () => {
+    const body = doc.paths['/campaigns'].post.requestBody!.content['application/json'].schema as any;
+    const abTest = body.properties.abTest.anyOf.find((s: any) => s.type === 'object');
+    expect(abTest.properties.variants).toEqual(expect.objectContaining({ type: 'array', minItems: 2, maxItems: 4 }));
+    expect(abTest.properties.winnerCriteria.enum).toEqual(['opens', 'clicks', 'manual']);
+    const localTime = body.properties.localTime.anyOf.find((s: any) => s.type === 'object');
+    expect(localTime.properties.pastPolicy.enum).toEqual(['send_now', 'skip', 'next_day']);
+    const answer = doc.paths['/campaigns/{id}'].get.responses['200'].content!['application/json'].schema as any;
+    const shown = answer.properties.abTest.anyOf.find((s: any) => s.type === 'object');
+    expect(Object.keys(shown.properties)).toEqual(expect.arrayContaining(['variants', 'winnerVariantId', 'phase']));
+    expect(Object.keys(shown.properties.variants.items.properties)).toEqual(expect.arrayContaining(['id', 'sent', 'opened', 'clicked']));
+    expect(answer.properties.localTime.anyOf.find((s: any) => s.type === 'object').properties.waiting.type).toBe('array');
+    const winner = doc.paths['/campaigns/{id}/winner'].post;
+    expect((winner.requestBody!.content['application/json'].schema as any).properties.variantId.enum).toEqual(['A', 'B', 'C', 'D']);
+    expect(Object.keys(winner.responses)).toEqual(expect.arrayContaining(['200', '400', '404', '409', '422']));
   });
 
   test('the suppression list: every route with the secret key, and /v1/send answers each recipient’s status', () => {

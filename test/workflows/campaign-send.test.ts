@@ -4,7 +4,7 @@ import { CancelledFailure } from '@temporalio/common';
 import type { CampaignChunk } from '../../src/delivery';
 import { campaignChunkQueue, workflowIds } from '../../temporal/workflow-ids';
 import { campaignSendWorkflow } from '../../temporal/workflows';
-import { rescheduleUpdate, type CampaignSendInput } from '../../temporal/workflows/campaign-send';
+import { abWinnerChosenSignal, rescheduleUpdate, type CampaignSendInput } from '../../temporal/workflows/campaign-send';
 import { DAY, eventually, gate, HOUR, type HistoryEvent, type MockActivities, runsOf, scheduledAt, uid, withWorkers, workflowTestEnv } from './env';
 
 const t = workflowTestEnv();
@@ -22,7 +22,7 @@ class FakeCampaign {
   /** Contact id → when (server time) it is due; only QUEUED recipients are here. */
   readonly queued = new Map<string, number>();
   readonly sent: Array<{ id: string; at: number }> = [];
-  readonly log: Array<{ call: string; at: number; chunk?: CampaignChunk; after?: string | null; queue?: string }> = [];
+  readonly log: Array<{ call: string; at: number; chunk?: CampaignChunk; after?: string | null; queue?: string; run?: string }> = [];
   inFlight = 0;
   maxInFlight = 0;
   /** Holds every delivery until the test lets it go (undefined: deliveries finish at once). */
@@ -32,6 +32,8 @@ class FakeCampaign {
   /** What every delivery answers about the campaign (no longer SENDING: stopped). */
   stopped = false;
   proceed = true;
+  /** An A/B test: `held` is not queued until decideAbWinner; a manual test has no winner until `chosen`. */
+  ab?: { waitMinutes: number; held: string[]; manual: boolean; chosen?: boolean };
 
   constructor(
     recipients: number,
@@ -55,11 +57,21 @@ class FakeCampaign {
       startCampaignSend: async () => {
         this.log.push({ call: 'startCampaignSend', at: scheduledAt() });
         await this.holdStart;
-        return { proceed: this.proceed, recipients: this.queued.size };
+        return { proceed: this.proceed, recipients: this.queued.size, ...(this.ab ? { abWaitMinutes: this.ab.waitMinutes } : {}) };
+      },
+      holdAbTest: async () => {
+        this.log.push({ call: 'holdAbTest', at: scheduledAt() });
+      },
+      decideAbWinner: async () => {
+        const now = scheduledAt();
+        this.log.push({ call: 'decideAbWinner', at: now });
+        if (this.ab!.manual && !this.ab!.chosen) return { winner: null, stopped: false };
+        for (const id of this.ab!.held.splice(0)) this.queued.set(id, now);
+        return { winner: 'B', stopped: false };
       },
       planCampaignChunks: async ({ after }) => {
         const now = scheduledAt();
-        this.log.push({ call: 'planCampaignChunks', at: now, after });
+        this.log.push({ call: 'planCampaignChunks', at: now, after, run: Context.current().info.workflowExecution?.runId });
         // As the real plan: due recipients after `after` by contact id, `parallelism` chunks of `size`.
         const ids = [...this.queued]
           .filter(([id, due]) => due <= now && (after === null || id > after))
@@ -322,4 +334,86 @@ describe('cancellation', () => {
     expect(c.calls('completeCampaign')).toEqual([]);
     expect(c.calls('cancelCampaignDelivery')).toHaveLength(1);
   });
+});
+
+describe('A/B tests and local time', () => {
+  /** A campaign whose recipients from `sample` on are held for the winner. */
+  const abCampaign = (recipients: number, sample: number, ab: { waitMinutes: number; manual: boolean }) => {
+    const c = new FakeCampaign(recipients, 10, 2);
+    const held = [...c.queued.keys()].slice(sample);
+    for (const id of held) c.queued.delete(id);
+    c.ab = { ...ab, held };
+    return c;
+  };
+
+  test('the sample goes first, the wait (a week, skipped) is a durable timer, then the winner goes to the rest', async () => {
+    const c = abCampaign(50, 10, { waitMinutes: 10080, manual: false });
+    const handle = await c.run(async (start) => {
+      const h = await start(null);
+      await h.result();
+      return h;
+    });
+    const held = c.calls('holdAbTest')[0].at;
+    expect(c.sent.filter((s) => s.at <= held).map((s) => s.id)).toEqual(Array.from({ length: 10 }, (_, i) => FakeCampaign.id(i)));
+    const decided = c.calls('decideAbWinner');
+    expect(decided).toHaveLength(1);
+    expect(decided[0].at - held).toBeGreaterThanOrEqual(10080 * 60_000);
+    expect(c.sent.filter((s) => s.at >= decided[0].at)).toHaveLength(40);
+    expect(new Set(c.sent.map((s) => s.id)).size).toBe(50);
+    expect(c.calls('completeCampaign')).toHaveLength(1);
+    const [run] = await runsOf(handle);
+    expect(run.events.filter((e) => e.timerStartedEventAttributes)).toHaveLength(1);
+  });
+
+  test('manual: no winner when the wait ends; the winner signal goes on; a cancel during the wait sends nothing more', async () => {
+    const c = abCampaign(30, 6, { waitMinutes: 60, manual: true });
+    await c.run(async (start) => {
+      const h = await start(null);
+      await eventually(() => c.calls('holdAbTest').length === 1, 'the sample to be sent');
+      await t.env.sleep(DAY);
+      expect(c.calls('decideAbWinner')).toHaveLength(1);
+      expect(c.sent).toHaveLength(6);
+      c.ab!.chosen = true;
+      await h.signal(abWinnerChosenSignal);
+      await h.result();
+    });
+    expect(c.calls('decideAbWinner')).toHaveLength(2);
+    expect(c.sent).toHaveLength(30);
+
+    const cancelled = abCampaign(30, 6, { waitMinutes: 60, manual: false });
+    const failed = await cancelled.run(async (start) => {
+      const h = await start(null);
+      await eventually(() => cancelled.calls('holdAbTest').length === 1, 'the wait');
+      await h.cancel();
+      return h.result().catch((err) => err);
+    });
+    expect(failed.cause).toBeInstanceOf(CancelledFailure);
+    expect(cancelled.calls('decideAbWinner')).toEqual([]);
+    expect(cancelled.sent).toHaveLength(6);
+    expect(cancelled.calls('cancelCampaignDelivery')).toHaveLength(1);
+  });
+
+  test('400 time zones: each zone goes at its moment, one timer per moment, and each run of the history stays bounded', async () => {
+    const ZONES = 400;
+    const c = new FakeCampaign(ZONES * 2, 50, 4);
+    const start0 = await t.env.currentTimeMs();
+    // Two recipients per zone; zone z's moment is z quarter-hours away.
+    const dueOf = new Map([...c.queued.keys()].map((id, i) => [id, start0 + Math.floor(i / 2) * 15 * 60_000]));
+    for (const [id, due] of dueOf) c.queued.set(id, due);
+    const handle = await c.run(async (start) => {
+      const h = await start(null);
+      await h.result();
+      return h;
+    });
+    expect(c.sent).toHaveLength(ZONES * 2);
+    for (const s of c.sent) expect(s.at).toBeGreaterThanOrEqual(dueOf.get(s.id)!);
+    expect(c.calls('completeCampaign')).toHaveLength(1);
+    // Closed runs are evicted from the test server's memory: each run is told apart by its activities' run id.
+    const runs = Map.groupBy(c.calls('planCampaignChunks'), (l) => l.run);
+    expect(runs.size).toBeGreaterThan(ZONES / 25);
+    for (const [, plans] of runs) expect(plans.length).toBeLessThan(100);
+    const last = (await handle.client.getHandle(handle.workflowId).fetchHistory()).events ?? [];
+    expect(last.length).toBeLessThan(1000);
+    expect(last.filter((e) => e.timerStartedEventAttributes).length).toBeLessThanOrEqual(25);
+  }, 180_000);
 });

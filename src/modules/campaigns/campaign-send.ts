@@ -2,7 +2,7 @@ import type { TemporalClient } from '../../../temporal/client';
 import { searchAttributes, workflowIds } from '../../../temporal/workflow-ids';
 import { WorkflowUpdateFailedError } from '@temporalio/client';
 import { badRequest } from '../../http/errors';
-import { campaignSendWorkflow, rescheduleUpdate } from '../../../temporal/workflows/campaign-send';
+import { abWinnerChosenSignal, campaignSendWorkflow, rescheduleUpdate } from '../../../temporal/workflows/campaign-send';
 
 /** Starts `campaign-send:<campaignId>`; it sleeps until `scheduledFor` when there is one. */
 export async function startCampaignWorkflow(t: TemporalClient, c: { id: string; projectId: string; scheduledFor: Date | null }): Promise<void> {
@@ -33,4 +33,9 @@ export async function rescheduleCampaignWorkflow(t: TemporalClient, campaignId: 
 
 export async function cancelCampaignWorkflow(t: TemporalClient, campaignId: string): Promise<void> {
   await t.client.workflow.getHandle(workflowIds.campaignSend(campaignId)).cancel();
+}
+
+/** Tells the workflow an A/B test's winner was chosen (it reads which from the campaign's row). */
+export async function signalAbWinner(t: TemporalClient, campaignId: string): Promise<void> {
+  await t.client.workflow.getHandle(workflowIds.campaignSend(campaignId)).signal(abWinnerChosenSignal);
 }

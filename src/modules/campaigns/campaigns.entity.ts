@@ -3,7 +3,7 @@ import { cascadingReference, optionalTimestampColumn, timestampColumn } from '..
 import type { TrackingOverride } from '../accounts';
 import type { ConditionTree } from '../segments';
 import { messageProperties } from '../templates';
-import type { CampaignStatus } from './campaigns.schemas';
+import type { AbPhase, AbTest, CampaignStatus, LocalTime } from './campaigns.schemas';
 
 /** A campaign: one message sent to an audience (all contacts, a segment or a condition), with its delivery counts. */
 export class Campaign {
@@ -28,6 +28,10 @@ export class Campaign {
     | 'failedCount'
     | 'audienceFixedAt'
     | 'sentAt'
+    | 'abTest'
+    | 'abWinnerVariantId'
+    | 'abPhase'
+    | 'localTime'
     | 'createdAt'
     | 'updatedAt';
   id!: string;
@@ -60,6 +64,13 @@ export class Campaign {
   /** When sending started and the audience was fixed (its recipients' emails queued). */
   audienceFixedAt: Date | null = null;
   sentAt: Date | null = null;
+  /** Variants sent to a sample of the audience first; the winner goes to the rest. */
+  abTest: AbTest | null = null;
+  abWinnerVariantId: string | null = null;
+  /** Where an A/B test is: sending its sample, waiting for the winner, sending the winner, done. */
+  abPhase: AbPhase | null = null;
+  /** Each recipient gets the campaign at an hour of a day in their own time zone. */
+  localTime: LocalTime | null = null;
   /** Both set by PostgreSQL on insert (its now(), to the microsecond, which orders lists) and read back by the INSERT. */
   createdAt!: Date;
   updatedAt!: Date;
@@ -85,7 +96,7 @@ export const CampaignSchema = new EntitySchema<Campaign>({
     id: { type: 'uuid', primary: true },
     projectId: cascadingReference('campaigns', 'project_id', 'Project'),
     ...messageProperties,
-    status: { enum: true, items: ['DRAFT', 'SCHEDULED', 'SENDING', 'SENT', 'CANCELLED'], type: 'text', default: 'DRAFT' },
+    status: { enum: true, items: ['DRAFT', 'SCHEDULED', 'SENDING', 'TESTING', 'SENT', 'CANCELLED'], type: 'text', default: 'DRAFT' },
     audienceType: { enum: true, items: ['ALL', 'SEGMENT', 'FILTERED'], type: 'text' },
     // An active campaign's segment cannot be deleted (SEGMENT_IN_USE); a finished campaign forgets its deleted segment.
     segmentId: {
@@ -121,6 +132,10 @@ export const CampaignSchema = new EntitySchema<Campaign>({
     failedCount: { ...countColumn },
     audienceFixedAt: { ...optionalTimestampColumn },
     sentAt: { ...optionalTimestampColumn },
+    abTest: { type: 'json', columnType: 'jsonb', nullable: true },
+    abWinnerVariantId: { type: 'text', nullable: true },
+    abPhase: { type: 'text', nullable: true },
+    localTime: { type: 'json', columnType: 'jsonb', nullable: true },
     createdAt: { ...timestampColumn },
     updatedAt: { ...timestampColumn, onUpdate: () => new Date() },
   },

@@ -15,13 +15,16 @@ import {
   campaignResponse,
   campaignSchema,
   campaignStatsResponse,
+  chooseWinnerSchema,
   sendCampaignSchema,
   testSendResponse,
   testSendSchema,
 } from './campaigns.schemas';
 import {
+  campaignDetail,
   campaignStats,
   cancelCampaign,
+  chooseAbWinner,
   createCampaign,
   deleteCampaign,
   duplicateCampaign,
@@ -80,9 +83,16 @@ export function campaignRoutes(router: Router, g: Guards, deps: CampaignDeps): v
     '/campaigns/:id',
     g.secret,
     endpoint(
-      { tag, summary: 'Get a campaign', params, responses: { 200: campaignResponse.describe('The campaign') }, errors: NOT_FOUND },
+      {
+        tag,
+        summary: 'Get a campaign',
+        description: 'With each A/B variant’s sent, opened and clicked counts, and a local-time campaign’s zones still waiting.',
+        params,
+        responses: { 200: campaignResponse.describe('The campaign') },
+        errors: NOT_FOUND,
+      },
       async (ctx, input) => {
-        ctx.body = toCampaignDto(await getCampaign(ctx.state.em, ctx.state.project!.id, input.param('id')));
+        ctx.body = await campaignDetail(ctx.state.em, await getCampaign(ctx.state.em, ctx.state.project!.id, input.param('id')));
       },
     ),
   );
@@ -115,7 +125,7 @@ export function campaignRoutes(router: Router, g: Guards, deps: CampaignDeps): v
         summary: 'Delete a DRAFT campaign',
         params,
         responses: { 200: deletedResponse.describe('Deleted') },
-        errors: { ...NOT_FOUND, 400: 'Not a DRAFT (CAMPAIGN_NOT_DELETABLE)', 409: 'SCHEDULED or SENDING: cancel it first (CAMPAIGN_ACTIVE)' },
+        errors: { ...NOT_FOUND, 400: 'Not a DRAFT (CAMPAIGN_NOT_DELETABLE)', 409: 'SCHEDULED, SENDING or TESTING: cancel it first (CAMPAIGN_ACTIVE)' },
       },
       async (ctx, input) => {
         const id = input.param('id');
@@ -178,16 +188,40 @@ export function campaignRoutes(router: Router, g: Guards, deps: CampaignDeps): v
     endpoint(
       {
         tag,
-        summary: 'Cancel a SCHEDULED or SENDING campaign',
+        summary: 'Cancel a SCHEDULED, SENDING or TESTING campaign',
         params,
         responses: { 200: campaignActionResponse.describe('The cancelled campaign') },
-        errors: { ...NOT_FOUND, 400: 'The campaign is not SCHEDULED or SENDING (CAMPAIGN_NOT_CANCELLABLE)' },
+        errors: { ...NOT_FOUND, 400: 'The campaign is not SCHEDULED, SENDING or TESTING (CAMPAIGN_NOT_CANCELLABLE)' },
       },
       async (ctx, input) => {
         const id = input.param('id');
         const projectId = ctx.state.project!.id;
         const row = await cancelCampaign(ctx.state.em, deps.temporal, projectId, id);
         ctx.body = { success: true, data: toCampaignDto(row), message: 'Campaign cancelled' };
+      },
+    ),
+  );
+
+  router.post(
+    '/campaigns/:id/winner',
+    g.secret,
+    endpoint(
+      {
+        tag,
+        summary: 'Choose the winner of an A/B test',
+        description: 'Once, while the campaign is SENDING or TESTING: the rest of the audience gets this variant (the wait ends).',
+        params,
+        body: chooseWinnerSchema,
+        responses: { 200: campaignActionResponse.describe('The campaign with its winner') },
+        errors: {
+          ...NOT_FOUND,
+          400: 'The campaign has no A/B test (CAMPAIGN_NOT_AB_TEST), or is not SENDING or TESTING (CAMPAIGN_NOT_TESTING)',
+          409: 'The winner was already chosen or decided (WINNER_ALREADY_CHOSEN)',
+        },
+      },
+      async (ctx, input) => {
+        const row = await chooseAbWinner(ctx.state.em, deps.temporal, ctx.state.project!.id, input.param('id'), input.body().variantId);
+        ctx.body = { success: true, data: toCampaignDto(row), message: `Variant ${row.abWinnerVariantId} goes to the rest of the audience` };
       },
     ),
   );

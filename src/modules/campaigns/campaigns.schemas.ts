@@ -9,8 +9,73 @@ import { conditionInput, conditionTree } from '../segments';
 import { subjectSchema, TEMPLATE_TYPES } from '../templates';
 import type { campaignStats, listCampaigns, toCampaignDto } from './campaigns.service';
 
-export const CAMPAIGN_STATUSES = ['DRAFT', 'SCHEDULED', 'SENDING', 'SENT', 'CANCELLED'] as const;
+export const CAMPAIGN_STATUSES = ['DRAFT', 'SCHEDULED', 'SENDING', 'TESTING', 'SENT', 'CANCELLED'] as const;
 export type CampaignStatus = (typeof CAMPAIGN_STATUSES)[number];
+/** A campaign whose workflow runs: it cannot be deleted, and its segment, topic and sender stay. */
+export const ACTIVE_CAMPAIGN_STATUSES = ['SCHEDULED', 'SENDING', 'TESTING'] as const;
+
+const displayName = z
+  .string()
+  .max(200)
+  .refine((s) => !/[\r\n]/.test(s), { message: 'Cannot contain line breaks', params: { code: 'invalid_string' } });
+
+/** Variant ids, in the order the variants are given. */
+export const VARIANT_IDS = ['A', 'B', 'C', 'D'] as const;
+export const AB_PHASES = ['testing', 'waiting', 'winner', 'done'] as const;
+export type AbPhase = (typeof AB_PHASES)[number];
+
+export const abTestSchema = z
+  .object({
+    variants: z
+      .array(
+        z.object({
+          subject: subjectSchema.optional(),
+          body: z.string().min(1).max(5_000_000).optional(),
+          from: emailSchema.optional(),
+          fromName: displayName.nullable().optional(),
+        }),
+      )
+      .min(2)
+      .max(4)
+      .meta({ description: 'Each overrides the campaign’s fields; their ids are "A", "B", ... in this order' }),
+    testPercent: z.number().int().min(5).max(50).meta({ description: 'round(N × testPercent / 100) recipients get a variant, split evenly' }),
+    waitMinutes: z.number().int().min(1).max(10080).meta({ description: 'How long after the sample is sent the winner is picked' }),
+    winnerCriteria: z
+      .enum(['opens', 'clicks', 'manual'])
+      .meta({ description: 'Highest unique open or click rate among its test recipients (a tie goes to the lowest id), or POST /campaigns/:id/winner' }),
+  })
+  .meta({ description: 'An A/B test: variants to a sample of the audience, then the winner to the rest' });
+export type AbTestInput = z.output<typeof abTestSchema>;
+/** As stored: each variant with its id. */
+export type AbTest = Omit<AbTestInput, 'variants'> & { variants: Array<AbTestInput['variants'][number] & { id: string }> };
+
+/** An IANA time zone name ("Europe/Paris", "UTC"): a name, not an offset, that this runtime knows. */
+export const timeZoneName = z
+  .string()
+  .max(64)
+  .refine(isTimeZoneName, { message: 'Not an IANA time zone name', params: { code: 'invalid_string' } });
+
+export function isTimeZoneName(name: string): boolean {
+  if (!/^[A-Za-z][A-Za-z0-9_+-]*(?:\/[A-Za-z0-9_+-]+){0,2}$/.test(name)) return false;
+  try {
+    new Intl.DateTimeFormat('en-US', { timeZone: name });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export const localTimeSchema = z
+  .object({
+    at: z.string().regex(/^(?:[01]\d|2[0-3]):[0-5]\d$/, { message: 'Expected HH:MM' }),
+    date: z.iso.date(),
+    defaultTimezone: timeZoneName.meta({ description: 'For a contact without a valid `data.timezone`' }),
+    pastPolicy: z
+      .enum(['send_now', 'skip', 'next_day'])
+      .meta({ description: 'For a zone whose moment has passed when sending starts: send at once, leave it out, or send a day later' }),
+  })
+  .meta({ description: 'Each recipient gets the campaign at `at` on `date` in their own time zone (`data.timezone`, else defaultTimezone)' });
+export type LocalTime = z.output<typeof localTimeSchema>;
 
 /** Create and PUT (update by replacement) take the same body. */
 export const campaignSchema = z.object({
@@ -36,6 +101,8 @@ export const campaignSchema = z.object({
     .optional()
     .meta({ description: 'A topic of the project (MARKETING only): only contacts that receive it get the campaign, and its unsubscribe link leaves it' }),
   tracking: trackingOverrideSchema.nullable().optional(),
+  abTest: abTestSchema.nullable().optional(),
+  localTime: localTimeSchema.nullable().optional(),
 });
 
 export type CampaignInput = z.output<typeof campaignSchema>;
@@ -50,12 +117,16 @@ export const sendCampaignSchema = z.object({
 
 export const testSendSchema = z.object({ email: emailSchema });
 
+export const chooseWinnerSchema = z.object({ variantId: z.enum(VARIANT_IDS) });
+
 export const campaignListQuery = z.object({
   ...pageQuery,
   ...sortQuery({ name: 'name', createdAt: 'createdAt', updatedAt: 'updatedAt' }, 'createdAt'),
   status: queryEnum(CAMPAIGN_STATUSES, () => badRequest(`status must be one of ${CAMPAIGN_STATUSES.join(', ')}`, 'INVALID_STATUS')),
   search: queryText({ trim: true, description: 'Case-insensitive match on name, subject or sender address' }),
 });
+
+const count = z.number().int();
 
 export const campaignResponse = z.object({
   id: z.string(),
@@ -82,6 +153,32 @@ export const campaignResponse = z.object({
   bouncedCount: z.number().int(),
   projectId: z.string(),
   sentAt: dateTime.nullable(),
+  abTest: abTestSchema
+    .extend({
+      variants: z.array(
+        z.object({
+          id: z.string(),
+          subject: z.string().optional(),
+          body: z.string().optional(),
+          from: z.string().optional(),
+          fromName: z.string().nullable().optional(),
+          sent: count.optional().meta({ description: 'GET /campaigns/:id only: its emails sent' }),
+          opened: count.optional().meta({ description: 'GET /campaigns/:id only: its emails opened at least once' }),
+          clicked: count.optional().meta({ description: 'GET /campaigns/:id only: its emails clicked at least once' }),
+        }),
+      ),
+      winnerVariantId: z.string().nullable(),
+      phase: z.enum(AB_PHASES).nullable().meta({ description: 'null until sending starts' }),
+    })
+    .nullable(),
+  localTime: localTimeSchema
+    .extend({
+      waiting: z
+        .array(z.object({ timezone: z.string(), sendAt: dateTime, recipients: count }))
+        .optional()
+        .meta({ description: 'GET /campaigns/:id only, while sending: the zones whose moment has not come, and their recipients' }),
+    })
+    .nullable(),
   createdAt: dateTime,
   updatedAt: dateTime,
 });
@@ -95,7 +192,6 @@ sameShape<z.output<typeof campaignListResponse>, Awaited<ReturnType<typeof listC
 
 export const testSendResponse = successEnvelope(z.object({ email: z.string().meta({ description: 'The email record id' }), to: z.string() }));
 
-const count = z.number().int();
 export const campaignStatsResponse = z.object({
   campaignId: z.string(),
   status: z.enum(CAMPAIGN_STATUSES),

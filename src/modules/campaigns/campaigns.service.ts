@@ -6,19 +6,49 @@ import { transaction } from '../../db/orm';
 import { AppError, badRequest, conflict, notFound } from '../../http/errors';
 import type { TemporalClient } from '../../../temporal/client';
 import { assertWithinBillingLimits, billingPeriod } from '../billing';
-import { cancelCampaignWorkflow, rescheduleCampaignWorkflow, startCampaignWorkflow } from './campaign-send';
+import { cancelCampaignWorkflow, rescheduleCampaignWorkflow, signalAbWinner, startCampaignWorkflow } from './campaign-send';
 import { assertVerifiedSender } from '../domains';
 import { EmailSchema } from '../emails';
 import { checkCondition, Segment, type ConditionTree } from '../segments';
 import { copiedMessage } from '../templates';
 import { Topic, unknownTopics } from '../topics';
 import { Campaign } from './campaigns.entity';
-import { audienceSize, emailCounts, markSentWhenDone, notifyCampaignStopped, queueAudience } from './campaigns.queries';
-import type { CampaignInput, CampaignStatus } from './campaigns.schemas';
+import {
+  audienceSize,
+  emailCounts,
+  markSentWhenDone,
+  type MessageFields,
+  notifyCampaignStopped,
+  queueAbAudience,
+  queueAudience,
+  queueLocalAudience,
+  releaseHeld,
+  variantCounts,
+  waitingZones,
+} from './campaigns.queries';
+import { ACTIVE_CAMPAIGN_STATUSES, type AbTest, type CampaignInput, type CampaignStatus, VARIANT_IDS } from './campaigns.schemas';
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
-export const toCampaignDto = (c: Campaign) => ({
+type VariantCounts = { sent: number; opened: number; clicked: number };
+type WaitingZone = { timezone: string; sendAt: string; recipients: number };
+
+/** What GET /campaigns/:id adds: each A/B variant's counts, and a local-time campaign's zones still to come. */
+export interface CampaignDetail {
+  variants?: Map<string, VariantCounts>;
+  waiting?: WaitingZone[];
+}
+
+/** An A/B test as answered: the variants with their ids (and counts, on GET /campaigns/:id), the winner and phase. */
+const abTestDto = (c: Campaign, counts?: Map<string, VariantCounts>) =>
+  c.abTest && {
+    ...c.abTest,
+    variants: c.abTest.variants.map((v) => ({ ...v, ...(counts ? (counts.get(v.id) ?? { sent: 0, opened: 0, clicked: 0 }) : {}) })),
+    winnerVariantId: c.abWinnerVariantId,
+    phase: c.abPhase,
+  };
+
+export const toCampaignDto = (c: Campaign, detail: CampaignDetail = {}) => ({
   id: c.id,
   name: c.name,
   description: c.description,
@@ -43,6 +73,8 @@ export const toCampaignDto = (c: Campaign) => ({
   bouncedCount: c.bouncedCount,
   projectId: c.projectId,
   sentAt: iso(c.sentAt),
+  abTest: abTestDto(c, detail.variants),
+  localTime: c.localTime && { ...c.localTime, ...(detail.waiting ? { waiting: detail.waiting } : {}) },
   createdAt: c.createdAt.toISOString(),
   updatedAt: c.updatedAt.toISOString(),
 });
@@ -70,6 +102,33 @@ function campaignFields(input: CampaignInput, audience: Audience) {
     audienceCondition: audience.condition,
     topicId: audience.topicId,
     tracking: input.tracking ?? null,
+    abTest: input.abTest ? { ...input.abTest, variants: input.abTest.variants.map((v, i) => ({ id: VARIANT_IDS[i], ...v })) } : null,
+    localTime: input.localTime ?? null,
+  };
+}
+
+const invalidField = (field: string, message: string) =>
+  new AppError(422, 'VALIDATION_ERROR', 'Request validation failed', { errors: [{ field, message, code: 'invalid_value' }] });
+
+/** An A/B test and a local time do not combine (422); every sender a variant names must be verified (403). */
+async function checkWaits(em: EntityManager, projectId: string, input: CampaignInput): Promise<void> {
+  if (input.abTest && input.localTime) throw invalidField('localTime', 'A campaign cannot combine abTest and localTime');
+  await assertVariantSenders(em, projectId, input.abTest?.variants);
+}
+
+async function assertVariantSenders(em: EntityManager, projectId: string, variants: Array<{ from?: string }> | undefined): Promise<void> {
+  for (const from of new Set((variants ?? []).flatMap((v) => (v.from ? [v.from] : [])))) await assertVerifiedSender(em, projectId, from);
+}
+
+/** A variant's message: its own fields where it gives them, the campaign's otherwise. */
+function variantMessage(c: Campaign, v: AbTest['variants'][number]): MessageFields & { id: string } {
+  const fromEmail = v.from ?? c.fromEmail;
+  return {
+    id: v.id,
+    fromEmail,
+    fromName: v.fromName !== undefined ? v.fromName : c.fromName,
+    replyTo: c.replyTo ?? fromEmail,
+    subject: v.subject ?? c.subject,
   };
 }
 
@@ -116,6 +175,7 @@ async function checkAudience(em: EntityManager, projectId: string, input: Campai
 export async function createCampaign(em: EntityManager, projectId: string, input: CampaignInput): Promise<Campaign> {
   const audience = await checkAudience(em, projectId, input);
   await assertVerifiedSender(em, projectId, input.from);
+  await checkWaits(em, projectId, input);
   const campaign = em.create(Campaign, { id: newId(), projectId, ...campaignFields(input, audience) });
   await em.persist(campaign).flush();
   // Read back: jsonb orders the condition's keys its own way, and the answer shows them as every later read does.
@@ -130,10 +190,12 @@ export async function replaceCampaign(em: EntityManager, projectId: string, id: 
   }
   const audience = await checkAudience(em, projectId, input);
   await assertVerifiedSender(em, projectId, input.from);
+  await checkWaits(em, projectId, input);
+  if (input.localTime && current.scheduledFor) throw invalidField('localTime', 'A scheduled campaign cannot have a local time: send it without scheduledFor');
   // Conditional: sending may have begun since the check above, and then the campaign stays as it is.
   const changed = await em.nativeUpdate(
     Campaign,
-    { projectId, id, status: { $in: ['DRAFT', 'SCHEDULED'] } },
+    { projectId, id, status: { $in: ['DRAFT', 'SCHEDULED'] }, ...(input.localTime ? { scheduledFor: null } : {}) },
     { ...campaignFields(input, audience), updatedAt: new Date() },
   );
   if (!changed) throw badRequest('The campaign is no longer editable', 'CAMPAIGN_NOT_EDITABLE');
@@ -143,7 +205,7 @@ export async function replaceCampaign(em: EntityManager, projectId: string, id: 
 /** Only a draft can be deleted; a scheduled or sending campaign has an active execution (409). */
 export async function deleteCampaign(em: EntityManager, projectId: string, id: string): Promise<void> {
   const c = await getCampaign(em, projectId, id);
-  if (c.status === 'SCHEDULED' || c.status === 'SENDING') {
+  if ((ACTIVE_CAMPAIGN_STATUSES as readonly string[]).includes(c.status)) {
     throw conflict(`The campaign is ${c.status}: cancel it first`, 'CAMPAIGN_ACTIVE');
   }
   if (c.status !== 'DRAFT') throw badRequest(`A ${c.status} campaign is kept for its statistics; only drafts can be deleted`, 'CAMPAIGN_NOT_DELETABLE');
@@ -163,6 +225,8 @@ export async function duplicateCampaign(em: EntityManager, projectId: string, id
     audienceCondition: structuredClone(c.audienceCondition),
     topicId: c.topicId,
     tracking: structuredClone(c.tracking),
+    abTest: structuredClone(c.abTest),
+    localTime: structuredClone(c.localTime),
   });
   await em.persist(copy).flush();
   return copy;
@@ -192,7 +256,7 @@ export async function listCampaigns(
     },
     { orderBy: { [q.sort]: q.dir, id: q.dir }, limit: q.pageSize, offset: (q.page - 1) * q.pageSize },
   );
-  return { data: rows.map(toCampaignDto), page: q.page, pageSize: q.pageSize, total: n, totalPages: Math.ceil(n / q.pageSize) };
+  return { data: rows.map((c) => toCampaignDto(c)), page: q.page, pageSize: q.pageSize, total: n, totalPages: Math.ceil(n / q.pageSize) };
 }
 
 /** Current counts, from the recipients' emails themselves. */
@@ -216,11 +280,12 @@ export async function campaignStats(em: EntityManager, c: Campaign) {
  * unrendered email per recipient (contacts who join later are not added). Idempotent: a second run
  * finds the audience fixed. Answers whether delivery should go on.
  */
-export async function startCampaignSend(em: EntityManager, campaignId: string): Promise<{ proceed: boolean; recipients: number }> {
+export async function startCampaignSend(em: EntityManager, campaignId: string): Promise<{ proceed: boolean; recipients: number; abWaitMinutes?: number }> {
   return transaction(em, async (tx) => {
     const c = await tx.findOne(Campaign, { id: campaignId }, { lockMode: LockMode.PESSIMISTIC_WRITE, refresh: true });
     if (!c || (c.status !== 'SCHEDULED' && c.status !== 'SENDING')) return { proceed: false, recipients: 0 };
-    if (c.audienceFixedAt) return { proceed: true, recipients: c.totalRecipients };
+    const abWaitMinutes = c.abTest ? { abWaitMinutes: c.abTest.waitMinutes } : {};
+    if (c.audienceFixedAt) return { proceed: true, recipients: c.totalRecipients, ...abWaitMinutes };
     // Checked when it was sent or scheduled; a scheduled one may find the month's emails used up since.
     const overLimit = await assertWithinBillingLimits(tx, c.projectId, () => audienceSize(tx, c)).then(
       () => false,
@@ -231,9 +296,18 @@ export async function startCampaignSend(em: EntityManager, campaignId: string): 
       c.status = 'CANCELLED';
       return { proceed: false, recipients: 0 };
     }
-    const recipients = await queueAudience(tx, c);
-    tx.assign(c, { status: 'SENDING', audienceFixedAt: new Date(), totalRecipients: recipients });
-    return { proceed: true, recipients };
+    const recipients = c.abTest
+      ? await queueAbAudience(
+          tx,
+          c,
+          c.abTest.variants.map((v) => variantMessage(c, v)),
+          c.abTest.testPercent,
+        )
+      : c.localTime
+        ? await queueLocalAudience(tx, c, c.localTime)
+        : await queueAudience(tx, c);
+    tx.assign(c, { status: 'SENDING', audienceFixedAt: new Date(), totalRecipients: recipients, ...(c.abTest ? { abPhase: 'testing' as const } : {}) });
+    return { proceed: true, recipients, ...abWaitMinutes };
   });
 }
 
@@ -246,7 +320,7 @@ export async function completeCampaign(em: EntityManager, campaignId: string): P
 export async function cancelCampaignDelivery(em: EntityManager, campaignId: string): Promise<number> {
   return transaction(em, async (tx) => {
     const now = new Date();
-    await tx.nativeUpdate(Campaign, { id: campaignId, status: { $in: ['SCHEDULED', 'SENDING'] } }, { status: 'CANCELLED', updatedAt: now });
+    await tx.nativeUpdate(Campaign, { id: campaignId, status: { $in: [...ACTIVE_CAMPAIGN_STATUSES] } }, { status: 'CANCELLED', updatedAt: now });
     return tx.nativeUpdate(
       EmailSchema,
       { campaignId, status: 'QUEUED' },
@@ -274,7 +348,9 @@ export async function sendCampaign(
       throw badRequest(`A ${c.status} campaign cannot be sent; only DRAFT or SCHEDULED campaigns can`, 'CAMPAIGN_NOT_SENDABLE');
     }
     const at = parseSchedule(scheduledFor);
+    if (at && c.localTime) throw invalidField('scheduledFor', 'A campaign with a local time cannot be scheduled: it is sent at its local time');
     await assertVerifiedSender(tx, projectId, c.fromEmail);
+    await assertVariantSenders(tx, projectId, c.abTest?.variants);
     const recipients = await audienceSize(tx, c);
     if (recipients === 0) throw badRequest('The campaign’s audience has no subscribed contacts', 'NO_RECIPIENTS');
     // A send in a later billing period is checked when its time comes (startCampaignSend).
@@ -287,16 +363,95 @@ export async function sendCampaign(
   });
 }
 
-/** Cancels a SCHEDULED or SENDING campaign and its workflow, with the row locked. */
+/** Cancels a SCHEDULED, SENDING or TESTING campaign and its workflow, with the row locked. */
 export async function cancelCampaign(em: EntityManager, temporal: TemporalClient, projectId: string, id: string): Promise<Campaign> {
   return transaction(em, async (tx) => {
     const c = await getCampaign(tx, projectId, id, true);
-    if (c.status !== 'SCHEDULED' && c.status !== 'SENDING') throw badRequest(`A ${c.status} campaign cannot be cancelled`, 'CAMPAIGN_NOT_CANCELLABLE');
+    if (!(ACTIVE_CAMPAIGN_STATUSES as readonly string[]).includes(c.status)) {
+      throw badRequest(`A ${c.status} campaign cannot be cancelled`, 'CAMPAIGN_NOT_CANCELLABLE');
+    }
     c.status = 'CANCELLED';
     await tx.flush();
     // The workers' chunks stop at the commit; the workflow then cancels what is still queued.
     await notifyCampaignStopped(tx, id);
     await cancelCampaignWorkflow(temporal, id);
+    return c;
+  });
+}
+
+/** GET /campaigns/:id: the campaign with each A/B variant's counts and, while sending, a local-time campaign's zones still to come. */
+export async function campaignDetail(em: EntityManager, c: Campaign) {
+  const detail: CampaignDetail = {};
+  if (c.abTest) detail.variants = new Map((await variantCounts(em, c.id)).map((r) => [r.variant_id, { sent: r.sent, opened: r.opened, clicked: r.clicked }]));
+  if (c.localTime && c.status === 'SENDING') {
+    detail.waiting = (await waitingZones(em, c.id)).map((z) => ({ timezone: z.timezone, sendAt: new Date(z.send_at).toISOString(), recipients: z.recipients }));
+  }
+  return toCampaignDto(c, detail);
+}
+
+/** The A/B test's sample is sent: the campaign is TESTING until its winner is decided. */
+export async function holdAbTest(em: EntityManager, campaignId: string): Promise<void> {
+  await em.nativeUpdate(
+    Campaign,
+    { id: campaignId, status: 'SENDING', abWinnerVariantId: null },
+    { status: 'TESTING', abPhase: 'waiting', updatedAt: new Date() },
+  );
+}
+
+/**
+ * The wait is over (or a winner was chosen): the winner is the one chosen by POST /campaigns/:id/winner,
+ * else, unless the test is manual, the variant with the highest unique open or click rate among its
+ * sample (a tie goes to the lowest id). The held rest then gets the winner. Idempotent; answers no
+ * winner while a manual test waits, and `stopped` when the campaign was cancelled.
+ */
+export async function decideAbWinner(em: EntityManager, campaignId: string): Promise<{ winner: string | null; stopped: boolean }> {
+  return transaction(em, async (tx) => {
+    const c = await tx.findOne(Campaign, { id: campaignId }, { lockMode: LockMode.PESSIMISTIC_WRITE, refresh: true });
+    if (!c?.abTest || (c.status !== 'SENDING' && c.status !== 'TESTING')) return { winner: null, stopped: true };
+    let winner = c.abWinnerVariantId;
+    if (!winner) {
+      if (c.abTest.winnerCriteria === 'manual') return { winner: null, stopped: false };
+      const counts = new Map((await variantCounts(tx, campaignId)).map((r) => [r.variant_id, r]));
+      const score = (id: string) => {
+        const r = counts.get(id);
+        return { hits: (c.abTest!.winnerCriteria === 'opens' ? r?.opened : r?.clicked) ?? 0, sent: r?.sent ?? 0 };
+      };
+      // Rates compared as cross products: exact, and a variant with nothing sent rates 0.
+      for (const v of c.abTest.variants) {
+        if (winner === null) winner = v.id;
+        const a = score(v.id);
+        const best = score(winner);
+        if (a.sent && (!best.sent || a.hits * best.sent > best.hits * a.sent)) winner = v.id;
+      }
+    }
+    await releaseHeld(
+      tx,
+      campaignId,
+      variantMessage(
+        c,
+        c.abTest.variants.find((v) => v.id === winner)!,
+      ),
+    );
+    tx.assign(c, { abWinnerVariantId: winner, abPhase: 'winner', status: 'SENDING', updatedAt: new Date() });
+    return { winner, stopped: false };
+  });
+}
+
+/**
+ * POST /campaigns/:id/winner: an A/B test's winner, chosen once (409 after that, or once it was
+ * decided), while its campaign is SENDING or TESTING; the workflow, signalled with the row locked,
+ * reads it when the lock is released.
+ */
+export async function chooseAbWinner(em: EntityManager, temporal: TemporalClient, projectId: string, id: string, variantId: string): Promise<Campaign> {
+  return transaction(em, async (tx) => {
+    const c = await getCampaign(tx, projectId, id, true);
+    if (!c.abTest) throw badRequest('The campaign has no A/B test', 'CAMPAIGN_NOT_AB_TEST');
+    if (c.abWinnerVariantId) throw conflict(`The winner is already ${c.abWinnerVariantId}`, 'WINNER_ALREADY_CHOSEN');
+    if (c.status !== 'SENDING' && c.status !== 'TESTING') throw badRequest(`A ${c.status} campaign’s winner cannot be chosen`, 'CAMPAIGN_NOT_TESTING');
+    if (!c.abTest.variants.some((v) => v.id === variantId)) throw invalidField('variantId', `The campaign has no variant ${variantId}`);
+    c.abWinnerVariantId = variantId;
+    await tx.flush();
+    await signalAbWinner(temporal, id);
     return c;
   });
 }

@@ -15,7 +15,7 @@ export async function domainUsage(em: EntityManager, projectId: string, domain: 
   const campaigns = await sql<{ id: string; name: string; status: string }>(
     em,
     `SELECT id, name, status FROM campaigns WHERE project_id = ? AND split_part(from_email, '@', 2) = ?
-       AND status IN ('DRAFT', 'SCHEDULED', 'SENDING') ORDER BY name`,
+       AND status IN ('DRAFT', 'SCHEDULED', 'SENDING', 'TESTING') ORDER BY name`,
     [projectId, domain],
   );
   const workflowSteps = await sql<{ id: string; workflowId: string }>(

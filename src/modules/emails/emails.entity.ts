@@ -32,6 +32,8 @@ export class Email {
     | 'failedAt'
     | 'openCount'
     | 'clickCount'
+    | 'variantId'
+    | 'timeZone'
     | 'createdAt'
     | 'updatedAt';
   id!: string;
@@ -68,6 +70,10 @@ export class Email {
   failedAt: Date | null = null;
   openCount = 0;
   clickCount = 0;
+  /** The A/B test variant ("A", "B", ...) this campaign email carries; null outside an A/B test (and while held for the winner). */
+  variantId: string | null = null;
+  /** The recipient's time zone of a local-time campaign: its email goes out at the campaign's hour there. */
+  timeZone: string | null = null;
   createdAt!: Date;
   updatedAt!: Date;
 }
@@ -156,6 +162,8 @@ export const EmailSchema = new EntitySchema<Email>({
     failedAt: { ...optionalTimestampColumn },
     openCount: { type: 'integer', default: 0 },
     clickCount: { type: 'integer', default: 0 },
+    variantId: { type: 'text', nullable: true },
+    timeZone: { type: 'text', nullable: true },
     createdAt: { ...timestampColumn },
     updatedAt: { ...timestampColumn, onUpdate: () => new Date() },
   },

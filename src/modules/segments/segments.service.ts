@@ -210,7 +210,7 @@ export async function segmentUsage(em: EntityManager, projectId: string, id: str
   // By entity name: the campaigns module imports this one, so importing its class would be a cycle.
   const campaigns = await em.find<Campaign>(
     'Campaign',
-    { projectId, segmentId: id, status: { $in: ['DRAFT', 'SCHEDULED', 'SENDING'] } },
+    { projectId, segmentId: id, status: { $in: ['DRAFT', 'SCHEDULED', 'SENDING', 'TESTING'] } },
     { orderBy: { name: 'ASC' } },
   );
   const segments = (await listSegments(em, projectId))

@@ -27,7 +27,8 @@ export async function topicUsers(em: EntityManager, projectId: string, topicId: 
   const [campaigns, workflowSteps] = await Promise.all([
     sql<{ id: string; name: string; status: string }>(
       em,
-      `SELECT id, name, status FROM campaigns WHERE project_id = ? AND topic_id = ? AND status IN ('DRAFT', 'SCHEDULED', 'SENDING') ORDER BY name, id`,
+      `SELECT id, name, status FROM campaigns
+       WHERE project_id = ? AND topic_id = ? AND status IN ('DRAFT', 'SCHEDULED', 'SENDING', 'TESTING') ORDER BY name, id`,
       [projectId, topicId],
     ),
     sql<{ id: string; workflowId: string; workflowName: string }>(
