@@ -301,3 +301,17 @@ test('an auto-reply or a bounce to the inbound host is recognised and not stored
     { kind: expect.any(String), envelope_to: 'support@inbound.acme.test' },
   ]);
 });
+
+test('a hostile message to the inbound host is stored cleaned: NUL, invalid UTF-8 and a flood of headers', async () => {
+  const junk = Array.from({ length: 1000 }, (_, i) => `X-Junk-${i}: ${'j'.repeat(20)}`).join('\r\n');
+  const raw = message(
+    { From: 'Eve\u0000 <eve@example.org>', To: 'in@inbound.acme.test', Subject: 'Hi\u0000there', 'Content-Type': 'text/plain; charset=utf-8' },
+    'bad bytes: \u00ff\u00fe and a NUL\u0000 here',
+  ).replace('\r\n\r\n', `\r\n${junk}\r\n\r\n`);
+  expect((await deliver('eve@example.org', ['in@inbound.acme.test'], raw)).data).toMatch(/^250 /);
+  const [latest] = (await list()).data;
+  expect(latest).toMatchObject({ from: 'eve@example.org', subject: 'Hithere' });
+  expect(latest.text).toMatch(/^bad bytes: .* and a NUL here/);
+  expect(latest.text).not.toContain('\u0000');
+  expect(latest.headers.length).toBeLessThanOrEqual(500);
+});
