@@ -462,7 +462,7 @@ async function startInbound(
     );
     stops.push(listener.close);
     report({ status: 'listening', port: listener.port });
-    log.info({ port: listener.port }, 'inbound MX listening (bounces and feedback reports for return-path addresses)');
+    log.info({ port: listener.port }, 'inbound MX listening (bounces and feedback reports for return paths, received mail for inbound hosts)');
     if (net.isIP(config.returnPath.mxHost)) {
       log.warn(
         { mxHost: config.returnPath.mxHost },
