@@ -22,6 +22,7 @@ import { Migration20261126195153_topic_targeting } from './Migration202611261951
 import { Migration20261126195504_consent } from './Migration20261126195504_consent';
 import { Migration20261128061700_suppressions } from './Migration20261128061700_suppressions';
 import { Migration20261128065418_ab_tests_and_local_time } from './Migration20261128065418_ab_tests_and_local_time';
+import { Migration20261128072817_confirmation_email } from './Migration20261128072817_confirmation_email';
 import { Migration20261128073008_inbound_emails } from './Migration20261128073008_inbound_emails';
 
 /** Every migration in the order it runs; append new ones, never edit landed ones. */
@@ -50,5 +51,6 @@ export const migrationsList = [
   { name: 'Migration20261126195504_consent', class: Migration20261126195504_consent },
   { name: 'Migration20261128061700_suppressions', class: Migration20261128061700_suppressions },
   { name: 'Migration20261128065418_ab_tests_and_local_time', class: Migration20261128065418_ab_tests_and_local_time },
+  { name: 'Migration20261128072817_confirmation_email', class: Migration20261128072817_confirmation_email },
   { name: 'Migration20261128073008_inbound_emails', class: Migration20261128073008_inbound_emails },
 ];

@@ -116,8 +116,18 @@ const envSchema = z.object({
   /** Connections the inbound MX holds at once, and from one client address (past either: 421). */
   INBOUND_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(100_000).default(256),
   INBOUND_MAX_CONNECTIONS_PER_CLIENT: z.coerce.number().int().min(1).max(100_000).default(16),
-  /** An inbound connection must reach DATA this long after connecting, or is closed (421). */
+  /** An inbound connection must reach DATA this long after connecting or after its previous message, or is closed (421); also its idle limit. */
   INBOUND_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(3600).default(60),
+  /** A message's DATA at the inbound MX must end this long after it began, or the connection is closed (421). */
+  INBOUND_DATA_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(3600).default(120),
+  /** An inbound connection is closed (421) this long after it connected, whatever it is doing. */
+  INBOUND_SESSION_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(86_400).default(600),
+  /** Messages one inbound connection may send; the next MAIL FROM is 421 and the connection closed. */
+  INBOUND_MAX_MESSAGES_PER_SESSION: z.coerce.number().int().min(1).max(10_000).default(20),
+  /** Message data all inbound connections together may hold in memory at once; a message past it is 452 (the sender retries). */
+  INBOUND_BUFFER_MB: z.coerce.number().positive().max(4096).default(64),
+  /** Messages the inbound MX takes from one client (an IPv4 address, an IPv6 /64) an hour, per process; then 450. */
+  INBOUND_REPORTS_PER_CLIENT_PER_HOUR: z.coerce.number().int().min(1).default(1000),
   /** The host sender domains point their return-path MX record at; default: PUBLIC_URL's host. */
   INBOUND_MX_HOST: z
     .string()
@@ -209,6 +219,10 @@ const envSchema = z.object({
     .max(24 * 365)
     .default(24),
   RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(1000),
+  /** Public-key requests (the form, /v1/track) per project per minute: a budget apart from the secret key's. */
+  PUBLIC_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(1000),
+  /** Public-key requests per client address (/64 for IPv6) per project per minute, checked before the project's public budget. */
+  PUBLIC_RATE_LIMIT_PER_CLIENT_PER_MINUTE: z.coerce.number().int().min(1).default(120),
   /** How long a double opt-in confirmation link works; a subscription left pending longer becomes unsubscribed. */
   CONFIRMATION_EXPIRY_HOURS: z.coerce
     .number()
@@ -241,6 +255,8 @@ const envSchema = z.object({
   SECURITY_BOUNCE_RATE: z.coerce.number().min(0).max(1).default(0.1),
   /** Complaints per email sent above which a project is suspended (1 never suspends). */
   SECURITY_COMPLAINT_RATE: z.coerce.number().min(0).max(1).default(0.005),
+  /** Recipient domains the counted complaints must come from before their rate can suspend a project. */
+  SECURITY_MIN_COMPLAINT_DOMAINS: z.coerce.number().int().min(1).default(3),
   /** Billing: payment calls go to Stripe only when this is set. */
   STRIPE_SECRET_KEY: z.string().min(1).optional(),
   /** Signing secret of the Stripe webhook endpoint (POST /webhooks/incoming/stripe). */
@@ -282,7 +298,7 @@ export type Config = z.output<typeof envSchema> & {
   /** What sender domains publish for their return paths: `<prefix>.<domain>` MX to `mxHost`, and our SPF there. */
   returnPath: { prefix: string; mxHost: string; spfValue: string };
   /** The SECURITY_* settings, as sending security judges a project by them. */
-  security: { windowDays: number; minSent: number; bounceRate: number; complaintRate: number };
+  security: { windowDays: number; minSent: number; bounceRate: number; complaintRate: number; minComplaintDomains: number };
 };
 
 /** The listeners a process may open, each with its own connection limits. */
@@ -384,6 +400,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       minSent: cfg.SECURITY_MIN_SENT,
       bounceRate: cfg.SECURITY_BOUNCE_RATE,
       complaintRate: cfg.SECURITY_COMPLAINT_RATE,
+      minComplaintDomains: cfg.SECURITY_MIN_COMPLAINT_DOMAINS,
     },
   };
 }

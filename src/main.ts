@@ -20,6 +20,7 @@ import { startCaptureSmtp } from './mail/capture-smtp';
 import { InsecureSubmissionError, startSubmissionSmtp } from './mail/submission-smtp';
 import { InboundReports } from './inbound/inbound-reports';
 import { type MxHandler, startMxListener } from './inbound/mx-listener';
+import { ReportAuthenticity } from './inbound/report-authenticity';
 import { ReportThreads } from './inbound/report-threads';
 import { ReceivedMail } from './inbound/received-mail';
 import { ReturnPaths } from './inbound/return-path';
@@ -247,6 +248,10 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
     let inboundPort: number | undefined;
     if (role === 'all' || role === 'api') {
       const limiter = new RateLimiter(orm, config.RATE_LIMIT_PER_MINUTE);
+      const publicLimits = {
+        project: new RateLimiter(orm, config.PUBLIC_RATE_LIMIT_PER_MINUTE),
+        perClient: new RateLimiter(orm, config.PUBLIC_RATE_LIMIT_PER_CLIENT_PER_MINUTE),
+      };
       const keys = new ProjectKeyCache(databaseUrl, log);
       await keys.start();
       stops.push(() => keys.stop());
@@ -261,6 +266,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         orm,
         log,
         limiter,
+        publicLimits,
         keys,
         resolver,
         temporal,
@@ -305,7 +311,9 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         // Closed after the MX (stops run in reverse), which stops handing it messages first.
         const reader = new ReportThreads({ threads: Math.min(2, Math.max(1, os.availableParallelism() - 1)), deadlineMs: 30_000 });
         stops.push(() => reader.close());
-        const reports = new InboundReports({ orm, returnPaths, hub, judge, rules: { softBounceLimit: config.SOFT_BOUNCE_LIMIT }, reader, log });
+        const authenticity = new ReportAuthenticity(resolver, config.returnPath.mxHost, log);
+        const rules = { softBounceLimit: config.SOFT_BOUNCE_LIMIT };
+        const reports = new InboundReports({ orm, returnPaths, hub, judge, rules, reader, authenticity, log });
         // Mail to inbound.<verified domain> is received mail; every other address is the reports' to take or refuse.
         const handler = new ReceivedMail({ orm, hub, reader, maxBytes: config.inbound.receivedMaxBytes, log }, reports);
         inboundPort = await startInbound(config, log, stops, gates.inbound, handler, (state) => report('inboundMx', state));
@@ -454,6 +462,11 @@ async function startInbound(
         port: config.inbound.port,
         maxBytes: config.inbound.maxBytes,
         timeoutSeconds: config.INBOUND_TIMEOUT_SECONDS,
+        dataTimeoutSeconds: config.INBOUND_DATA_TIMEOUT_SECONDS,
+        sessionTimeoutSeconds: config.INBOUND_SESSION_TIMEOUT_SECONDS,
+        maxMessagesPerSession: config.INBOUND_MAX_MESSAGES_PER_SESSION,
+        bufferBytes: config.INBOUND_BUFFER_MB * 2 ** 20,
+        reportsPerClientPerHour: config.INBOUND_REPORTS_PER_CLIENT_PER_HOUR,
         gate,
         reverseDns: config.SMTP_REVERSE_DNS,
         log,

@@ -2,7 +2,7 @@
 import type { EntityManager, Orm } from './orm';
 import { RateLimitWindowSchema } from './rate-limit-windows.entity';
 import { RateLimitKeyWindowSchema } from './rate-limit-key-windows.entity';
-import { countInKeyWindow, reserveInWindow } from './rate-limiter.queries';
+import { countInKeyWindow, reserveInKeyWindow, reserveInWindow } from './rate-limiter.queries';
 
 const WINDOW_MS = 60_000;
 const MAX_BLOCK = 256;
@@ -42,19 +42,25 @@ export class RateLimiter {
     private readonly now: () => number = Date.now,
   ) {}
 
-  async take(projectId: string): Promise<RateDecision> {
+  /**
+   * One request of a project, or of one `key` of it (a budget of its own: the public key's, one client
+   * address's), each counted apart from the others and from the project's own.
+   */
+  async take(projectId: string, key?: string): Promise<RateDecision> {
     const window = Math.floor(this.now() / WINDOW_MS);
     const resetSeconds = Math.max(1, Math.ceil(((window + 1) * WINDOW_MS - this.now()) / 1000));
-    let a = this.allowances.get(projectId);
+    const id = key === undefined ? projectId : `${projectId} ${key}`;
+    let a = this.allowances.get(id);
     if (!a || a.window !== window) {
+      if (!a) this.forgetEnded(window);
       a = { window, tokens: 0, block: 1, counted: 0, exhausted: false };
-      this.allowances.set(projectId, a);
+      this.allowances.set(id, a);
     }
     while (a.tokens === 0 && !a.exhausted) {
-      // One reservation at a time per project; concurrent requests wait for it and share its block.
-      const pending = this.inflight.get(projectId) ?? this.reserve(projectId, a);
-      this.inflight.set(projectId, pending);
-      await pending.finally(() => this.inflight.delete(projectId));
+      // One reservation at a time per budget; concurrent requests wait for it and share its block.
+      const pending = this.inflight.get(id) ?? this.reserve(projectId, key, a);
+      this.inflight.set(id, pending);
+      await pending.finally(() => this.inflight.delete(id));
     }
     const remaining = (n: number) => Math.max(0, this.limit - a.counted) + n;
     if (a.tokens > 0) {
@@ -64,9 +70,17 @@ export class RateLimiter {
     return { allowed: false, limit: this.limit, remaining: 0, resetSeconds };
   }
 
-  private async reserve(projectId: string, a: Allowance): Promise<void> {
+  /** Budgets keyed by client come and go: those of ended windows are dropped once there are many. */
+  private forgetEnded(window: number): void {
+    if (this.allowances.size < 4096) return;
+    for (const [id, a] of this.allowances) if (a.window < window && !this.inflight.has(id)) this.allowances.delete(id);
+  }
+
+  private async reserve(projectId: string, key: string | undefined, a: Allowance): Promise<void> {
     const want = Math.max(1, Math.min(a.block, MAX_BLOCK, Math.floor(this.limit / 100)));
-    const after = await reserveInWindow(this.orm.em.fork(), projectId, (a.window * WINDOW_MS) / 1000, want);
+    const start = (a.window * WINDOW_MS) / 1000;
+    const em = this.orm.em.fork();
+    const after = key === undefined ? await reserveInWindow(em, projectId, start, want) : await reserveInKeyWindow(em, projectId, key, start, want);
     const before = after - want;
     const granted = Math.max(0, Math.min(want, this.limit - before));
     a.counted = Math.min(after, this.limit);

@@ -49,7 +49,7 @@ import { idempotency } from './idempotency';
 import { httpMetrics, metricsRoutes } from './metrics';
 import type { Metrics } from '../metrics';
 import type { RateLimiter } from '../db/rate-limiter';
-import { rateLimit } from './rate-limit';
+import { type PublicRateLimits, rateLimit } from './rate-limit';
 import { openApiRoutes } from './openapi';
 import { requestId } from './request-id';
 import './state';
@@ -59,6 +59,8 @@ export interface AppDeps {
   orm: Orm;
   log: Logger;
   limiter: RateLimiter;
+  /** The public key's budgets, apart from `limiter` (the secret key's). */
+  publicLimits: PublicRateLimits;
   keys: ProjectKeyCache;
   resolver: Resolver;
   temporal: TemporalClient;
@@ -91,7 +93,7 @@ export function createApp(deps: AppDeps): Koa {
   });
   const guards: Guards = {
     secret: chain(apiKey('secret', deps.keys), rateLimit(deps.limiter), jsonBody),
-    public: chain(apiKey('public', deps.keys), rateLimit(deps.limiter), jsonBody),
+    public: chain(apiKey('public', deps.keys), rateLimit(deps.limiter, deps.publicLimits), jsonBody),
     session: chain(session(deps.jwtSecret), jsonBody),
     body: jsonBody,
     idempotent: idempotency(config.IDEMPOTENCY_TTL_HOURS),

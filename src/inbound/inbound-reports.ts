@@ -9,11 +9,12 @@ import type { ActivityHub } from '../bus/contact-activity';
 import { insertEvents, insertEventsTogether } from '../modules/events';
 import type { SendingJudge } from '../modules/security';
 import type { InboundReport, RecipientOutcome } from './bounce-report';
-import type { MxHandler } from './mx-listener';
+import type { MxEnvelope, MxHandler } from './mx-listener';
+import type { ComplaintAuthentication, ReportAuthenticity } from './report-authenticity';
 import type { ReportReader } from './report-threads';
 import type { ReturnPaths } from './return-path';
 import { InboundReportSchema } from './inbound-reports.entity';
-import { emailByMessageId, type EmailRef, type LoggedReport, rememberReport, rememberReportFor } from './inbound.queries';
+import { emailByMessageId, type EmailRef, emailRecipient, isVerifiedDomain, type LoggedReport, rememberReport, rememberReportFor } from './inbound.queries';
 
 export interface InboundDeps {
   orm: Orm;
@@ -23,6 +24,8 @@ export interface InboundDeps {
   rules: SuppressionRules;
   /** Reads the message off the main thread (report-threads.ts). */
   reader: ReportReader;
+  /** Decides which complaints count toward a suspension. */
+  authenticity: ReportAuthenticity;
   log: Logger;
 }
 
@@ -52,6 +55,8 @@ interface Taken {
   from: string | null;
   key: string;
   report: InboundReport;
+  /** A complaint's: who vouches for it, if anyone (only an authenticated complaint counts toward a suspension). */
+  authentication?: ComplaintAuthentication;
 }
 
 interface Handled {
@@ -88,15 +93,38 @@ export class InboundReports implements MxHandler {
     });
   }
 
-  accepts(address: string): boolean {
-    return this.deps.returnPaths.parse(address) !== undefined;
+  /** A valid return path, or the feedback-loop address of a domain some project has verified (of no other). */
+  async accepts(address: string): Promise<boolean> {
+    const target = this.deps.returnPaths.parse(address);
+    if (target?.kind !== 'feedback-loop') return target !== undefined;
+    return isVerifiedDomain(this.deps.orm.em.fork(), target.domain);
   }
 
-  async receive(envelope: { from: string | null; to: string[] }, raw: Buffer): Promise<void> {
+  async receive(envelope: MxEnvelope, raw: Buffer): Promise<void> {
     const report = await this.deps.reader.read(raw);
     const key = reportKey(raw);
-    const handled = await Promise.all(envelope.to.map((rcpt) => this.batcher.write({ rcpt, from: envelope.from, key, report })));
+    const dmarc = report.kind === 'complaint' ? await this.deps.authenticity.dmarcDomain(raw, envelope.client, envelope.from) : undefined;
+    const handled = await Promise.all(
+      envelope.to.map(async (rcpt) => {
+        const authentication =
+          report.kind !== 'complaint' ? undefined : dmarc ? { method: 'dmarc' as const, domain: dmarc } : await this.fromReceivingServers(rcpt, envelope);
+        return this.batcher.write({ rcpt, from: envelope.from, key, report, authentication });
+      }),
+    );
     for (const h of handled) if (h.recorded) await this.committed(h.recorded, h.judge);
+  }
+
+  /**
+   * A complaint at an email's own return path, handed over by one of the MX hosts of the domain the email
+   * went to: that domain's servers vouch for it (a return path is known only to those who got the mail).
+   */
+  private async fromReceivingServers(rcpt: string, envelope: MxEnvelope): Promise<ComplaintAuthentication | undefined> {
+    const target = this.deps.returnPaths.parse(rcpt);
+    if (target?.kind !== 'email') return undefined;
+    const to = await emailRecipient(this.deps.orm.em.fork(), target.emailId);
+    const domain = to?.slice(to.lastIndexOf('@') + 1).toLowerCase();
+    if (!domain || !(await this.deps.authenticity.fromReceivingServers(domain, envelope.client.address))) return undefined;
+    return { method: 'receiving-mx', domain };
   }
 
   /** One report for one recipient, in the batch's transaction. */
@@ -115,7 +143,7 @@ export class InboundReports implements MxHandler {
       await this.remember(tx, undefined, item);
       return { judge: false };
     }
-    return this.apply(tx, email, item.report);
+    return this.apply(tx, email, item.report, item.authentication);
   }
 
   /**
@@ -165,8 +193,8 @@ export class InboundReports implements MxHandler {
     };
   }
 
-  private async apply(tx: EntityManager, email: EmailRef, report: InboundReport): Promise<Handled> {
-    const activity = this.activityOf(email, report);
+  private async apply(tx: EntityManager, email: EmailRef, report: InboundReport, authentication?: ComplaintAuthentication): Promise<Handled> {
+    const activity = this.activityOf(email, report, authentication);
     if (activity) return { recorded: await recordEmailActivity(tx, email.id, activity, this.deps.rules), judge: true };
     // Not a bounce or complaint: the mail came back some other way (a delay notice, an auto-reply, a reply).
     const outcome = report.kind === 'delay' ? outcomeFor(report.recipients, email) : undefined;
@@ -184,11 +212,19 @@ export class InboundReports implements MxHandler {
     return { recorded: { projectId: email.project_id, contactId: email.contact_id, events }, judge: false };
   }
 
-  private activityOf(email: EmailRef, report: InboundReport): EmailActivity | undefined {
+  private activityOf(email: EmailRef, report: InboundReport, authentication?: ComplaintAuthentication): EmailActivity | undefined {
     if (report.kind === 'complaint') {
+      // Every complaint unsubscribes its own contact; only an authenticated one counts toward a suspension.
       return {
         kind: 'complaint',
-        details: compact({ complaintFeedbackType: report.feedbackType, userAgent: report.userAgent, arrivalDate: report.arrivalDate, source: 'inbound' }),
+        details: compact({
+          complaintFeedbackType: report.feedbackType,
+          userAgent: report.userAgent,
+          arrivalDate: report.arrivalDate,
+          source: 'inbound',
+          authenticated: authentication !== undefined,
+          authentication,
+        }),
       };
     }
     if (report.kind !== 'bounce') return undefined;
@@ -216,8 +252,22 @@ export class InboundReports implements MxHandler {
   }
 }
 
-/** What the report said, as stored with it (jsonb cannot hold NUL). */
-const detailOf = (report: InboundReport) => JSON.stringify(report.kind === 'unknown' ? { why: report.why } : report).replace(/\\u0000/g, '');
+/** What one report may store: its first recipients, strings cut short, and a cap on the whole. */
+const MAX_STORED_RECIPIENTS = 10;
+const MAX_STORED_STRING = 1000;
+const MAX_STORED_DETAIL = 16 * 1024;
+
+/** What the report said, as stored with it, bounded (a DSN naming 500 recipients stores 10); jsonb cannot hold NUL. */
+function detailOf(report: InboundReport): string {
+  let kept: Record<string, unknown> = report.kind === 'unknown' ? { why: report.why } : { ...report };
+  const recipients = 'recipients' in report ? report.recipients : undefined;
+  if (recipients && recipients.length > MAX_STORED_RECIPIENTS) {
+    kept = { ...kept, recipients: recipients.slice(0, MAX_STORED_RECIPIENTS), recipientsOmitted: recipients.length - MAX_STORED_RECIPIENTS };
+  }
+  const cut = (_key: string, v: unknown) => (typeof v === 'string' && v.length > MAX_STORED_STRING ? `${v.slice(0, MAX_STORED_STRING)}…` : v);
+  const json = JSON.stringify(kept, cut).replace(/\\u0000/g, '');
+  return json.length <= MAX_STORED_DETAIL ? json : JSON.stringify({ kind: report.kind, truncated: true });
+}
 
 /** Drops reports older than REPORT_LOG_DAYS (the maintenance schedule's purge). */
 export async function purgeInboundReports(em: EntityManager): Promise<number> {

@@ -66,3 +66,15 @@ export async function rememberReport(em: EntityManager, email: EmailRef | undefi
   );
   return rows.length > 0;
 }
+
+/** The address an email went to, for deciding who may vouch for a complaint about it. */
+export async function emailRecipient(em: EntityManager, emailId: string): Promise<string | undefined> {
+  const [row] = await sql<{ to_email: string }>(em, `SELECT to_email FROM emails WHERE id = ?`, [emailId]);
+  return row?.to_email;
+}
+
+/** Whether some project has verified `domain` (lower-case): only such a domain has a feedback-loop address. */
+export async function isVerifiedDomain(em: EntityManager, domain: string): Promise<boolean> {
+  const rows = await sql(em, `SELECT 1 FROM domains WHERE lower(domain) = ? AND status = 'verified' LIMIT 1`, [domain]);
+  return rows.length > 0;
+}

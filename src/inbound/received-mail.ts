@@ -4,7 +4,7 @@ import type { ActivityHub } from '../bus/contact-activity';
 import { type Orm, transaction } from '../db/orm';
 import { SmtpReply } from '../mail/smtp-listener';
 import { inboundHostDomain, projectsReceivingAt, type RecordedInbound, recordInboundEmail } from '../modules/inbound-emails';
-import type { MxHandler } from './mx-listener';
+import type { MxEnvelope, MxHandler } from './mx-listener';
 import type { ReportReader } from './report-threads';
 
 export interface ReceivedMailDeps {
@@ -34,7 +34,7 @@ export class ReceivedMail implements MxHandler {
     return (await projectsReceivingAt(this.deps.orm.em.fork(), domain)).length > 0;
   }
 
-  async receive(envelope: { from: string | null; to: string[] }, raw: Buffer): Promise<void> {
+  async receive(envelope: MxEnvelope, raw: Buffer): Promise<void> {
     const received = envelope.to.filter((a) => inboundHostDomain(a) !== undefined);
     const others = envelope.to.filter((a) => inboundHostDomain(a) === undefined);
     if (received.length === 0) return this.reports.receive(envelope, raw);
@@ -44,7 +44,7 @@ export class ReceivedMail implements MxHandler {
     const reading = await this.deps.reader.readReceived(raw);
     // A null reverse path is a notification by definition (RFC 5321 §4.5.5), whatever the parser says of it.
     const notMail = reading.report.kind !== 'unknown' || envelope.from === null;
-    if (others.length || notMail) await this.reports.receive({ from: envelope.from, to: notMail ? envelope.to : others }, raw);
+    if (others.length || notMail) await this.reports.receive({ ...envelope, to: notMail ? envelope.to : others }, raw);
     if (notMail) return;
     if (!reading.mail) {
       const why = reading.report.kind === 'unknown' ? reading.report.why : 'unreadable';

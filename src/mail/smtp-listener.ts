@@ -43,8 +43,9 @@ export async function listenSmtp(server: SMTPServer, host: string, port: number,
 export const closeSmtp = (servers: SMTPServer[]) => Promise.all(servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
 
 /**
- * A deadline per session, from `start` (at connect) until `clear`: a session still short of the step
- * that clears it (AUTH, DATA) is answered `421` and closed then, however busy it keeps itself.
+ * A deadline per session, from `start` (at connect, or again at a later step) until `clear`: a session
+ * still short of the step that clears it (AUTH, DATA, the end of a message) is answered `421` and closed
+ * then, however busy it keeps itself. `start` again replaces the session's running deadline.
  */
 export class SessionDeadlines {
   private readonly timers = new Map<string, NodeJS.Timeout>();
@@ -56,6 +57,7 @@ export class SessionDeadlines {
   ) {}
 
   start(session: SMTPServerSession): void {
+    this.clear(session);
     const timer = setTimeout(() => {
       this.timers.delete(session.id);
       for (const connection of this.servers().flatMap((s) => [...s.connections])) {

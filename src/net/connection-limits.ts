@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import type net from 'node:net';
-import ipaddr from 'ipaddr.js';
 import type { Logger } from 'pino';
+import { clientPrefix } from './client-prefix';
 
 /** How many connections a listener holds at once: in total, and from any one client address. */
 export interface ConnectionLimits {
@@ -11,15 +11,8 @@ export interface ConnectionLimits {
 
 export type RefusalReason = 'total' | 'per_client';
 
-/** `::ffff:127.0.0.2` and `127.0.0.2` are one client; an address that cannot be parsed counts as itself. */
-function clientKey(address: string | undefined): string {
-  if (!address) return '';
-  try {
-    return ipaddr.process(address).toString();
-  } catch {
-    return address;
-  }
-}
+/** `::ffff:127.0.0.2` and `127.0.0.2` are one client, as are all addresses of one IPv6 /64. */
+const clientKey = (address: string | undefined): string => clientPrefix(address);
 
 /**
  * Counts one listener's open connections, in total and per client address. `admit` answers whether a

@@ -207,7 +207,9 @@ test("a complaint at a feedback-loop address is matched only to mail sent from t
   const reportsTo = async (address: string) =>
     dbQuery(svc.databaseUrl, `SELECT email_id FROM inbound_reports WHERE envelope_to = $1 AND kind = 'complaint'`, [address]);
 
-  // Found by its Message-ID, and by its return path in the returned original: both at another domain's address.
+  // Found by its Message-ID, and by its return path in the returned original: both at another project's domain's address.
+  const other = await createAccount(svc.api, 'Other sender');
+  await verifiedDomain(svc.api, dns, other.project.secretKey, 'other.test');
   const byMessageId = await reportFrom('arf-02.eml', { recipient: rcpt, originalMessageId: messageId });
   const byReturnPath = await reportFrom('arf-02.eml', { recipient: rcpt, replace: ['shironeko@example.com', sent.received.envelope.from!] });
   for (const file of [byMessageId, byReturnPath]) expect(await deliverReport(file, 'fbl@bounces.other.test')).toMatch(/<- {2}250 /);
@@ -219,6 +221,52 @@ test("a complaint at a feedback-loop address is matched only to mail sent from t
   // The same report at the sender domain's own address is the email's.
   await deliverReport(byReturnPath, 'fbl@bounces.acme.test');
   await until(async () => ((await contact(sent.contactId)).subscribed === false ? true : undefined), 10_000, 'unsubscribed by the feedback loop');
+});
+
+test('the feedback-loop address exists only for verified domains, and one report stores a bounded record', async () => {
+  const { dialog } = await SmtpDialog.open(mxPort);
+  await dialog.command('EHLO mta.test');
+  await dialog.command('MAIL FROM:<>');
+  expect(await dialog.command('RCPT TO:<fbl@bounces.nobody.test>')).toMatch(/^550 5\.1\.1 /);
+  expect(await dialog.command('RCPT TO:<fbl@bounces.acme.test>')).toMatch(/^250 /);
+  dialog.close();
+
+  // A DSN naming 500 recipients, each with a long diagnostic: what is kept of it stays small.
+  const sent = await sendOne(`many-${Date.now()}@example.org`);
+  const recipients = Array.from({ length: 500 }, (_, i) =>
+    [`Final-Recipient: rfc822; r${i}@example.org`, 'Action: failed', 'Status: 5.1.1', `Diagnostic-Code: smtp; 550 ${'unknown user '.repeat(40)}`].join('\n'),
+  );
+  const dsn = [
+    'From: MAILER-DAEMON@mta.test',
+    `Message-ID: <many-${Date.now()}@mta.test>`,
+    'Subject: Undelivered Mail Returned to Sender',
+    'MIME-Version: 1.0',
+    'Content-Type: multipart/report; report-type=delivery-status; boundary="b"',
+    '',
+    '--b',
+    'Content-Type: text/plain',
+    '',
+    'Delivery failed.',
+    '--b',
+    'Content-Type: message/delivery-status',
+    '',
+    'Reporting-MTA: dns; mta.test',
+    '',
+    recipients.join('\n\n'),
+    '',
+    '--b--',
+    '',
+  ].join('\n');
+  const { dialog: d2 } = await SmtpDialog.open(mxPort);
+  await d2.command('EHLO mta.test');
+  await d2.command('MAIL FROM:<>');
+  await d2.command(`RCPT TO:<${sent.received.envelope.from}>`);
+  expect(await d2.data(dsn)).toMatch(/^250 /);
+  d2.close();
+  const [row] = await dbQuery(svc.databaseUrl, `SELECT length(detail::text) AS n, detail FROM inbound_reports WHERE email_id = $1`, [sent.emailId]);
+  expect(row.n).toBeLessThanOrEqual(16 * 1024);
+  expect(row.detail).toMatchObject({ kind: 'bounce', recipientsOmitted: expect.any(Number) });
+  expect(row.detail.recipients).toHaveLength(10);
 });
 
 test('the MX takes mail only for its own addresses: 550 5.1.1 for any other, a forged or an altered return path', async () => {

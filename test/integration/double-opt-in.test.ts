@@ -4,6 +4,7 @@
  * unconfirmed subscriptions by the maintenance schedule, and the form's abuse protection.
  */
 import { ZoneDnsServer } from '../../src/dns/zone-server';
+import { FORM_CONFIRMATION_LIMITS } from '../../src/modules/consent/consent.service';
 import { dbQuery } from '../setup/db';
 import { verifiedDomain } from '../setup/sender';
 import { type Account, createAccount, startTestService, type TestService } from '../setup/service';
@@ -15,7 +16,8 @@ let svc: TestService;
 beforeAll(async () => {
   dns = await new ZoneDnsServer().start();
   // No SMTP_URL: the built-in capture server, read through the dev mailbox as a user would.
-  svc = await startTestService({ DNS_SERVERS: dns.address });
+  // TRUST_PROXY: a test speaks for visitors from several networks through X-Forwarded-For.
+  svc = await startTestService({ DNS_SERVERS: dns.address, TRUST_PROXY: 'true' });
 });
 afterAll(async () => {
   await svc.stop();
@@ -285,6 +287,73 @@ test('rate limits: per address and per IP on the form, and confirmation mails pe
   for (let i = 0; i < 15; i++) statuses.push((await subscribeAs(p, { email: `visitor${i}@example.org` })).status);
   expect(statuses.slice(0, 14).every((s) => s === 200)).toBe(true);
   expect(statuses[14]).toBe(429);
+});
+
+test('the form never lifts an opt-out without a confirmation: it mails one instead, with double opt-in off or a topic exempt from it', async () => {
+  // Double opt-in off: a contact who unsubscribed (as a complaint or a hard bounce leaves it) stays so.
+  const off = await project('Optout Off', { doubleOptIn: false });
+  const gone = (await svc.api.post('/contacts', { email: 'optout-gone@example.org', subscribed: true }, off.key)).body;
+  expect((await svc.api.patch(`/contacts/${gone.id}`, { subscribed: false }, off.key)).body.subscribed).toBe(false);
+  expect((await subscribeAs(off, { email: 'optout-gone@example.org' })).status).toBe(200);
+  const [mail] = await waitForMail('optout-gone@example.org', /^Confirm your subscription/);
+  expect((await contactByEmail(off, 'optout-gone@example.org')).subscribed).toBe(false);
+  // Its owner confirming is what subscribes it again.
+  expect((await svc.api.request('POST', confirmLinkOf(mail))).status).toBe(200);
+  expect((await contactByEmail(off, 'optout-gone@example.org')).subscribed).toBe(true);
+  // A new address is still subscribed at once with double opt-in off.
+  expect((await subscribeAs(off, { email: 'optout-fresh@example.org' })).status).toBe(200);
+  expect((await contactByEmail(off, 'optout-fresh@example.org')).subscribed).toBe(true);
+
+  // Double opt-in on, a topic exempt from it: the unsubscribed contact is not subscribed again globally.
+  const on = await project('Optout On');
+  const open = await topic(on, 'Open news', { doubleOptIn: false, defaultSubscription: 'opt_out' });
+  const left = (await svc.api.post('/contacts', { email: 'optout-left@example.org', subscribed: true }, on.key)).body;
+  await svc.api.patch(`/contacts/${left.id}`, { subscribed: false }, on.key);
+  expect((await subscribeAs(on, { email: 'optout-left@example.org', topics: [open] })).status).toBe(200);
+  await waitForMail('optout-left@example.org', /^Confirm your subscription/);
+  expect(await contactByEmail(on, 'optout-left@example.org')).toMatchObject({ subscribed: false, topics: { [open]: 'pending' } });
+  // Nor a topic the contact left, while still subscribed to the rest.
+  const stayed = (await svc.api.post('/contacts', { email: 'optout-stayed@example.org', subscribed: true, topics: { [open]: true } }, on.key)).body;
+  await svc.api.patch(`/contacts/${stayed.id}`, { topics: { [open]: false } }, on.key);
+  expect((await subscribeAs(on, { email: 'optout-stayed@example.org', topics: [open] })).status).toBe(200);
+  await waitForMail('optout-stayed@example.org', /^Confirm your subscription/);
+  expect((await contactByEmail(on, 'optout-stayed@example.org')).topics[open]).toBe('pending');
+});
+
+test('the form refuses a private topic as it refuses an unknown one (422), and joins no one to it', async () => {
+  const p = await project('Private Topics');
+  const hidden = await topic(p, 'Staff only', { public: false, doubleOptIn: false });
+  const res = await subscribeAs(p, { email: 'outsider@example.org', topics: [hidden] });
+  expect(res.status).toBe(422);
+  expect(res.body.error.errors).toEqual([expect.objectContaining({ field: `topics.${hidden}`, code: 'unknown_topic' })]);
+  expect(await contactByEmail(p, 'outsider@example.org')).toBeUndefined();
+});
+
+test('confirmation mails are limited per mailbox, however its address is spelled, and per network', async () => {
+  const p = await project('Optin Mailbox');
+  const spellings = ['victim@gmail.com', 'victim+1@gmail.com', 'Victim+2@gmail.com', 'v.i.c.t.i.m@gmail.com', 'vic.tim+3@googlemail.com', 'victim+4@gmail.com'];
+  const statuses: number[] = [];
+  for (const [i, email] of spellings.entries()) statuses.push((await subscribeAs(p, { email }, { 'x-forwarded-for': `192.0.2.${i + 1}` })).status);
+  // The form's limit per address counts the mailbox: five requests, then 429.
+  expect(statuses).toEqual([200, 200, 200, 200, 200, 429]);
+  const addresses = [...new Set(spellings.map((e) => e.toLowerCase()))];
+  const mailed = async () => (await Promise.all(addresses.map(mailTo))).flat().length;
+  await until(async () => ((await mailed()) >= 3 ? true : undefined), 20_000, 'three confirmation mails');
+  await new Promise((r) => setTimeout(r, 1500));
+  expect(await mailed()).toBe(FORM_CONFIRMATION_LIMITS.perMailbox.limit);
+
+  // One network (an IPv4 /24), many addresses, each from its own address in it: mails up to the network's limit.
+  const q = await project('Optin Network');
+  const limit = FORM_CONFIRMATION_LIMITS.perNetwork.limit;
+  const readers = Array.from({ length: limit + 2 }, (_, i) => `reader${i}@network.example`);
+  for (const [i, email] of readers.entries()) expect((await subscribeAs(q, { email }, { 'x-forwarded-for': `198.51.100.${i + 1}` })).status).toBe(200);
+  const reached = async () => (await Promise.all(readers.map(mailTo))).filter((m) => m.length > 0).length;
+  await until(async () => ((await reached()) >= limit ? true : undefined), 30_000, `${limit} confirmation mails`);
+  await new Promise((r) => setTimeout(r, 1500));
+  expect(await reached()).toBe(limit);
+  // Another network is not held back.
+  expect((await subscribeAs(q, { email: 'elsewhere@network.example' }, { 'x-forwarded-for': '203.0.113.9' })).status).toBe(200);
+  await waitForMail('elsewhere@network.example', /^Confirm your subscription/);
 });
 
 test('the project edits the confirmation mail through a template named in its settings', async () => {

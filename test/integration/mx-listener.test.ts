@@ -22,6 +22,11 @@ const options = (o: Partial<MxOptions> = {}): MxOptions => ({
   port: 0,
   maxBytes: 64 * 1024,
   timeoutSeconds: 30,
+  dataTimeoutSeconds: 30,
+  sessionTimeoutSeconds: 60,
+  maxMessagesPerSession: 20,
+  bufferBytes: 10 * 2 ** 20,
+  reportsPerClientPerHour: 1000,
   gate: new ConnectionGate('inbound', { max: 50, perClient: 50 }, log),
   log,
   ...o,
@@ -95,6 +100,119 @@ test('past its connections per client address it answers 421 and closes', async 
     const third = await SmtpDialog.open(mx.port);
     expect(third.greeting).toMatch(/^421 4\.7\.0 /);
     for (const h of held) h.dialog.close();
+  } finally {
+    await mx.close();
+  }
+});
+
+/** Sends one whole message on an open dialog; answers the reply to its final dot. */
+async function message(dialog: SmtpDialog, body = 'Subject: report\n\nbody\n'): Promise<string> {
+  await dialog.command('MAIL FROM:<>');
+  await dialog.command('RCPT TO:<b1@bounces.acme.test>');
+  return dialog.data(body);
+}
+
+/** Writes without waiting for a reply (part of a message's DATA). */
+const write = (dialog: SmtpDialog, text: string) => (dialog as unknown as { socket: { write(s: string): void } }).socket.write(text);
+
+test('after a message the deadline to reach DATA starts again: a connection idling on NOOP is closed', async () => {
+  const mx = await startMxListener(options({ timeoutSeconds: 1 }), handler);
+  try {
+    const dialog = await session(mx.port);
+    expect(await message(dialog)).toMatch(/^250 /);
+    let reply = '250';
+    for (let i = 0; i < 20 && reply.startsWith('250'); i++) {
+      reply = await dialog.command('NOOP');
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    expect(reply).toMatch(/^421 4\.4\.2 /);
+    await until(async () => (dialog.closed ? true : undefined), 5_000, 'closed');
+  } finally {
+    await mx.close();
+  }
+});
+
+test('DATA that does not end within its deadline is 421 and closed; so is a session past its own', async () => {
+  const mx = await startMxListener(options({ dataTimeoutSeconds: 1 }), handler);
+  try {
+    const dialog = await session(mx.port);
+    await dialog.command('MAIL FROM:<>');
+    await dialog.command('RCPT TO:<b1@bounces.acme.test>');
+    expect(await dialog.command('DATA')).toMatch(/^354/);
+    // A line at a time, never the final dot: the next reply is the deadline's.
+    let reply = '';
+    for (let i = 0; i < 20 && !reply; i++) {
+      write(dialog, 'X-Slow: one more header\r\n');
+      reply = await Promise.race([dialog.command('X-Slow: and another'), new Promise<string>((r) => setTimeout(() => r(''), 300))]);
+    }
+    expect(reply).toMatch(/^421 4\.4\.2 DATA /);
+    await until(async () => (dialog.closed ? true : undefined), 5_000, 'closed');
+  } finally {
+    await mx.close();
+  }
+  const whole = await startMxListener(options({ sessionTimeoutSeconds: 1 }), handler);
+  try {
+    const dialog = await session(whole.port);
+    let reply = await message(dialog);
+    for (let i = 0; i < 20 && reply.startsWith('250'); i++) {
+      reply = await dialog.command('NOOP');
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    expect(reply).toMatch(/^421 4\.4\.2 Session /);
+  } finally {
+    await whole.close();
+  }
+});
+
+test('a connection sends at most its messages; the next MAIL FROM is 421 and it is closed', async () => {
+  const mx = await startMxListener(options({ maxMessagesPerSession: 2 }), handler);
+  try {
+    const dialog = await session(mx.port);
+    expect(await message(dialog)).toMatch(/^250 /);
+    expect(await message(dialog)).toMatch(/^250 /);
+    expect(await dialog.command('MAIL FROM:<>')).toMatch(/^421 4\.7\.0 /);
+    await until(async () => (dialog.closed ? true : undefined), 5_000, 'closed');
+  } finally {
+    await mx.close();
+  }
+});
+
+test('unfinished messages together hold at most the buffer; one that would pass it is 452, and the memory is given back', async () => {
+  const mx = await startMxListener(options({ maxBytes: 1024 * 1024, bufferBytes: 100 * 1024 }), handler);
+  try {
+    const slow = await session(mx.port);
+    await slow.command('MAIL FROM:<>');
+    await slow.command('RCPT TO:<b1@bounces.acme.test>');
+    expect(await slow.command('DATA')).toMatch(/^354/);
+    write(slow, `Subject: slow\r\n\r\n${'x'.repeat(76)}\r\n`.repeat(1000));
+    await until(async () => (mx.buffered >= 70_000 ? true : undefined), 5_000, 'the slow message held');
+
+    const other = await session(mx.port);
+    expect(await message(other, `Subject: big\n\n${'y'.repeat(76)}\n`.repeat(600))).toMatch(/^452 4\.3\.1 /);
+    expect(mx.buffered).toBeLessThanOrEqual(100 * 1024);
+    // The slow one ends, and is taken; then nothing is held.
+    expect(await slow.command('.')).toMatch(/^250 /);
+    expect(mx.buffered).toBe(0);
+    // With the buffer free again, the refused message goes through.
+    expect(await message(other, `Subject: big\n\n${'y'.repeat(76)}\n`.repeat(600))).toMatch(/^250 /);
+    slow.close();
+    other.close();
+  } finally {
+    await mx.close();
+  }
+});
+
+test('one client address sends at most its messages an hour, over any number of connections; then MAIL FROM is 450', async () => {
+  const mx = await startMxListener(options({ reportsPerClientPerHour: 3 }), handler);
+  try {
+    const first = await session(mx.port);
+    expect(await message(first)).toMatch(/^250 /);
+    expect(await message(first)).toMatch(/^250 /);
+    first.close();
+    const second = await session(mx.port);
+    expect(await message(second)).toMatch(/^250 /);
+    expect(await second.command('MAIL FROM:<>')).toMatch(/^450 4\.7\.1 /);
+    second.close();
   } finally {
     await mx.close();
   }

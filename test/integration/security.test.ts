@@ -13,7 +13,8 @@ let dns: ZoneDnsServer;
 let smtp: SmtpSink;
 let svc: TestService;
 
-// Small thresholds so a handful of emails is judged: at least 4 sent, above 25% permanent bounces or 10% complaints.
+// Small thresholds so a handful of emails is judged: at least 4 sent, above 25% permanent bounces or 10% complaints
+// (from any one recipient domain: the rules for complaints are complaint-suspension.test.ts's).
 beforeAll(async () => {
   sns = await new SnsStandIn().start();
   dns = await new ZoneDnsServer().start();
@@ -26,6 +27,7 @@ beforeAll(async () => {
     SECURITY_MIN_SENT: '4',
     SECURITY_BOUNCE_RATE: '0.25',
     SECURITY_COMPLAINT_RATE: '0.1',
+    SECURITY_MIN_COMPLAINT_DOMAINS: '1',
   });
 });
 afterAll(async () => {

@@ -1,8 +1,12 @@
+import { EventEmitter } from 'node:events';
 import fs from 'node:fs';
+import type net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { loadConfig } from '../../src/config';
-import { fitToFileLimit, openFileLimit, RESERVED_DESCRIPTORS } from '../../src/net/connection-limits';
+import { createLogger } from '../../src/log';
+import { clientPrefix } from '../../src/net/client-prefix';
+import { ConnectionGate, fitToFileLimit, openFileLimit, RESERVED_DESCRIPTORS } from '../../src/net/connection-limits';
 import { hostAllowed } from '@postbox/temporal-devserver';
 
 test("the listeners' defaults fit under a file limit of 4096 as they are", () => {
@@ -65,4 +69,21 @@ test.each([
   ['temporal.internal:8443', ['temporal.internal:8443'], true],
 ])('the Web UI answers Host %s (allowed %j): %s', (host, allowed, expected) => {
   expect(hostAllowed(host, 8233, allowed)).toBe(expected);
+});
+
+test('a client is its IPv4 address, or the /64 of its IPv6 address', () => {
+  const gate = new ConnectionGate('inbound', { max: 100, perClient: 2 }, createLogger('silent'));
+  const socket = (remoteAddress: string) => Object.assign(new EventEmitter(), { remoteAddress }) as unknown as net.Socket;
+  // Three addresses of one /64: the third is past the limit of two.
+  expect(gate.admit(socket('2001:db8:1:2::1'))).toBeUndefined();
+  expect(gate.admit(socket('2001:db8:1:2:ffff::9'))).toBeUndefined();
+  expect(gate.admit(socket('2001:db8:1:2::3'))).toBe('per_client');
+  // Another /64 is another client; IPv4 addresses are each their own, however written.
+  expect(gate.admit(socket('2001:db8:1:3::1'))).toBeUndefined();
+  expect(gate.admit(socket('192.0.2.1'))).toBeUndefined();
+  expect(gate.admit(socket('::ffff:192.0.2.1'))).toBeUndefined();
+  expect(gate.admit(socket('192.0.2.1'))).toBe('per_client');
+  expect(gate.admit(socket('192.0.2.2'))).toBeUndefined();
+  expect(clientPrefix('2001:db8:1:2:3:4:5:6')).toBe('2001:db8:1:2::/64');
+  expect(clientPrefix('198.51.100.77', 24)).toBe('198.51.100.0/24');
 });

@@ -6,7 +6,7 @@ import { cascadingReference, optionalTimestampColumn, timestampColumn } from '..
  * when, from where, and when and from where it was confirmed. Kept after confirmation as the record.
  */
 export class ConsentConfirmation {
-  [OptionalProps]?: 'requestedAt' | 'requestedIp' | 'requestedUserAgent' | 'mailedAt' | 'confirmedAt' | 'confirmedIp' | 'confirmedUserAgent';
+  [OptionalProps]?: 'requestedAt' | 'requestedIp' | 'requestedUserAgent' | 'mailedAt' | 'emailId' | 'confirmedAt' | 'confirmedIp' | 'confirmedUserAgent';
   id!: string;
   projectId!: string;
   contactId!: string;
@@ -21,6 +21,8 @@ export class ConsentConfirmation {
   requestedUserAgent: string | null = null;
   /** When the confirmation mail was queued; null when none was sent (rate limit, recent confirmation, no sender). */
   mailedAt: Date | null = null;
+  /** The confirmation mail: complaints about it never count toward a suspension (anyone can have it sent). */
+  emailId: string | null = null;
   expiresAt!: Date;
   confirmedAt: Date | null = null;
   confirmedIp: string | null = null;
@@ -30,7 +32,11 @@ export class ConsentConfirmation {
 export const ConsentConfirmationSchema = new EntitySchema<ConsentConfirmation>({
   class: ConsentConfirmation,
   tableName: 'consent_confirmations',
-  indexes: [{ name: 'consent_confirmations_contact_idx', properties: ['contactId', 'requestedAt'] }],
+  indexes: [
+    { name: 'consent_confirmations_contact_idx', properties: ['contactId', 'requestedAt'] },
+    { name: 'consent_confirmations_email_idx', properties: ['emailId'] },
+    { name: 'consent_confirmations_project_mailed_idx', properties: ['projectId', 'mailedAt'] },
+  ],
   properties: {
     id: { type: 'uuid', primary: true },
     projectId: cascadingReference('consent_confirmations', 'project_id', 'Project'),
@@ -42,6 +48,7 @@ export const ConsentConfirmationSchema = new EntitySchema<ConsentConfirmation>({
     requestedIp: { type: 'text', nullable: true },
     requestedUserAgent: { type: 'text', nullable: true },
     mailedAt: { ...optionalTimestampColumn },
+    emailId: { type: 'uuid', nullable: true },
     expiresAt: { type: 'Date', columnType: 'timestamptz' },
     confirmedAt: { ...optionalTimestampColumn },
     confirmedIp: { type: 'text', nullable: true },

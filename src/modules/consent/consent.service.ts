@@ -1,7 +1,9 @@
+import crypto from 'node:crypto';
 import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from 'pino';
 import { newId } from '../../db/ids';
+import { type KeyLimit, takeKeyed } from '../../db/rate-limiter';
 import { transaction } from '../../db/orm';
 import { notFound } from '../../http/errors';
 import type { Links } from '../../mail/links';
@@ -12,7 +14,9 @@ import { type LocalEmailQueue, sendEmails, type SendLimits } from '../emails';
 import type { EventRecord } from '../events';
 import { Template } from '../templates';
 import { ContactTopic, setContactTopics, Topic } from '../topics';
+import { clientPrefix } from '../../net/client-prefix';
 import { ConsentConfirmation } from './consent.entity';
+import { mailboxOf } from './mailbox';
 
 /** Where a request came from: kept as proof of consent. */
 export interface RequestOrigin {
@@ -61,12 +65,33 @@ async function defaultSender(em: EntityManager, projectId: string, projectName: 
   return domain ? { email: `no-reply@${domain.domain}`, name: projectName } : undefined;
 }
 
+/**
+ * Confirmation mails the form sends per hour to one mailbox (its address's spellings together:
+ * `mailboxOf`), and to the addresses asked for from one network (an IPv4 /24, an IPv6 /64).
+ */
+export const FORM_CONFIRMATION_LIMITS: { perMailbox: KeyLimit; perNetwork: KeyLimit } = {
+  perMailbox: { limit: CONFIRMATION_MAILS_PER_HOUR, windowSeconds: 3600 },
+  perNetwork: { limit: 30, windowSeconds: 3600 },
+};
+
+// Counters are keyed by a hash: the rate-limit table holds no address or network in clear.
+const counterKey = (kind: string, value: string) => `confirmation-${kind}:${crypto.createHash('sha256').update(value).digest('base64url')}`;
+
 /** Why no mail goes out for a new confirmation, or undefined when one may. */
-async function mailRefusal(em: EntityManager, contactId: string, source: string): Promise<string | undefined> {
+async function mailRefusal(em: EntityManager, req: ConfirmationRequest): Promise<string | undefined> {
+  const { contactId, source } = req;
   const since = new Date(Date.now() - RECENTLY_CONFIRMED_MS);
   // The public form is where strangers can ask; the API and imports come from the project itself.
   if (source === 'subscribe_form' && (await em.count(ConsentConfirmation, { contactId, confirmedAt: { $gt: since } })) > 0) return 'confirmed_recently';
   if ((await em.count(ConsentConfirmation, { contactId, mailedAt: { $gt: since } })) >= CONFIRMATION_MAILS_PER_HOUR) return 'rate_limited';
+  if (source === 'subscribe_form') {
+    // `a+1@`, `a+2@`, `a.b@gmail.com` are other contacts but one reader's mailbox: counted together.
+    const contact = await em.findOneOrFail(Contact, { id: contactId }, { fields: ['email'] });
+    const mailbox = await takeKeyed(em, req.projectId, counterKey('mailbox', mailboxOf(contact.email)), FORM_CONFIRMATION_LIMITS.perMailbox);
+    if (!mailbox.allowed) return 'rate_limited';
+    const network = await takeKeyed(em, req.projectId, counterKey('network', clientPrefix(req.origin.ip, 24)), FORM_CONFIRMATION_LIMITS.perNetwork);
+    if (!network.allowed) return 'rate_limited';
+  }
   return undefined;
 }
 
@@ -76,7 +101,7 @@ async function mailRefusal(em: EntityManager, contactId: string, source: string)
  * committed. A failure to mail is logged, never thrown: the subscription simply stays pending.
  */
 export async function requestConfirmation(em: EntityManager, deps: ConsentDeps, req: ConfirmationRequest): Promise<ConsentConfirmation> {
-  const refusal = await mailRefusal(em, req.contactId, req.source);
+  const refusal = await mailRefusal(em, req);
   const confirmation = em.create(ConsentConfirmation, {
     id: newId(),
     projectId: req.projectId,
@@ -94,8 +119,9 @@ export async function requestConfirmation(em: EntityManager, deps: ConsentDeps, 
     return confirmation;
   }
   try {
-    if (await mailConfirmation(em, deps, confirmation)) {
-      confirmation.mailedAt = new Date();
+    const emailId = await mailConfirmation(em, deps, confirmation);
+    if (emailId) {
+      Object.assign(confirmation, { mailedAt: new Date(), emailId });
       await em.flush();
     }
   } catch (err) {
@@ -104,7 +130,8 @@ export async function requestConfirmation(em: EntityManager, deps: ConsentDeps, 
   return confirmation;
 }
 
-async function mailConfirmation(em: EntityManager, deps: ConsentDeps, c: ConsentConfirmation): Promise<boolean> {
+/** Queues the confirmation mail; answers its email's id, or undefined when none could be sent. */
+async function mailConfirmation(em: EntityManager, deps: ConsentDeps, c: ConsentConfirmation): Promise<string | undefined> {
   const [project, contact, settings] = await Promise.all([
     em.findOneOrFail(Project, { id: c.projectId }),
     em.findOneOrFail(Contact, { id: c.contactId }),
@@ -114,11 +141,11 @@ async function mailConfirmation(em: EntityManager, deps: ConsentDeps, c: Consent
   const sender = template ? { email: template.fromEmail, name: template.fromName } : await defaultSender(em, c.projectId, project.name);
   if (!sender) {
     deps.log.warn({ projectId: c.projectId }, 'no confirmation mail: the project has no verified sender domain');
-    return false;
+    return undefined;
   }
   const names = await topicNames(em, c.projectId, c.topicIds);
   const value = (v: unknown) => ({ value: v, persistent: false });
-  await sendEmails(
+  const sent = await sendEmails(
     em,
     c.projectId,
     {
@@ -139,7 +166,7 @@ async function mailConfirmation(em: EntityManager, deps: ConsentDeps, c: Consent
     },
     { links: deps.links, limits: deps.limits, queue: deps.queue },
   );
-  return true;
+  return sent.emails[0]?.email;
 }
 
 export type ConfirmationView =

@@ -7,9 +7,10 @@ import { escapeHtml } from '../../mail/render';
 import { Contact, resolveDataMap, updateContactSubscription, upsertContact } from '../contacts';
 import type { EventRecord } from '../events';
 import { Project, projectSettings } from '../accounts';
-import { setContactTopics, Topic, unknownTopics } from '../topics';
+import { ContactTopic, setContactTopics, Topic, unknownTopics } from '../topics';
 import { type ConsentDeps, type RequestOrigin, requestConfirmation } from './consent.service';
 import type { SubscribeInput } from './consent.schemas';
+import { mailboxOf } from './mailbox';
 
 /** The form's limits: per visitor's IP address and per email address, each a fixed one-hour window. */
 export const SUBSCRIBE_LIMITS: { perIp: KeyLimit; perAddress: KeyLimit } = {
@@ -47,12 +48,14 @@ export async function subscribe(
   if (!byIp.allowed) throw tooMany(SUBSCRIBE_LIMITS.perIp, byIp.resetSeconds);
   // A filled honeypot is answered as a success and does nothing more.
   if (input[HONEYPOT_FIELD]) return { events: [] };
-  const byAddress = await takeKeyed(em, projectId, counterKey('address', input.email), SUBSCRIBE_LIMITS.perAddress);
+  // Per mailbox: the spellings of one address (`+tags`, Gmail's dots) share the address's limit.
+  const byAddress = await takeKeyed(em, projectId, counterKey('address', mailboxOf(input.email)), SUBSCRIBE_LIMITS.perAddress);
   if (!byAddress.allowed) throw tooMany(SUBSCRIBE_LIMITS.perAddress, byAddress.resetSeconds);
 
   const topicIds = [...new Set(input.topics ?? [])];
   const topics = topicIds.length ? await em.find(Topic, { projectId, id: { $in: topicIds } }) : [];
-  const missing = topicIds.filter((id) => !topics.some((t) => t.id === id));
+  // A private topic is refused as another project's is: the form never says which ids exist.
+  const missing = topicIds.filter((id) => !topics.some((t) => t.id === id && t.public));
   if (missing.length) throw unknownTopics(missing);
   // Whether this signup waits for a confirmation: any of its topics' setting, else the project's.
   const projectDoubleOptIn = (await projectSettings(em, projectId)).doubleOptIn;
@@ -63,15 +66,24 @@ export async function subscribe(
     const data = known ? { set: {}, unset: [] } : resolveDataMap(input.data);
     const { contact, events } = await upsertContact(tx, projectId, { email: input.email, defaultSubscribed: false, data });
     const subscribed = contact.subscribed;
-    const changed = await setContactTopics(tx, projectId, contact.id, Object.fromEntries(topicIds.map((t) => [t, true])), { source: 'subscribe_form' });
+    // Anyone can post any address: an opt-out (an unsubscription, a complaint, a hard bounce: each leaves
+    // the contact or the topic unsubscribed) is lifted only by its owner following a confirmation link.
+    const optedOut =
+      (known && !subscribed) ||
+      (topicIds.length > 0 && (await tx.count(ContactTopic, { contactId: contact.id, topicId: { $in: topicIds }, state: 'unsubscribed' })) > 0);
+    const confirmFirst = doubleOptIn || optedOut;
+    const changed = await setContactTopics(tx, projectId, contact.id, Object.fromEntries(topicIds.map((t) => [t, true])), {
+      source: 'subscribe_form',
+      confirmFirst: optedOut,
+    });
     events.push(...changed.events);
     // A topic means nothing to a contact unsubscribed from all, so the form's signup subscribes it
-    // globally too: at once, or on confirmation where double opt-in applies.
-    if (!subscribed && !doubleOptIn) events.push(...(await updateContactSubscription(tx, contact.id, true, { reason: 'subscribe_form' })));
-    return { contactId: contact.id, subscribed, pending: changed.pending, events };
+    // globally too: at once for a contact this post created, else on confirmation.
+    if (!subscribed && !confirmFirst) events.push(...(await updateContactSubscription(tx, contact.id, true, { reason: 'subscribe_form' })));
+    return { contactId: contact.id, subscribed, confirmFirst, pending: changed.pending, events };
   });
 
-  if (outcome.pending.length || (!outcome.subscribed && doubleOptIn)) {
+  if (outcome.pending.length || (!outcome.subscribed && outcome.confirmFirst)) {
     await requestConfirmation(em, deps, {
       projectId,
       contactId: outcome.contactId,

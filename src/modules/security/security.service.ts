@@ -6,13 +6,15 @@ import { notFound } from '../../http/errors';
 import { Project } from '../accounts';
 import { countsBetween, DAY_MS, sumByName } from '../activity';
 import { ProjectSuspension } from './security.entity';
-import { lateReportsSince } from './security.queries';
+import { confirmationBouncesSince, countedComplaintsSince, lateReportsSince } from './security.queries';
 
 export interface SecurityThresholds {
   windowDays: number;
   minSent: number;
   bounceRate: number;
   complaintRate: number;
+  /** Complaints must come from this many recipient domains before their rate can suspend. */
+  minComplaintDomains: number;
 }
 
 const ratio = (n: number, of: number) => (of > 0 ? n / of : 0);
@@ -31,21 +33,27 @@ export async function sendingHealth(em: EntityManager, projectId: string, t: Sec
   const reviewedAt = project.securityReviewedAt;
   const sinceReview = reviewedAt !== null && reviewedAt > windowStart;
   const since = sinceReview ? reviewedAt : windowStart;
-  const counts = sumByName(await countsBetween(em, projectId, 'event', since, now, ['email.sent', 'email.bounce', 'email.complaint']), true);
+  const counts = sumByName(await countsBetween(em, projectId, 'event', since, now, ['email.sent', 'email.bounce']), true);
   const sent = counts.get('email.sent') ?? 0;
   let bounced = counts.get('email.bounce:permanent') ?? 0;
-  let complained = counts.get('email.complaint') ?? 0;
   if (sinceReview) {
     // At most one window of events since the review, each matched to its email.
-    ({ bounced, complained } = await lateReportsSince(em, projectId, since));
+    ({ bounced } = await lateReportsSince(em, projectId, since));
   }
-  return { since, reviewedAt, sent, bounced, complained, bounceRate: ratio(bounced, sent), complaintRate: ratio(complained, sent) };
+  // Bounces of confirmation mails say nothing of the project's list; a bounce comes days after its mail at most.
+  const mailedSince = sinceReview ? since : new Date(since.getTime() - t.windowDays * DAY_MS);
+  bounced = Math.max(0, bounced - (await confirmationBouncesSince(em, projectId, since, mailedSince)));
+  // Complaints are few: read one by one, so only those that count are counted.
+  const { complained, domains } = await countedComplaintsSince(em, projectId, since, sinceReview ? since : null);
+  const rates = { bounceRate: ratio(bounced, sent), complaintRate: ratio(complained, sent) };
+  return { since, reviewedAt, sent, bounced, complained, complaintDomains: domains, ...rates };
 }
 
 /**
  * Suspends the project when a rate passes its threshold (with at least `minSent` emails sent in the
- * window): it is disabled, so its API keys get 403 PROJECT_DISABLED, and the suspension is recorded.
- * Called after every bounce and complaint; a project already disabled is left as it is.
+ * window, and for complaints from at least `minComplaintDomains` recipient domains): it is disabled,
+ * so its API keys get 403 PROJECT_DISABLED, and the suspension is recorded. Called after every bounce
+ * and complaint; a project already disabled is left as it is.
  */
 export async function enforceSendingHealth(em: EntityManager, projectId: string, t: SecurityThresholds): Promise<boolean> {
   const h = await sendingHealth(em, projectId, t);
@@ -53,7 +61,7 @@ export async function enforceSendingHealth(em: EntityManager, projectId: string,
   const breach =
     h.bounceRate > t.bounceRate
       ? { metric: 'bounce' as const, rate: h.bounceRate, threshold: t.bounceRate }
-      : h.complaintRate > t.complaintRate
+      : h.complaintRate > t.complaintRate && h.complaintDomains >= t.minComplaintDomains
         ? { metric: 'complaint' as const, rate: h.complaintRate, threshold: t.complaintRate }
         : undefined;
   if (!breach) return false;
@@ -145,9 +153,10 @@ export async function securityState(em: EntityManager, projectId: string, t: Sec
     sent: h.sent,
     bounced: h.bounced,
     complained: h.complained,
+    complaintDomains: h.complaintDomains,
     bounceRate: Math.round(h.bounceRate * 10_000) / 10_000,
     complaintRate: Math.round(h.complaintRate * 10_000) / 10_000,
-    thresholds: { bounceRate: t.bounceRate, complaintRate: t.complaintRate, minSent: t.minSent },
+    thresholds: { bounceRate: t.bounceRate, complaintRate: t.complaintRate, minSent: t.minSent, minComplaintDomains: t.minComplaintDomains },
     suspensions: suspensions.map((s) => ({
       id: s.id,
       metric: s.metric,

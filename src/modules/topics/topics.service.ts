@@ -136,6 +136,8 @@ export interface TopicChangeOptions {
   source: string;
   /** The join is already confirmed (the confirmation link itself): never pending. */
   confirmed?: boolean;
+  /** Every join waits for confirmation, whatever double opt-in says (the form, for a contact who opted out). */
+  confirmFirst?: boolean;
   /** More fields for each event's data (a consent record, an email id). */
   eventData?: Record<string, unknown>;
 }
@@ -175,7 +177,7 @@ export async function setContactTopics(
     let next: TopicState;
     if (!changes[topic.id]) next = 'unsubscribed';
     else if (current === 'subscribed' || how.confirmed) next = 'subscribed';
-    else next = (topic.doubleOptIn ?? projectDoubleOptIn) ? 'pending' : 'subscribed';
+    else next = how.confirmFirst || (topic.doubleOptIn ?? projectDoubleOptIn) ? 'pending' : 'subscribed';
     if (next === 'pending') pending.push(topic.id);
     // A choice equal to the default is still stored: it is the contact's own, which an import keeps.
     if (!row) tx.create(ContactTopic, { contactId, topicId: topic.id, projectId, state: next, updatedAt: new Date() });
