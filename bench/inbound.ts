@@ -9,6 +9,11 @@
  *
  *   npm run bench:inbound                         # 5,000 reports, 16 connections, 3 runs
  *   BENCH_REPORTS=2000 BENCH_CONNECTIONS=8 BENCH_RUNS=1 npm run bench:inbound
+ *   BENCH_RECEIVED=1 npm run bench:inbound        # replies to the inbound host instead of bounces
+ *
+ * With BENCH_RECEIVED=1 each message is instead a reader's reply to the email sent to them, from their address to
+ * support@inbound.<domain> with the email's Message-ID in In-Reply-To: parsed, stored, linked to its email and
+ * recorded as `email.received` before its 250 (a received message should cost no more than a bounce).
  */
 import fs from 'node:fs';
 import http from 'node:http';
@@ -25,6 +30,26 @@ const REPORTS = Number(process.env.BENCH_REPORTS ?? 5000);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const SAMPLE = path.join(__dirname, '../../test/fixtures/bounces/lhost-postfix-04.eml');
+const RECEIVED = process.env.BENCH_RECEIVED === '1';
+
+/** A reader's reply to the email `emailId` sent from bench.test, as a mail client writes it. */
+const replyFor = (from: string, emailId: string, n: number) =>
+  [
+    `From: Reader ${n} <${from}>`,
+    'To: support@inbound.bench.test',
+    `Subject: Re: Hello ${n}`,
+    `Message-ID: <bench-reply-${n}-${Date.now()}@example.org>`,
+    `In-Reply-To: <${emailId}@bench.test>`,
+    `References: <${emailId}@bench.test>`,
+    `Date: ${new Date().toUTCString()}`,
+    'MIME-Version: 1.0',
+    'Content-Type: text/plain; charset=utf-8',
+    '',
+    `Thanks, that helps. Reader ${n}`,
+    '',
+    `> Hello ${n}`,
+    '',
+  ].join('\r\n');
 
 /** The sample made to speak of `recipient`, with a Message-ID of its own (the MX takes each report once). */
 function reportFor(template: string, theirs: string, recipient: string, n: number): string {
@@ -75,10 +100,10 @@ class PipelinedSession {
     await this.expect('250');
   }
 
-  /** One report: `data` already CRLF-ended and dot-stuffed. */
-  async send(to: string, data: string): Promise<void> {
+  /** One report (null sender) or message: `data` already CRLF-ended and dot-stuffed. */
+  async send(to: string, data: string, from = ''): Promise<void> {
     const replies = [this.expect('250'), this.expect('250'), this.expect('354')];
-    this.socket.write(`MAIL FROM:<>\r\nRCPT TO:<${to}>\r\nDATA\r\n`);
+    this.socket.write(`MAIL FROM:<${from}>\r\nRCPT TO:<${to}>\r\nDATA\r\n`);
     await Promise.all(replies);
     const done = this.expect('250');
     this.socket.write(`${data}.\r\n`);
@@ -98,7 +123,7 @@ const dataOf = (raw: string) =>
     .replace(/(\r\n)?$/, '\r\n')}`;
 
 /** Sends every report over CONNECTIONS sessions; answers the milliseconds. */
-async function sendReports(port: number, reports: Array<{ to: string; data: string }>): Promise<number> {
+async function sendReports(port: number, reports: Array<{ to: string; data: string; from?: string }>): Promise<number> {
   const sessions = Array.from({ length: CONNECTIONS }, () => new PipelinedSession(port));
   await Promise.all(sessions.map((s) => s.open()));
   try {
@@ -108,7 +133,7 @@ async function sendReports(port: number, reports: Array<{ to: string; data: stri
         sessions.map(async (session) => {
           while (next < reports.length) {
             const r = reports[next++];
-            await session.send(r.to, r.data);
+            await session.send(r.to, r.data, r.from);
           }
         }),
       ),
@@ -181,7 +206,9 @@ async function run(index: number) {
     const template = fs.readFileSync(SAMPLE, 'latin1');
     const sample = await parseInboundReport(Buffer.from(template, 'latin1'));
     const theirs = sample.kind === 'bounce' ? sample.recipients[0].recipient! : '';
-    const reports = sent.map((s, n) => ({ to: paths.address(s.email, 'bench.test'), data: dataOf(reportFor(template, theirs, s.to, n)) }));
+    const reports = RECEIVED
+      ? sent.map((s, n) => ({ to: 'support@inbound.bench.test', from: s.to, data: dataOf(replyFor(s.to, s.email, n)) }))
+      : sent.map((s, n) => ({ to: paths.address(s.email, 'bench.test'), data: dataOf(reportFor(template, theirs, s.to, n)) }));
 
     // The ceiling of this client and of SMTP alone: the same reports to smtp-sink.
     const sink = await spawnSmtpSink([]);
@@ -199,12 +226,14 @@ async function run(index: number) {
     const watched = await health.stop();
     const [{ bounced }] = (await db.query(`SELECT count(*)::int AS bounced FROM emails WHERE status = 'BOUNCED'`)).rows;
     const [{ unsubscribed }] = (await db.query(`SELECT count(*)::int AS unsubscribed FROM contacts WHERE NOT subscribed AND email LIKE 'reader%'`)).rows;
+    const [{ linked }] = (await db.query(`SELECT count(*)::int AS linked FROM inbound_emails WHERE email_id IS NOT NULL`)).rows;
     const sorted = [...watched.ms].sort((a, b) => a - b);
     return {
       rate: (REPORTS / ms) * 1000,
       baseline: (REPORTS / baselineMs) * 1000,
       bounced,
       unsubscribed,
+      linked,
       healthP50: percentile(sorted, 50),
       healthP99: percentile(sorted, 99),
       healthFailed: watched.failed,
@@ -220,21 +249,25 @@ async function run(index: number) {
 }
 
 async function main(): Promise<void> {
-  console.log(`bench:inbound — ${REPORTS} hard bounces over ${CONNECTIONS} SMTP connections, ${RUNS} run(s); ${machine()}`);
+  const what = RECEIVED ? 'replies to the inbound host' : 'hard bounces';
+  const unit = RECEIVED ? 'messages' : 'reports';
+  console.log(`bench:inbound — ${REPORTS} ${what} over ${CONNECTIONS} SMTP connections, ${RUNS} run(s); ${machine()}`);
   const rows = [];
   for (let r = 0; r < RUNS; r++) {
     const row = await run(r);
     rows.push(row);
     console.log(
-      `run ${r + 1}: ${row.rate.toFixed(0)} reports/s (baseline, smtp-sink: ${row.baseline.toFixed(0)}/s, ratio ${(row.rate / row.baseline).toFixed(2)}); ` +
-        `BOUNCED ${row.bounced}, unsubscribed ${row.unsubscribed}; /health p50 ${row.healthP50.toFixed(1)} ms, p99 ${row.healthP99.toFixed(1)} ms, ` +
+      `run ${r + 1}: ${row.rate.toFixed(0)} ${unit}/s (baseline, smtp-sink: ${row.baseline.toFixed(0)}/s, ratio ${(row.rate / row.baseline).toFixed(2)}); ` +
+        (RECEIVED ? `stored and linked ${row.linked}` : `BOUNCED ${row.bounced}, unsubscribed ${row.unsubscribed}`) +
+        `; /health p50 ${row.healthP50.toFixed(1)} ms, p99 ${row.healthP99.toFixed(1)} ms, ` +
         `failed ${row.healthFailed}; parsing alone ${row.parseUs.toFixed(0)} µs a report; CPU a report: service ${row.cpu.serviceMs.toFixed(2)} ms, ` +
         `PostgreSQL ${row.cpu.postgresMs.toFixed(2)} ms, this client ${row.cpu.clientMs.toFixed(2)} ms`,
     );
-    if (row.bounced !== REPORTS || row.unsubscribed !== REPORTS) throw new Error(`expected ${REPORTS} bounced and unsubscribed`);
+    if (RECEIVED && row.linked !== REPORTS) throw new Error(`expected ${REPORTS} replies stored and linked`);
+    if (!RECEIVED && (row.bounced !== REPORTS || row.unsubscribed !== REPORTS)) throw new Error(`expected ${REPORTS} bounced and unsubscribed`);
   }
   const rate = median(rows.map((r) => r.rate));
-  console.log(`median: ${rate.toFixed(0)} reports/s (goal ≥ 500), ${median(rows.map((r) => r.rate / r.baseline)).toFixed(2)}× the smtp-sink baseline`);
+  console.log(`median: ${rate.toFixed(0)} ${unit}/s (goal ≥ 500), ${median(rows.map((r) => r.rate / r.baseline)).toFixed(2)}× the smtp-sink baseline`);
 }
 
 main().then(

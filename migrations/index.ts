@@ -23,6 +23,7 @@ import { Migration20261126195504_consent } from './Migration20261126195504_conse
 import { Migration20261128061700_suppressions } from './Migration20261128061700_suppressions';
 import { Migration20261128065418_ab_tests_and_local_time } from './Migration20261128065418_ab_tests_and_local_time';
 import { Migration20261128072817_confirmation_email } from './Migration20261128072817_confirmation_email';
+import { Migration20261128073008_inbound_emails } from './Migration20261128073008_inbound_emails';
 import { Migration20261128075000_liquid_templates_mjml } from './Migration20261128075000_liquid_templates_mjml';
 import { Migration20261128075100_test_sends_without_contact } from './Migration20261128075100_test_sends_without_contact';
 
@@ -53,6 +54,7 @@ export const migrationsList = [
   { name: 'Migration20261128061700_suppressions', class: Migration20261128061700_suppressions },
   { name: 'Migration20261128065418_ab_tests_and_local_time', class: Migration20261128065418_ab_tests_and_local_time },
   { name: 'Migration20261128072817_confirmation_email', class: Migration20261128072817_confirmation_email },
+  { name: 'Migration20261128073008_inbound_emails', class: Migration20261128073008_inbound_emails },
   { name: 'Migration20261128075000_liquid_templates_mjml', class: Migration20261128075000_liquid_templates_mjml },
   { name: 'Migration20261128075100_test_sends_without_contact', class: Migration20261128075100_test_sends_without_contact },
 ];

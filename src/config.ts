@@ -137,7 +137,12 @@ const envSchema = z.object({
   RETURN_PATH_PREFIX: z
     .string()
     .regex(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/i, 'expected one DNS label')
-    .default('bounces'),
+    .default('bounces')
+    .refine((v) => v.toLowerCase() !== 'inbound', 'inbound.<domain> is the inbound host (received mail); choose another label'),
+  /** The largest received message (mail to an inbound.<domain> address) that is stored; above it the MX answers 552. */
+  INBOUND_EMAIL_MAX_MB: z.coerce.number().positive().max(100).default(10),
+  /** Received messages are kept this long, then purged by the maintenance schedule. */
+  INBOUND_EMAIL_RETENTION_DAYS: z.coerce.number().int().min(1).max(3650).default(30),
   /** Soft bounces in a row (separate emails, no delivery, open or click between) that unsubscribe a contact; 0 never does. */
   SOFT_BOUNCE_LIMIT: z.coerce.number().int().min(0).max(1000).default(5),
   /** Connections the HTTP API holds at once; more are closed as they arrive. */
@@ -289,7 +294,7 @@ export type Config = z.output<typeof envSchema> & {
   /** Every listener's connection limits as configured (`fitToFileLimit` may lower them at start). */
   connectionLimits: Record<Listener, ConnectionLimits>;
   /** INBOUND_SMTP_PORT or 2525 (0: off); `explicit` as for `submission`. */
-  inbound: { port: number; explicit: boolean; maxBytes: number };
+  inbound: { port: number; explicit: boolean; maxBytes: number; receivedMaxBytes: number };
   /** What sender domains publish for their return paths: `<prefix>.<domain>` MX to `mxHost`, and our SPF there. */
   returnPath: { prefix: string; mxHost: string; spfValue: string };
   /** The SECURITY_* settings, as sending security judges a project by them. */
@@ -367,7 +372,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     inbound: { max: cfg.INBOUND_MAX_CONNECTIONS, perClient: cfg.INBOUND_MAX_CONNECTIONS_PER_CLIENT },
     temporalGrpc: { max: cfg.TEMPORAL_DEV_SERVER_MAX_CONNECTIONS, perClient: cfg.TEMPORAL_DEV_SERVER_MAX_CONNECTIONS_PER_CLIENT },
   };
-  const inbound = { port: cfg.INBOUND_SMTP_PORT ?? 2525, explicit: cfg.INBOUND_SMTP_PORT !== undefined, maxBytes: cfg.INBOUND_MAX_MB * 2 ** 20 };
+  const inbound = {
+    port: cfg.INBOUND_SMTP_PORT ?? 2525,
+    explicit: cfg.INBOUND_SMTP_PORT !== undefined,
+    maxBytes: cfg.INBOUND_MAX_MB * 2 ** 20,
+    // What the MX takes at all bounds what it can store.
+    receivedMaxBytes: Math.floor(Math.min(cfg.INBOUND_EMAIL_MAX_MB, cfg.INBOUND_MAX_MB) * 2 ** 20),
+  };
   const returnPath = { prefix: cfg.RETURN_PATH_PREFIX.toLowerCase(), mxHost: (cfg.INBOUND_MX_HOST ?? new URL(publicUrl).hostname).toLowerCase(), spfValue };
   return {
     ...cfg,

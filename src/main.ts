@@ -19,9 +19,10 @@ import { Metrics } from './metrics';
 import { startCaptureSmtp } from './mail/capture-smtp';
 import { InsecureSubmissionError, startSubmissionSmtp } from './mail/submission-smtp';
 import { InboundReports } from './inbound/inbound-reports';
-import { startMxListener } from './inbound/mx-listener';
+import { type MxHandler, startMxListener } from './inbound/mx-listener';
 import { ReportAuthenticity } from './inbound/report-authenticity';
 import { ReportThreads } from './inbound/report-threads';
+import { ReceivedMail } from './inbound/received-mail';
 import { ReturnPaths } from './inbound/return-path';
 import { ConnectionGate, type ConnectionLimits, fitToFileLimit, gateServer, openFileLimit } from './net/connection-limits';
 import { MAX_RECIPIENTS } from './modules/emails';
@@ -227,6 +228,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
           retryBaseSeconds: config.WEBHOOK_RETRY_BASE_SECONDS,
         }),
         idempotencyTtlHours: config.IDEMPOTENCY_TTL_HOURS,
+        inboundEmailRetentionDays: config.INBOUND_EMAIL_RETENTION_DAYS,
         consent: { links, limits: config.sendLimits, confirmationExpiryHours: config.CONFIRMATION_EXPIRY_HOURS, log },
         domainCheckIntervalSeconds: config.DOMAIN_CHECK_INTERVAL_SECONDS,
         returnPath: config.returnPath,
@@ -311,7 +313,9 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         stops.push(() => reader.close());
         const authenticity = new ReportAuthenticity(resolver, config.returnPath.mxHost, log);
         const rules = { softBounceLimit: config.SOFT_BOUNCE_LIMIT };
-        const handler = new InboundReports({ orm, returnPaths, hub, judge, rules, reader, authenticity, log });
+        const reports = new InboundReports({ orm, returnPaths, hub, judge, rules, reader, authenticity, log });
+        // Mail to inbound.<verified domain> is received mail; every other address is the reports' to take or refuse.
+        const handler = new ReceivedMail({ orm, hub, reader, maxBytes: config.inbound.receivedMaxBytes, log }, reports);
         inboundPort = await startInbound(config, log, stops, gates.inbound, handler, (state) => report('inboundMx', state));
       }
       if (config.submission.port !== 0) {
@@ -448,7 +452,7 @@ async function startInbound(
   log: Logger,
   stops: Array<() => Promise<void>>,
   gate: ConnectionGate,
-  handler: InboundReports,
+  handler: MxHandler,
   report: (state: ListenerState) => void,
 ) {
   try {
@@ -471,7 +475,7 @@ async function startInbound(
     );
     stops.push(listener.close);
     report({ status: 'listening', port: listener.port });
-    log.info({ port: listener.port }, 'inbound MX listening (bounces and feedback reports for return-path addresses)');
+    log.info({ port: listener.port }, 'inbound MX listening (bounces and feedback reports for return paths, received mail for inbound hosts)');
     if (net.isIP(config.returnPath.mxHost)) {
       log.warn(
         { mxHost: config.returnPath.mxHost },

@@ -16,6 +16,7 @@ import { domainRoutes } from '../modules/domains';
 import { webhookEndpointRoutes } from '../modules/webhooks-out';
 import { templateRoutes } from '../modules/templates';
 import { suppressionRoutes } from '../modules/suppressions';
+import { inboundEmailRoutes } from '../modules/inbound-emails';
 import { topicRoutes } from '../modules/topics';
 import { emailRoutes } from '../modules/emails';
 import type { LocalEmailQueue, SendBatcher } from '../modules/emails';
@@ -127,6 +128,7 @@ export function createApp(deps: AppDeps): Koa {
   templateRoutes(router, guards, { links: deps.links });
   topicRoutes(router, guards);
   suppressionRoutes(router, guards, { temporal: deps.temporal });
+  inboundEmailRoutes(router, guards);
   trackingRoutes(router, { links: deps.links, hub: deps.hub });
   preferencePageRoutes(router, { links: deps.links, formBody: jsonBody, hub: deps.hub });
   consentRoutes(router, guards, { ...consent, hub: deps.hub, formBody: jsonBody, publicUrl: config.publicUrl });

@@ -6,7 +6,7 @@ import type { ConnectionGate } from '../net/connection-limits';
 
 /** What the MX asks of the service. */
 export interface MxHandler {
-  /** RCPT: whether mail to this address is ours to take (a return path or feedback-loop address). */
+  /** RCPT: whether mail to this address is ours to take (a return path, a feedback-loop address, an inbound host's). */
   accepts(address: string): boolean | Promise<boolean>;
   /** After DATA: the message handled and committed; a throw is our fault (451, the sender tries again). */
   receive(envelope: MxEnvelope, raw: Buffer): Promise<void>;
@@ -121,7 +121,7 @@ export async function startMxListener(opts: MxOptions, handler: MxHandler): Prom
       if (session.envelope.rcptTo.length >= MAX_RECIPIENTS) {
         return callback(asError(new SmtpReply(452, `4.5.3 Too many recipients: at most ${MAX_RECIPIENTS} per message`)));
       }
-      const noSuchMailbox = `5.1.1 <${to.address}>: no such mailbox; this server takes only bounces and feedback reports for mail postbox sent`;
+      const noSuchMailbox = `5.1.1 <${to.address}>: no such mailbox; this server takes only replies and reports for postbox's senders`;
       Promise.resolve(handler.accepts(to.address)).then(
         (ours) => callback(ours ? undefined : asError(new SmtpReply(550, noSuchMailbox))),
         (err) => callback(asError(replyFor(err, opts.log, 'inbound MX'))),

@@ -27,6 +27,7 @@ import { ProjectSuspensionSchema } from './security';
 import { SegmentMembershipSchema, SegmentSchema } from './segments';
 import { TemplateSchema } from './templates';
 import { ContactTopicSchema, TopicSchema } from './topics';
+import { InboundEmailSchema } from './inbound-emails';
 import { SuppressionImportSchema, SuppressionRuleSchema, SuppressionSchema } from './suppressions';
 import { SnsNotificationSchema } from './webhooks-in';
 import { WebhookDeliverySchema, WebhookEndpointSchema } from './webhooks-out';
@@ -53,6 +54,7 @@ export const entities: EntitySchema[] = [
   EmailAttachmentSchema,
   IdempotencyKeySchema,
   InboundReportSchema,
+  InboundEmailSchema,
   ProcessedStripeEventSchema,
   ProjectBillingSchema,
   ProjectSuspensionSchema,

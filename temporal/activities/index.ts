@@ -22,6 +22,7 @@ import type { AutomationRuntime, WaitEnd } from '../../src/modules/automations';
 import type { ActivityHub } from '../../src/bus/contact-activity';
 import { computeMembership, refreshCount, SegmentSchema } from '../../src/modules/segments';
 import { purgeInboundReports } from '../../src/inbound/inbound-reports';
+import { purgeInboundEmails } from '../../src/modules/inbound-emails';
 import {
   CampaignSchema,
   type CampaignStops,
@@ -41,6 +42,8 @@ export interface ActivityDeps {
   accountMail: { mailer: Mailer; publicUrl: string; from: string };
   hub: ActivityHub;
   idempotencyTtlHours: number;
+  /** INBOUND_EMAIL_RETENTION_DAYS: received mail older than this is purged. */
+  inboundEmailRetentionDays: number;
   /** Double opt-in: confirmation mail for imports that ask for it, and the expiry of pending subscriptions. */
   consent: ConsentDeps;
   domainCheckIntervalSeconds: number;
@@ -253,6 +256,7 @@ export function createActivities(deps: ActivityDeps) {
       rateLimitWindows: number;
       webhookDeliveries: number;
       inboundReports: number;
+      inboundEmails: number;
       pendingTopicsExpired: number;
     }> {
       const em = deps.orm.em.fork();
@@ -261,6 +265,7 @@ export function createActivities(deps: ActivityDeps) {
         rateLimitWindows: (await purgeRateLimitWindows(em)) + (await purgeRateLimitKeyWindows(em)),
         webhookDeliveries: await purgeWebhookDeliveries(em),
         inboundReports: await purgeInboundReports(em),
+        inboundEmails: await purgeInboundEmails(em, deps.inboundEmailRetentionDays),
         // Not a purge: pending topic subscriptions past the confirmation expiry become unsubscribed (idempotent).
         pendingTopicsExpired: await expirePendingTopics(em, deps.consent.confirmationExpiryHours),
       };

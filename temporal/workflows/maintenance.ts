@@ -8,8 +8,8 @@ const { purgeExpired } = proxyActivities<Activities>({
 
 /**
  * One run of the `maintenance` schedule (every ten minutes): purges expired idempotency keys, past
- * rate-limit windows, webhook deliveries finished 30 days ago and inbound reports taken 30 days ago,
- * and turns topic subscriptions left pending past CONFIRMATION_EXPIRY_HOURS into unsubscribed.
+ * rate-limit windows, webhook deliveries finished 30 days ago, inbound reports taken 30 days ago and
+ * received mail older than INBOUND_EMAIL_RETENTION_DAYS, and turns topic subscriptions left pending past CONFIRMATION_EXPIRY_HOURS into unsubscribed.
  */
 export async function maintenancePurgeWorkflow(): Promise<void> {
   await purgeExpired();

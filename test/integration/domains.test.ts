@@ -52,6 +52,8 @@ test('POST /domains answers a pending domain with the records to publish, in the
     // Where bounces and complaints come back (never required: until found, mail keeps the From address as envelope sender).
     { type: 'MX', name: 'bounces.mail.example.test', value: '127.0.0.1', priority: 10, required: false, purpose: 'return-path' },
     { type: 'TXT', name: 'bounces.mail.example.test', value: 'v=spf1 include:spf.postbox.test ~all', required: false, purpose: 'return-path-spf' },
+    // Where mail to any address at inbound.<domain> is received (never required: a domain may only send).
+    { type: 'MX', name: 'inbound.mail.example.test', value: '127.0.0.1', priority: 10, required: false, purpose: 'inbound' },
   ]);
   expect(res.body.returnPath).toEqual({ host: 'bounces.mail.example.test', verified: false });
   const p = /p=(.+)$/.exec(res.body.records[1].value)![1];
@@ -77,7 +79,7 @@ test('GET /domains/:id/verify checks now: verified exactly when every required r
   const first = await svc.api.get(`/domains/${created.id}/verify`, key);
   expect(first.status).toBe(200);
   expect(first.body.status).toBe('pending');
-  expect(first.body.records.map((r: any) => r.status)).toEqual(['pending', 'pending', 'pending', 'pending', 'pending', 'pending']);
+  expect(first.body.records.map((r: any) => r.status)).toEqual(['pending', 'pending', 'pending', 'pending', 'pending', 'pending', 'pending']);
 
   // DMARC is recommended, not required; an SPF record may carry other mechanisms too.
   publish(created.records, ['ownership', 'dkim']);
@@ -93,6 +95,7 @@ test('GET /domains/:id/verify checks now: verified exactly when every required r
     ['dmarc', 'pending'],
     ['return-path', 'pending'],
     ['return-path-spf', 'pending'],
+    ['inbound', 'pending'],
   ]);
   expect(second.body.returnPath.verified).toBe(false);
 });

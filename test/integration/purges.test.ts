@@ -1,10 +1,11 @@
-/** The maintenance purges of rate-limit windows and the MX's report log: rows past their time go, the others stay. */
+/** The maintenance purges of rate-limit windows, the MX's report log and received mail: rows past their time go, the others stay. */
 import crypto from 'node:crypto';
 import pino from 'pino';
 import { createOrm, type Orm } from '../../src/db/orm';
 import { purgeRateLimitKeyWindows, purgeRateLimitWindows } from '../../src/db/rate-limiter';
 import { purgeInboundReports } from '../../src/inbound/inbound-reports';
 import { entities } from '../../src/modules/entities';
+import { purgeInboundEmails } from '../../src/modules/inbound-emails';
 import { createTestDatabase, dbQuery } from '../setup/db';
 
 let url: string;
@@ -50,4 +51,19 @@ test('inbound reports older than the log keeps are purged; recent ones stay', as
   );
   expect(await purgeInboundReports(orm.em.fork())).toBe(1);
   expect(await dbQuery(url, `SELECT report_key FROM inbound_reports`)).toEqual([{ report_key: 'new' }]);
+});
+
+test('received mail older than INBOUND_EMAIL_RETENTION_DAYS is purged; younger mail stays', async () => {
+  const contactId = crypto.randomUUID();
+  await dbQuery(url, `INSERT INTO contacts (id, project_id, email, subscribed) VALUES ($1, $2, 'ann@example.org', false)`, [contactId, projectId]);
+  await dbQuery(
+    url,
+    `INSERT INTO inbound_emails (id, project_id, message_key, from_address, to_addresses, cc_addresses, subject, headers, attachments,
+       contact_id, envelope_to, size_bytes, raw, received_at)
+     SELECT gen_random_uuid(), $1, k, 'ann@example.org', '[]', '[]', k, '[]', '[]', $2, 'x@inbound.acme.test', 1, 'x', now() - (d || ' days')::interval
+     FROM (VALUES ('old', 8), ('new', 6)) AS v(k, d)`,
+    [projectId, contactId],
+  );
+  expect(await purgeInboundEmails(orm.em.fork(), 7)).toBe(1);
+  expect(await dbQuery(url, `SELECT subject FROM inbound_emails`)).toEqual([{ subject: 'new' }]);
 });

@@ -75,12 +75,18 @@ test('the Temporal Web UI port follows the dev server port (+1000) unless set; 0
 
 test("the inbound MX: 2525 unless set (0 is off); return paths on bounces.<domain>, their MX at PUBLIC_URL's host unless set; five soft bounces", () => {
   const c = loadConfig({ PUBLIC_URL: 'https://Mail.Example.com' });
-  expect(c.inbound).toEqual({ port: 2525, explicit: false, maxBytes: 10 * 2 ** 20 });
+  expect(c.inbound).toEqual({ port: 2525, explicit: false, maxBytes: 10 * 2 ** 20, receivedMaxBytes: 10 * 2 ** 20 });
+  expect(c.INBOUND_EMAIL_RETENTION_DAYS).toBe(30);
+  // Received mail is capped by its own setting, and never above what the MX takes at all.
+  expect(loadConfig({ INBOUND_EMAIL_MAX_MB: '0.5' }).inbound.receivedMaxBytes).toBe(2 ** 19);
+  expect(loadConfig({ INBOUND_EMAIL_MAX_MB: '20', INBOUND_MAX_MB: '5' }).inbound.receivedMaxBytes).toBe(5 * 2 ** 20);
   expect(c.returnPath).toMatchObject({ prefix: 'bounces', mxHost: 'mail.example.com' });
   expect(c.SOFT_BOUNCE_LIMIT).toBe(5);
   expect(loadConfig({ INBOUND_SMTP_PORT: '0' }).inbound).toMatchObject({ port: 0, explicit: true });
   expect(loadConfig({ INBOUND_MX_HOST: 'mx.example.net', RETURN_PATH_PREFIX: 'RP' }).returnPath).toMatchObject({ prefix: 'rp', mxHost: 'mx.example.net' });
   expect(() => loadConfig({ RETURN_PATH_PREFIX: 'a.b' })).toThrow(/^Invalid configuration: RETURN_PATH_PREFIX: /);
+  // inbound.<domain> is the inbound host's.
+  expect(() => loadConfig({ RETURN_PATH_PREFIX: 'Inbound' })).toThrow(/^Invalid configuration: RETURN_PATH_PREFIX: /);
 });
 
 test('SMTP submission: 2587 unless set (0 is off); the certificate and key come together; the implicit-TLS port needs them', () => {

@@ -4,7 +4,7 @@ import { type MockActivities, scheduledAt, uid, withWorkers, workflowTestEnv } f
 
 const t = workflowTestEnv();
 
-const purged = { idempotencyKeys: 3, rateLimitWindows: 2, webhookDeliveries: 1, inboundReports: 0, pendingTopicsExpired: 0 };
+const purged = { idempotencyKeys: 3, rateLimitWindows: 2, webhookDeliveries: 1, inboundReports: 0, inboundEmails: 0, pendingTopicsExpired: 0 };
 const workflowId = () => `${workflowIds.maintenance()}:${uid('run')}`;
 
 test('one run of the schedule purges once and completes', async () => {

@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import type { Resolver } from '../../dns/resolver';
 
-export type RecordPurpose = 'ownership' | 'dkim' | 'spf' | 'dmarc' | 'return-path' | 'return-path-spf';
+export type RecordPurpose = 'ownership' | 'dkim' | 'spf' | 'dmarc' | 'return-path' | 'return-path-spf' | 'inbound';
 export type RecordStatus = 'verified' | 'pending' | 'error';
 
 /** A DNS record the owner publishes. This shape is a public contract: keep it (an MX record adds its priority). */
@@ -62,6 +62,9 @@ export function domainRecords(d: DomainKeys, returnPath?: ReturnPathDns): DnsRec
     ? [
         { type: 'MX', name: `${returnPath.prefix}.${d.domain}`, value: returnPath.mxHost, priority: MX_PRIORITY, required: false, purpose: 'return-path' },
         { type: 'TXT', name: `${returnPath.prefix}.${d.domain}`, value: returnPath.spfValue, required: false, purpose: 'return-path-spf' },
+        // Where mail to any address at inbound.<domain> is received (docs/smtp.md). Never required: a domain that
+        // only sends need not receive. The MX takes that mail once the domain is verified, whatever DNS says.
+        { type: 'MX', name: `inbound.${d.domain}`, value: returnPath.mxHost, priority: MX_PRIORITY, required: false, purpose: 'inbound' },
       ]
     : [];
   return [
@@ -131,6 +134,7 @@ export function satisfies(record: DnsRecord, published: string[]): boolean {
     case 'dmarc':
       return published.some((v) => /^v=DMARC1\s*(;|$)/i.test(v.trim()));
     case 'return-path':
+    case 'inbound':
       // `found` for an MX is "<priority> <exchange>"; any priority will do.
       return published.some((v) => v.split(' ').pop()?.replace(/\.$/, '').toLowerCase() === record.value);
   }

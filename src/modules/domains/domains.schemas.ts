@@ -23,8 +23,10 @@ const dnsRecord = z.object({
   name: z.string(),
   value: z.string(),
   required: z.boolean(),
-  purpose: z.enum(['ownership', 'dkim', 'spf', 'dmarc', 'return-path', 'return-path-spf']).meta({
-    description: 'return-path: the MX where bounces and complaints come back; return-path-spf: SPF for that host. Never required',
+  purpose: z.enum(['ownership', 'dkim', 'spf', 'dmarc', 'return-path', 'return-path-spf', 'inbound']).meta({
+    description:
+      'return-path: the MX where bounces and complaints come back; return-path-spf: SPF for that host; inbound: the MX of inbound.<domain>, ' +
+      'where mail to any address is received (GET /inbound-emails). These three are never required',
   }),
   priority: z.number().int().optional().meta({ description: 'MX records: the preference to publish' }),
   status: z.enum(['verified', 'pending', 'error']).optional().meta({ description: 'The last check’s finding (absent on creation)' }),
