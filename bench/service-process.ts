@@ -69,6 +69,9 @@ export async function startServiceProcess(
       HOST: '127.0.0.1',
       LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
       TEMPORAL_DEV_SERVER_PORT: String(await freePort()),
+      // Every bench's load comes from one address: the public key's per-client budget is for the web.
+      PUBLIC_RATE_LIMIT_PER_MINUTE: '100000000',
+      PUBLIC_RATE_LIMIT_PER_CLIENT_PER_MINUTE: '100000000',
       ...env,
     },
     stdio: ['ignore', output, output],

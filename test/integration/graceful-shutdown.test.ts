@@ -72,6 +72,9 @@ test('SIGTERM under load: every accepted track is stored, later requests are ref
       TEMPORAL_DEV_SERVER_PORT: '0',
       TEMPORAL_DEV_SERVER_PERSISTENCE: 'memory',
       RATE_LIMIT_PER_MINUTE: '1000000',
+      // The load comes from one address with the public key.
+      PUBLIC_RATE_LIMIT_PER_MINUTE: '1000000',
+      PUBLIC_RATE_LIMIT_PER_CLIENT_PER_MINUTE: '1000000',
       DATABASE_POOL_MAX: '5',
       SHUTDOWN_DRAIN_SECONDS: String(DRAIN_MS / 1000),
       LOG_LEVEL: 'info',

@@ -15,7 +15,8 @@ async function projectRows(projectId: string): Promise<Record<string, number>> {
   const tables = await dbQuery(
     svc.databaseUrl,
     `SELECT table_name FROM information_schema.columns WHERE table_schema = 'public' AND column_name = 'project_id'
-       AND table_name NOT IN ('project_members', 'project_invites', 'rate_limit_windows', 'activity_counts', 'activity_counts_daily', 'activity_count_deltas')
+       AND table_name NOT IN ('project_members', 'project_invites', 'rate_limit_windows', 'rate_limit_key_windows',
+                              'activity_counts', 'activity_counts_daily', 'activity_count_deltas')
      ORDER BY 1`,
   );
   const out: Record<string, number> = {};
