@@ -77,17 +77,22 @@ test('a message over the size limit is 552; a fault of ours is 451 (send again);
   }
 });
 
+/** Keeps a connection busy with NOOP until the MX's deadline answers 421 4.4.2 and closes it. */
+async function expectClosedWhileIdling(dialog: SmtpDialog): Promise<void> {
+  let reply = '250';
+  for (let i = 0; i < 20 && reply.startsWith('250'); i++) {
+    reply = await dialog.command('NOOP');
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  expect(reply).toMatch(/^421 4\.4\.2 /);
+  await until(async () => (dialog.closed ? true : undefined), 5_000, 'closed');
+}
+
 test('a connection that has not reached DATA within the deadline is closed, however busy it keeps itself', async () => {
   const mx = await startMxListener(options({ timeoutSeconds: 1 }), handler);
   try {
     const dialog = await session(mx.port);
-    let reply = '250';
-    for (let i = 0; i < 20 && reply.startsWith('250'); i++) {
-      reply = await dialog.command('NOOP');
-      await new Promise((r) => setTimeout(r, 200));
-    }
-    expect(reply).toMatch(/^421 4\.4\.2 /);
-    await until(async () => (dialog.closed ? true : undefined), 5_000, 'closed');
+    await expectClosedWhileIdling(dialog);
   } finally {
     await mx.close();
   }
@@ -120,13 +125,7 @@ test('after a message the deadline to reach DATA starts again: a connection idli
   try {
     const dialog = await session(mx.port);
     expect(await message(dialog)).toMatch(/^250 /);
-    let reply = '250';
-    for (let i = 0; i < 20 && reply.startsWith('250'); i++) {
-      reply = await dialog.command('NOOP');
-      await new Promise((r) => setTimeout(r, 200));
-    }
-    expect(reply).toMatch(/^421 4\.4\.2 /);
-    await until(async () => (dialog.closed ? true : undefined), 5_000, 'closed');
+    await expectClosedWhileIdling(dialog);
   } finally {
     await mx.close();
   }
