@@ -11,7 +11,7 @@ import { createOrm, migrate, type Orm } from './db/orm';
 import { entities } from './modules/entities';
 import { createApp } from './http/app';
 import type { HealthCheck, ListenerState } from './http/health';
-import { isLoopback } from './http/loopback';
+import { isLoopback } from './net/loopback';
 import { serveMetrics } from './http/metrics';
 import { listen } from './http/server';
 import { Resolver } from './dns/resolver';

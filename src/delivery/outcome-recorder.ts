@@ -4,7 +4,7 @@ import type { ActivityHub, EventRecord } from '../bus/contact-activity';
 import { newId } from '../db/ids';
 import { transaction } from '../db/orm';
 import { whileUnreachable } from '../db/unreachable';
-import { classifySmtpReply } from '../inbound/bounce-report';
+import { classifySmtpReply } from '../mail/smtp-replies';
 import type { DeliveryOutcome, SmtpStep } from '../mail/transport';
 import type { Metrics } from '../metrics';
 import { recordEmailActivity, type SuppressionRules } from '../modules/emails';

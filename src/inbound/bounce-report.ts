@@ -13,7 +13,7 @@ import {
   type BounceReason,
   type BounceType,
   type ReasonEvidence,
-} from './bounce-reasons';
+} from '../mail/bounce-reasons';
 
 import {
   bodyText,
@@ -32,7 +32,7 @@ import {
   type TextBudget,
 } from './report-mime';
 
-export { classifySmtpReply, type BounceReason, type BounceType } from './bounce-reasons';
+export type { BounceReason, BounceType } from '../mail/bounce-reasons';
 
 export interface RecipientOutcome {
   /** Final-Recipient (else Original-Recipient / the address named in the text), lower-cased. */
@@ -48,7 +48,7 @@ export interface RecipientOutcome {
   reason: BounceReason;
   /** sisimai's hardbounce true → Permanent; onhold/undefined → Undetermined; otherwise Transient. */
   bounceType: BounceType;
-  /** Amazon SES's bounceSubType vocabulary; the mapping lives in bounce-reasons.ts (subTypeOf). */
+  /** Amazon SES's bounceSubType vocabulary; the mapping lives in mail/bounce-reasons.ts (subTypeOf). */
   subType: string;
 }
 

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import tls from 'node:tls';
 import type { Logger } from 'pino';
 import { SMTPServer, type SMTPServerOptions, type SMTPServerSession } from 'smtp-server';
-import { isLoopback } from '../http/loopback';
+import { isLoopback } from '../net/loopback';
 import type { ConnectionGate } from '../net/connection-limits';
 import { ADDRESS_SHAPE } from './mime';
 import { asError, closeSmtp, listenSmtp, replyFor as replyOf, SessionDeadlines, SmtpReply } from './smtp-listener';

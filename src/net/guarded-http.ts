@@ -3,7 +3,7 @@ import https from 'node:https';
 import net from 'node:net';
 import ipaddr from 'ipaddr.js';
 import type { Resolver } from '../dns/resolver';
-import { AppError } from '../http/errors';
+import { AppError } from '../errors';
 
 export class WebhookError extends Error {
   constructor(

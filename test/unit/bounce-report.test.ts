@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { classifySmtpReply, parseInboundReport } from '../../src/inbound/bounce-report';
+import { parseInboundReport } from '../../src/inbound/bounce-report';
+import { classifySmtpReply } from '../../src/mail/smtp-replies';
 
 /** sisimai's own verdict for each recipient, transcribed from its public test tables (see fixtures/bounces/README.md). */
 interface SisimaiExpectation {

@@ -1,6 +1,6 @@
 import dgram from 'node:dgram';
 import { Resolver } from '../../src/dns/resolver';
-import { parse } from '../../src/http/validate';
+import { parse } from '../../src/validation';
 import { isAliasDomain, isDisposableDomain, isListedMailProvider, POPULAR_MAIL_DOMAINS } from '../../src/modules/verify/domain-lists';
 import { singleEdit, suggestDomain } from '../../src/modules/verify/typo';
 import { verifySchema } from '../../src/modules/verify/verify.schemas';

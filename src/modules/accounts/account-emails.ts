@@ -3,7 +3,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from 'pino';
 import { newId } from '../../db/ids';
 import { transaction } from '../../db/orm';
-import { badRequest } from '../../http/errors';
+import { badRequest } from '../../errors';
 import type { Mailer } from '../../mail/transport';
 import type { TemporalClient } from '../../../temporal/client';
 import { workflowIds } from '../../../temporal/workflow-ids';

@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import { UniqueConstraintViolationException, type EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
 import { transaction } from '../../db/orm';
-import { AppError, conflict, forbidden, notFound, unauthorized } from '../../http/errors';
+import { AppError, conflict, forbidden, notFound, unauthorized } from '../../errors';
 import { Project, ProjectMember, type Role, User } from './accounts.entity';
 import { DUMMY_HASH, hashPassword, needsRehash, verifyPassword } from './passwords';
 import { type ProjectSettings, withDefaults } from './project-settings';

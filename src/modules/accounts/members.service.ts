@@ -1,7 +1,7 @@
 import { LockMode, UniqueConstraintViolationException, type EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
 import { transaction } from '../../db/orm';
-import { conflict, forbidden, notFound } from '../../http/errors';
+import { conflict, forbidden, notFound } from '../../errors';
 import { ProjectInvite, ProjectMember, type Role, User } from './accounts.entity';
 
 export interface MemberDto {

@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { badRequest } from '../../http/errors';
+import { badRequest } from '../../errors';
 import { SEGMENT_MEMBERSHIP, SYSTEM_EVENTS } from '../events';
 import { eventPageFilter } from '../events';
 import { bucketCounts, ceilHour, countsBetween, DAY_MS, floorHour, type Interval, sumByName } from './activity-counts';

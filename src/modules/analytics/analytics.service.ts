@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { notFound } from '../../http/errors';
+import { notFound } from '../../errors';
 import { countsBetween, DAY_MS, sumByName } from '../activity';
 import { type ChartWindow, eventSeries } from '../activity';
 import type { TOP_CAMPAIGN_METRICS } from '../activity';

@@ -5,7 +5,7 @@ import type { Resolver } from '../../dns/resolver';
 import { readAfterCommit, transaction } from '../../db/orm';
 import type { Links } from '../../mail/links';
 import { render, templateVariables } from '../../mail/render';
-import { AppError } from '../../http/errors';
+import { AppError } from '../../errors';
 import { assertWithinBillingLimits } from '../billing';
 import { resolveDataMap } from '../contacts';
 import { ContactSchema, updateContact, upsertContact } from '../contacts';

@@ -2,7 +2,7 @@ import { type EntityManager, LockMode } from '@mikro-orm/postgresql';
 import type { z } from 'zod';
 import { newId } from '../../db/ids';
 import { transaction } from '../../db/orm';
-import { AppError, badRequest, conflict, notFound, validationError } from '../../http/errors';
+import { AppError, badRequest, conflict, notFound, validationError } from '../../errors';
 import { ContactEventSchema } from '../events';
 import { ConditionError, type Filter, resolveFilter } from '../segments';
 import { TemplateSchema } from '../templates';

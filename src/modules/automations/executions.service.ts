@@ -5,7 +5,7 @@ import { searchAttributes, workflowIds } from '../../../temporal/workflow-ids';
 import { automationWorkflow } from '../../../temporal/workflows/automation';
 import { newId } from '../../db/ids';
 import { holdUntilCommit, transaction } from '../../db/orm';
-import { badRequest, notFound } from '../../http/errors';
+import { badRequest, notFound } from '../../errors';
 import { ContactSchema } from '../contacts';
 import { admitEntry, cancelActiveExecutions } from './automations.queries';
 import type { ExecutionStatus } from './automations.schemas';

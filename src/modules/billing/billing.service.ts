@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { forbidden } from '../../http/errors';
+import { forbidden } from '../../errors';
 import { countsBetween, sumByName } from '../activity';
 import { contactTotal } from '../contacts';
 import { ProjectBilling } from './billing.entity';

@@ -1,7 +1,7 @@
 import { type EntityManager, LockMode } from '@mikro-orm/postgresql';
 import { isUuid } from '../../db/ids';
 import { transaction } from '../../db/orm';
-import { conflict } from '../../http/errors';
+import { conflict } from '../../errors';
 import { ProcessedStripeEvent, ProjectBilling } from './billing.entity';
 import { applyCheckout } from './billing.queries';
 

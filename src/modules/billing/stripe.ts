@@ -1,5 +1,5 @@
 import Stripe from 'stripe';
-import { AppError } from '../../http/errors';
+import { AppError } from '../../errors';
 
 /**
  * Every call names this API version (the one the `stripe` package's types describe), so Stripe's

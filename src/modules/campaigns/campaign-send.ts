@@ -1,7 +1,7 @@
 import type { TemporalClient } from '../../../temporal/client';
 import { searchAttributes, workflowIds } from '../../../temporal/workflow-ids';
 import { WorkflowUpdateFailedError } from '@temporalio/client';
-import { badRequest } from '../../http/errors';
+import { badRequest } from '../../errors';
 import { abWinnerChosenSignal, campaignSendWorkflow, rescheduleUpdate } from '../../../temporal/workflows/campaign-send';
 
 /** Starts `campaign-send:<campaignId>`; it sleeps until `scheduledFor` when there is one. */

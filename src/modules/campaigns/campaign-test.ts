@@ -2,7 +2,7 @@ import { assertWithinBillingLimits } from '../billing';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { type KeyLimit, takeKeyed } from '../../db/rate-limiter';
 import { newId } from '../../db/ids';
-import { AppError } from '../../http/errors';
+import { AppError } from '../../errors';
 import type { Links } from '../../mail/links';
 import { Contact } from '../contacts';
 import { composeMessage } from '../../mail/compose';

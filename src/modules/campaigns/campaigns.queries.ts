@@ -1,6 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { sql } from '../../db/orm';
-import { badRequest } from '../../http/errors';
+import { badRequest } from '../../errors';
 import { compileCondition, loadSegmentRefs, membersWhere } from '../segments';
 import { notSuppressedWhere } from '../suppressions';
 import { receivesTopicWhere } from '../topics';

@@ -3,7 +3,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
 import { containsPattern } from '../../db/like-pattern';
 import { transaction } from '../../db/orm';
-import { AppError, badRequest, conflict, notFound } from '../../http/errors';
+import { AppError, badRequest, conflict, notFound } from '../../errors';
 import type { TemporalClient } from '../../../temporal/client';
 import { assertWithinBillingLimits, billingPeriod } from '../billing';
 import { cancelCampaignWorkflow, rescheduleCampaignWorkflow, signalAbWinner, startCampaignWorkflow } from './campaign-send';

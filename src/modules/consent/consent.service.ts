@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import { newId } from '../../db/ids';
 import { type KeyLimit, takeKeyed } from '../../db/rate-limiter';
 import { transaction } from '../../db/orm';
-import { notFound } from '../../http/errors';
+import { notFound } from '../../errors';
 import type { Links } from '../../mail/links';
 import { Project, projectSettings } from '../accounts';
 import { Contact, updateContactSubscription } from '../contacts';

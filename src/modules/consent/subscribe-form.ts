@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { type KeyLimit, takeKeyed } from '../../db/rate-limiter';
 import { transaction } from '../../db/orm';
-import { AppError } from '../../http/errors';
+import { AppError } from '../../errors';
 import { escapeHtml } from '../../mail/render';
 import { Contact, resolveDataMap, updateContactSubscription, upsertContact } from '../contacts';
 import type { EventRecord } from '../events';

@@ -2,7 +2,7 @@ import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
 import { holdUntilCommit, readAfterCommit, transaction } from '../../db/orm';
-import { AppError, notFound } from '../../http/errors';
+import { AppError, notFound } from '../../errors';
 import type { TemporalClient } from '../../../temporal/client';
 import { workflowIds } from '../../../temporal/workflow-ids';
 import type { EventRecord } from '../events';

@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { badRequest, notFound } from '../../http/errors';
+import { badRequest, notFound } from '../../errors';
 import { Contact } from './contacts.entity';
 import { dataKeyTypes, fieldReferences, fieldValueCounts, removeDataKey } from './contacts.queries';
 

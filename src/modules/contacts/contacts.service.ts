@@ -3,7 +3,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
 import { containsPattern } from '../../db/like-pattern';
 import { transaction } from '../../db/orm';
-import { conflict, notFound, simpleBadRequest } from '../../http/errors';
+import { conflict, notFound, simpleBadRequest } from '../../errors';
 import { type EventRecord, insertEvents, type NewEvent, SYSTEM_EVENTS } from '../events';
 import { setContactTopics } from '../topics';
 import { Contact } from './contacts.entity';

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { Context, Next } from 'koa';
 import { content, documented, endpoint } from '../../http/endpoint';
 import { forbidden } from '../../http/errors';
-import { isLoopback } from '../../http/loopback';
+import { isLoopback } from '../../net/loopback';
 import { queryInt, queryText } from '../../http/query';
 import { uuidPath } from '../../http/validate';
 import { clearCaptured, getCaptured, listCaptured } from './dev-mailbox.service';

@@ -1,7 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { simpleParser, type AddressObject } from 'mailparser';
 import { newId } from '../../db/ids';
-import { notFound } from '../../http/errors';
+import { notFound } from '../../errors';
 import type { CapturedMessage } from '../../mail/capture-smtp';
 import { DevMailboxMessage } from './dev-mailbox.entity';
 

@@ -2,7 +2,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Resolver } from '../../dns/resolver';
 import { newId } from '../../db/ids';
 import { holdUntilCommit, isUniqueViolation, readAfterCommit, transaction } from '../../db/orm';
-import { AppError, conflict, notFound } from '../../http/errors';
+import { AppError, conflict, notFound } from '../../errors';
 import {
   type CheckedRecord,
   checkRecords,

@@ -4,7 +4,7 @@ import addressparser from 'nodemailer/lib/addressparser';
 import { newId } from '../../db/ids';
 import { insideTransaction, isForeignKeyViolation, type Orm, transaction } from '../../db/orm';
 import { StatementBatcher } from '../../db/statement-batcher';
-import { AppError, badRequest } from '../../http/errors';
+import { AppError, badRequest } from '../../errors';
 import { type IdempotencyClaim, markIdempotentSuccess } from '../../db/idempotency-keys';
 import type { Links } from '../../mail/links';
 import { ADDRESS_SHAPE } from '../../mail/mime';

@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import { type AddressObject, type ParsedMail, simpleParser } from 'mailparser';
 import type { Logger } from 'pino';
 import type { Orm } from '../../db/orm';
-import { AppError } from '../../http/errors';
+import { AppError } from '../../errors';
 import { claimIdempotencyKey, claimRetryAfter, type IdempotencyClaim, type KeyRow, releaseUnfinished } from '../../db/idempotency-keys';
 import type { RateLimiter } from '../../db/rate-limiter';
 import type { Links } from '../../mail/links';
@@ -12,7 +12,7 @@ import type { ProjectKeyCache } from '../accounts';
 import type { TrackingOverride } from '../accounts';
 import { assertVerifiedSender } from '../domains';
 import type { ActivityHub } from '../../bus/contact-activity';
-import { parse } from '../../http/validate';
+import { parse } from '../../validation';
 import { HEADER_NAME, STRUCTURAL_HEADERS, submittedSendSchema } from './emails.schemas';
 import { type LocalEmailQueue, MessageTooBig, type SendBatcher, type SendLimits, type SendRequest, sendEmails } from './emails.service';
 

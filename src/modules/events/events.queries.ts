@@ -1,6 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { sql } from '../../db/orm';
-import { badRequest } from '../../http/errors';
+import { badRequest } from '../../errors';
 import type { EventRecord } from '../../bus/contact-activity';
 import { ContactEvent } from './events.entity';
 

@@ -1,7 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { transaction } from '../../db/orm';
 import { bucketCounts, ceilHour, type CountRow, countsBetween, DAY_MS, sumByName } from '../activity';
-import { badRequest, notFound } from '../../http/errors';
+import { badRequest, notFound } from '../../errors';
 import { Contact, resolveDataMap, upsertContact } from '../contacts';
 import { isReservedEventName } from './event-names';
 import { ContactEvent } from './events.entity';

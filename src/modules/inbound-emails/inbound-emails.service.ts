@@ -1,6 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
-import { notFound } from '../../http/errors';
+import { notFound } from '../../errors';
 import { upsertContact } from '../contacts';
 import { type EventRecord, insertEvents } from '../events';
 import { InboundEmail, type ReceivedAttachment, type ReceivedHeader } from './inbound-emails.entity';

@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import { type EntityManager, LockMode } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
 import { transaction } from '../../db/orm';
-import { notFound } from '../../http/errors';
+import { notFound } from '../../errors';
 import { Project } from '../accounts';
 import { countsBetween, DAY_MS, sumByName } from '../activity';
 import { ProjectSuspension } from './security.entity';

@@ -3,7 +3,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { TemporalClient } from '../../../temporal/client';
 import { newId } from '../../db/ids';
 import { holdUntilCommit, transaction } from '../../db/orm';
-import { conflict, notFound, simpleBadRequest } from '../../http/errors';
+import { conflict, notFound, simpleBadRequest } from '../../errors';
 import type { Campaign } from '../campaigns';
 import { ContactSchema } from '../contacts';
 import { type EventRecord, insertEvents, type NewEvent } from '../events';

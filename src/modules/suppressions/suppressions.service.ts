@@ -1,7 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
 import { sql, transaction } from '../../db/orm';
-import { AppError, notFound } from '../../http/errors';
+import { AppError, notFound } from '../../errors';
 import { type RuleKind, Suppression, type SuppressionReason, SuppressionRule } from './suppressions.entity';
 import { exportPage, insertSuppressions, type NewSuppression, suppressionVerdict } from './suppressions.queries';
 import { type CreateRule, MAX_RULES, patternProblem, type UpdateRule } from './suppressions.schemas';

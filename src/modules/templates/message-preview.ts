@@ -1,6 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { z } from 'zod';
-import { notFound } from '../../http/errors';
+import { notFound } from '../../errors';
 import { composeMessage, type TrackingOverride } from '../../mail/compose';
 import type { Links } from '../../mail/links';
 import { projectSettings } from '../accounts';

@@ -1,4 +1,4 @@
-import { AppError } from '../../http/errors';
+import { AppError } from '../../errors';
 import { checkTemplate, TemplateRenderError, TemplateSyntaxError } from '../../mail/liquid';
 import { compileMjml, MjmlError } from '../../mail/mjml';
 

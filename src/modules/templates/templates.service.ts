@@ -1,7 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
 import { containsPattern } from '../../db/like-pattern';
-import { conflict, notFound } from '../../http/errors';
+import { conflict, notFound } from '../../errors';
 import { assertVerifiedSender } from '../domains';
 import { copiedMessage, Template } from './templates.entity';
 import { workflowStepsSending } from './templates.queries';

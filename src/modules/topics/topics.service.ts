@@ -3,7 +3,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
 import { containsPattern } from '../../db/like-pattern';
 import { isUniqueViolation } from '../../db/orm';
-import { AppError, conflict, notFound } from '../../http/errors';
+import { AppError, conflict, notFound } from '../../errors';
 import { projectSettings } from '../accounts';
 import { type EventRecord, insertEvents, type NewEvent, SYSTEM_EVENTS } from '../events';
 import { ContactTopic, Topic, type TopicState } from './topics.entity';

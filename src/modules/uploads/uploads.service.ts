@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { newId } from '../../db/ids';
-import { AppError } from '../../http/errors';
+import { AppError } from '../../errors';
 import type { S3Bucket } from './s3';
 
 /** The formats accepted, told apart by their first bytes, never by the file's name or declared type. */

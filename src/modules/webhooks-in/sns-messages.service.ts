@@ -1,7 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from 'pino';
 import type { ActivityHub } from '../../bus/contact-activity';
-import { AppError, badRequest } from '../../http/errors';
+import { AppError, badRequest } from '../../errors';
 import type { SuppressionRules } from '../emails';
 import type { SendingJudge } from '../security';
 import { recordSesNotification } from './ses-notifications.service';

@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import { raw, type EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
-import { notFound, simpleBadRequest } from '../../http/errors';
+import { notFound, simpleBadRequest } from '../../errors';
 import { WebhookDelivery } from './webhook-deliveries.entity';
 import { WebhookEndpoint } from './webhook-endpoints.entity';
 import type { deliveryStatus } from './webhook-endpoints.schemas';

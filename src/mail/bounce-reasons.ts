@@ -1,6 +1,7 @@
 /**
  * Why a message bounced: sisimai's reason vocabulary, decided from an enhanced status code, an SMTP reply code and the
- * remote server's words. Pure functions over bounded strings; bounce-report.ts feeds them, and so can an SMTP session.
+ * remote server's words. Pure functions over bounded strings; inbound/bounce-report.ts feeds them from returned mail,
+ * smtp-replies.ts from an SMTP session's answer.
  */
 
 export type BounceType = 'Permanent' | 'Transient' | 'Undetermined';
@@ -1084,21 +1085,4 @@ export function findCommand(text: string): ReasonEvidence['command'] {
   if (word === 'end of data' || word === 'end of message') return 'DATA';
   if (word === 'initial connection' || word === 'connect') return 'CONN';
   return word.toUpperCase() as ReasonEvidence['command'];
-}
-
-/** An SMTP-session rejection (the relay or receiving MX answered 5xx/4xx while we were sending): same classification by enhanced status and text. */
-export function classifySmtpReply(
-  replyCode: number,
-  text: string,
-  /** The command the reply answered, when the client knows it; else read from the text, as in a report. */
-  command?: ReasonEvidence['command'],
-): { reason: BounceReason; bounceType: BounceType; subType: string; status: string | null } {
-  const scan = text.slice(0, MAX_DIAGNOSTIC_SCAN);
-  const code = Number.isInteger(replyCode) && replyCode >= 200 && replyCode <= 599 ? String(replyCode) : null;
-  const status = findEnhancedStatus(scan, code?.[0]);
-  const reason = decideReason({ status, replyCode: code, text: scan, command: command ?? findCommand(scan), action: null, diagnosticType: 'smtp' });
-  let bounceType = bounceTypeOf(reason, status, code, scan);
-  // A 4xx answer is retried by the sender whatever the words say; only a 5xx can end an address.
-  if (code?.startsWith('4') && bounceType === 'Permanent') bounceType = 'Transient';
-  return { reason, bounceType, subType: subTypeOf(reason), status };
 }
