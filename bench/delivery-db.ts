@@ -13,7 +13,8 @@ import { newId } from '../src/db/ids';
 import type { QueueSignal } from '../src/db/work-queue';
 import type { MessageSender } from '../src/delivery/delivery-threads';
 import { Links } from '../src/mail/links';
-import { EmailDispatcher, type QueuedEmail } from '../src/delivery';
+import { DeliveryEngine, type QueuedEmail } from '../src/delivery';
+import { deliveryPorts } from '../src/engine-ports';
 import { sendEmails } from '../src/modules/emails/emails.service';
 import { startBenchDatabase } from './bench-database';
 import { machine, median, postgresCpuSeconds, sendRequest } from './service-process';
@@ -37,7 +38,7 @@ async function main(): Promise<void> {
   const { orm, projectId, log, stop } = await startBenchDatabase('delivery-db', 6);
   try {
     const deps = { links: new Links('https://mail.bench.test', 'bench secret'), limits: { attachmentsMaxBytes: 10e6, messageMaxBytes: 20e6 } };
-    const dispatcher = new EmailDispatcher({ orm, sender: {} as MessageSender, queue: {} as QueueSignal, log, batchSize: BATCH });
+    const dispatcher = new DeliveryEngine({ orm, ports: deliveryPorts, sender: {} as MessageSender, queue: {} as QueueSignal, log, batchSize: BATCH });
     const steps = dispatcher as unknown as DrainSteps;
     console.log(`claim in batches of ${BATCH}, record SENT in groups of ${GROUP}, ${EMAILS} emails per round, ${ROUNDS} rounds; machine: ${machine()}`);
     const rows: Array<{ claimPg: number; claimCaller: number; recordPg: number; recordCaller: number }> = [];

@@ -34,7 +34,8 @@ import { ProjectKeyCache } from './modules/accounts';
 import { storeCaptured } from './modules/dev-mailbox';
 import { EMAIL_QUEUED_CHANNEL, type LocalEmailQueue, SendBatcher } from './modules/emails';
 import { QueueSignal } from './db/work-queue';
-import { DeliveryThreads, EmailDispatcher, InProcessSender } from './delivery';
+import { DeliveryEngine, DeliveryThreads, InProcessSender } from './delivery';
+import { deliveryPorts, inboundPorts } from './engine-ports';
 import { Mailer } from './mail/transport';
 import { Links } from './mail/links';
 import { ActivityHub } from './bus/contact-activity';
@@ -182,8 +183,9 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
       };
       const queue = await listen(EMAIL_QUEUED_CHANNEL, 'email');
       // DELIVERY_IN_FLIGHT send slots: each holds at most one message handed to SMTP whose outcome is not yet recorded.
-      const dispatcher = new EmailDispatcher({
+      const dispatcher = new DeliveryEngine({
         orm,
+        ports: deliveryPorts,
         sender,
         queue,
         log,
@@ -315,9 +317,9 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         stops.push(() => reader.close());
         const authenticity = new ReportAuthenticity(resolver, config.returnPath.mxHost, log);
         const rules = { softBounceLimit: config.SOFT_BOUNCE_LIMIT };
-        const reports = new InboundReports({ orm, returnPaths, hub, judge, rules, reader, authenticity, log });
+        const reports = new InboundReports({ orm, ports: inboundPorts(judge), returnPaths, hub, rules, reader, authenticity, log });
         // Mail to inbound.<verified domain> is received mail; every other address is the reports' to take or refuse.
-        const handler = new ReceivedMail({ orm, hub, reader, maxBytes: config.inbound.receivedMaxBytes, log }, reports);
+        const handler = new ReceivedMail({ orm, ports: inboundPorts(judge), hub, reader, maxBytes: config.inbound.receivedMaxBytes, log }, reports);
         inboundPort = await startInbound(config, log, stops, gates.inbound, handler, (state) => report('inboundMx', state));
       }
       if (config.submission.port !== 0) {

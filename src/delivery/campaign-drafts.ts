@@ -1,6 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { type ProjectSettings, projectSettings } from '../modules/accounts';
+import type { MailSettings } from '../mail/compose';
 import { draftCampaigns, draftContacts, topicsLeft } from './delivery.queries';
+import type { DeliveryPorts } from './ports';
 import type { Draft, QueuedEmail } from './queued-email';
 
 /**
@@ -10,7 +11,11 @@ import type { Draft, QueuedEmail } from './queued-email';
  * topic, since the audience was fixed is skipped. An A/B test's email is rendered from its variant's
  * subject and body where the variant gives them.
  */
-export async function campaignDrafts(em: EntityManager, batch: QueuedEmail[]): Promise<{ draft: (e: QueuedEmail) => Draft | undefined; skipped: Set<string> }> {
+export async function campaignDrafts(
+  em: EntityManager,
+  projectSettings: DeliveryPorts['projectSettings'],
+  batch: QueuedEmail[],
+): Promise<{ draft: (e: QueuedEmail) => Draft | undefined; skipped: Set<string> }> {
   const skipped = new Set<string>();
   const unrendered = (e: QueuedEmail) => e.html === null && !!e.campaign_id;
   // A campaign's emails are its recipients': each has a contact.
@@ -25,7 +30,7 @@ export async function campaignDrafts(em: EntityManager, batch: QueuedEmail[]): P
       )
     ).map((c) => [c.id, c]),
   );
-  const settings = new Map<string, ProjectSettings>();
+  const settings = new Map<string, MailSettings>();
   for (const projectId of new Set(todo.map((e) => e.project_id))) settings.set(projectId, await projectSettings(em, projectId));
   const topicOf = (e: QueuedEmail) => campaigns.get(e.campaign_id!)?.topic_id ?? null;
   const forTopics = todo.filter(topicOf).map((e) => ({ contactId: e.contact_id!, topicId: topicOf(e)! }));

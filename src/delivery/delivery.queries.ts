@@ -1,11 +1,8 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../db/ids';
 import { sql } from '../db/orm';
-import { type EmailType, suppressedError } from '../modules/emails';
-import { EVENT_RECORD_COLUMNS, type ReturnedEvent } from '../modules/events';
-import type { TrackingOverride } from '../modules/accounts';
-import { suppressionOf } from '../modules/suppressions';
-import type { returnPathVerified } from '../modules/domains';
+import type { DraftMessage, TrackingOverride } from '../mail/compose';
+import type { DeliveryPorts, RecordStatusColumn, ReturnedEvent } from './ports';
 import { type Attachment, type CampaignChunk, CLAIM_SECONDS, QUEUED_COLUMNS, type QueuedEmail } from './queued-email';
 
 /**
@@ -17,11 +14,21 @@ import { type Attachment, type CampaignChunk, CLAIM_SECONDS, QUEUED_COLUMNS, typ
  * it); a campaign's mail is read by contact-id ranges, each given to one activity, so it needs no claims.
  */
 
-/** Whether a queued email's address is suppressed (`QueuedEmail.suppression`): two index lookups per row, in the statement that reads it. */
-const SUPPRESSION = `${suppressionOf('lower(e.to_email)', 'e.project_id')} AS suppression`;
+/** The SQL the ports give (./ports.ts), built once with the engine and spliced into the statements below. */
+export interface PortSql {
+  /** Whether a queued email's address is suppressed (`QueuedEmail.suppression`): two index lookups per row, in the statement that reads it. */
+  suppression: string;
+  eventColumns: string;
+  suppressedError: DeliveryPorts['suppressedError'];
+}
+export const portSql = (ports: DeliveryPorts): PortSql => ({
+  suppression: `${ports.suppressionSql('lower(e.to_email)', 'e.project_id')} AS suppression`,
+  eventColumns: ports.eventColumns,
+  suppressedError: ports.suppressedError,
+});
 
 /** Claims due queued transactional mail for `owner`: every dispatcher shares this queue. Each row says whether its address is suppressed now. */
-export async function claimDue(em: EntityManager, owner: string, batchSize: number): Promise<QueuedEmail[]> {
+export async function claimDue(em: EntityManager, p: PortSql, owner: string, batchSize: number): Promise<QueuedEmail[]> {
   return sql<QueuedEmail>(
     em,
     `WITH due AS (
@@ -32,7 +39,7 @@ export async function claimDue(em: EntityManager, owner: string, batchSize: numb
      )
      UPDATE emails e SET claimed_until = now() + make_interval(secs => ?), claimed_by = ?, attempts = e.attempts + 1
      FROM due WHERE e.id = due.id
-     RETURNING ${QUEUED_COLUMNS}, e.attempts, ${SUPPRESSION}`,
+     RETURNING ${QUEUED_COLUMNS}, e.attempts, ${p.suppression}`,
     [batchSize, CLAIM_SECONDS, owner],
   );
 }
@@ -86,10 +93,10 @@ export async function campaignLeft(em: EntityManager, campaignId: string): Promi
  * A chunk's due recipients, with the attempt about to be made (recording its outcome writes it), each
  * saying whether its address was suppressed since the audience was fixed.
  */
-export function campaignChunkEmails(em: EntityManager, campaignId: string, chunk: CampaignChunk): Promise<QueuedEmail[]> {
+export function campaignChunkEmails(em: EntityManager, p: PortSql, campaignId: string, chunk: CampaignChunk): Promise<QueuedEmail[]> {
   return sql<QueuedEmail>(
     em,
-    `SELECT ${QUEUED_COLUMNS}, e.attempts + 1 AS attempts, ${SUPPRESSION} FROM emails e
+    `SELECT ${QUEUED_COLUMNS}, e.attempts + 1 AS attempts, ${p.suppression} FROM emails e
      WHERE e.campaign_id = ? AND e.contact_id > coalesce(?::uuid, '00000000-0000-0000-0000-000000000000') AND e.contact_id <= ?::uuid
        AND e.status = 'QUEUED' AND e.next_attempt_at <= now()
      ORDER BY e.contact_id`,
@@ -110,7 +117,7 @@ export async function cancelQueued(em: EntityManager, ids: string[], reason: str
  * Queued mail whose address is suppressed: SUPPRESSED, never sent, with an `email.suppressed` event saying
  * why, written only for the rows that really changed (so recording twice records once).
  */
-export function markSuppressed(em: EntityManager, emails: QueuedEmail[]): Promise<ReturnedEvent[]> {
+export function markSuppressed(em: EntityManager, p: PortSql, emails: QueuedEmail[]): Promise<ReturnedEvent[]> {
   return sql<ReturnedEvent>(
     em,
     `WITH v AS (
@@ -122,12 +129,12 @@ export function markSuppressed(em: EntityManager, emails: QueuedEmail[]): Promis
      )
      INSERT INTO events (id, project_id, contact_id, name, data, created_at)
      SELECT v.event_id, u.project_id, u.contact_id, 'email.suppressed', v.data, now() FROM updated u JOIN v ON v.id = u.id
-     RETURNING ${EVENT_RECORD_COLUMNS}`,
+     RETURNING ${p.eventColumns}`,
     [
       emails.map((e) => e.id),
       emails.map(() => newId()),
       emails.map((e) => JSON.stringify({ emailId: e.id, messageId: e.message_id, templateId: e.template_id, campaignId: e.campaign_id, ...e.suppression })),
-      emails.map((e) => suppressedError(e.suppression!)),
+      emails.map((e) => p.suppressedError(e.suppression!)),
     ],
   );
 }
@@ -152,7 +159,7 @@ export interface SigningDomain {
   domain: string;
   dkim_selector: string;
   dkim_private_key: string;
-  record_status: Parameters<typeof returnPathVerified>[0];
+  record_status: RecordStatusColumn;
 }
 
 /** The sender domains of a batch (`projectId:domain`), with their DKIM key and record status. */
@@ -169,7 +176,7 @@ export interface DraftCampaign {
   id: string;
   subject: string;
   body: string;
-  type: EmailType;
+  type: DraftMessage['compose']['type'];
   tracking: TrackingOverride | null;
   topic_id: string | null;
   ab_test: { variants: Array<{ id: string; subject?: string; body?: string }> } | null;
@@ -255,6 +262,7 @@ export function unclaimRefused(em: EntityManager, rows: Array<{ id: string; atte
  */
 export function markSent(
   em: EntityManager,
+  p: PortSql,
   rows: Array<{ id: string; attempts: number; providerMessageId: string | null; subject: string | null; eventId: string; data: string }>,
 ): Promise<ReturnedEvent[]> {
   return sql<ReturnedEvent>(
@@ -276,7 +284,7 @@ export function markSent(
      )
      INSERT INTO events (id, project_id, contact_id, name, data, created_at)
      SELECT v.event_id, u.project_id, u.contact_id, 'email.sent', v.data, now() FROM updated u JOIN v ON v.id = u.id WHERE u.contact_id IS NOT NULL
-     RETURNING ${EVENT_RECORD_COLUMNS}`,
+     RETURNING ${p.eventColumns}`,
     [
       rows.map((r) => r.id),
       rows.map((r) => r.attempts),

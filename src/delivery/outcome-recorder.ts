@@ -7,9 +7,8 @@ import { whileUnreachable } from '../db/unreachable';
 import { classifySmtpReply } from '../mail/smtp-replies';
 import type { DeliveryOutcome, SmtpStep } from '../mail/transport';
 import type { Metrics } from '../metrics';
-import { recordEmailActivity, type SuppressionRules } from '../modules/emails';
-import { toEventRecord } from '../modules/events';
-import { addToCampaignCount, markFailed, markSent, scheduleRetries, unclaimRefused } from './delivery.queries';
+import { addToCampaignCount, markFailed, markSent, type PortSql, scheduleRetries, unclaimRefused } from './delivery.queries';
+import type { DeliveryPorts } from './ports';
 import type { DrainReport, QueuedEmail } from './queued-email';
 
 type SmtpVerdict = ReturnType<typeof classifySmtpReply>;
@@ -51,6 +50,10 @@ export const retryDelaySeconds = (attempts: number, baseSeconds: number) => Math
 
 export interface RecorderDeps {
   orm: MikroORM;
+  /** The modules' side: how a refusal is recorded as a bounce, how an event row reads. */
+  ports: DeliveryPorts;
+  /** The ports' SQL, built once with the engine. */
+  sql: PortSql;
   log: Logger;
   /** Told about every committed event (segments, automations react to them). */
   hub?: ActivityHub;
@@ -140,8 +143,8 @@ async function recordOutcomes(deps: RecorderDeps, items: Outcome[]): Promise<voi
   const bounced = rejections.flatMap((f) => (f.bounceType ? [{ ...f, bounceType: f.bounceType }] : []));
   const failed = rejections.filter((f) => !f.bounceType);
   const write = async (tx: EntityManager): Promise<EventRecord[]> => {
-    const recorded = sent.length ? await recordSent(tx, sent) : [];
-    if (bounced.length) recorded.push(...(await recordRejectedForGood(tx, bounced, { softBounceLimit: deps.softBounceLimit ?? 0 })));
+    const recorded = sent.length ? await recordSent(tx, deps, sent) : [];
+    if (bounced.length) recorded.push(...(await recordRejectedForGood(tx, deps.ports, bounced, { softBounceLimit: deps.softBounceLimit ?? 0 })));
     if (retry.length) {
       await scheduleRetries(
         tx,
@@ -183,8 +186,9 @@ async function recordOutcomes(deps: RecorderDeps, items: Outcome[]): Promise<voi
  */
 async function recordRejectedForGood(
   tx: EntityManager,
+  ports: DeliveryPorts,
   bounced: Array<{ email: QueuedEmail; outcome: { error: string }; verdict: SmtpVerdict; bounceType: 'Permanent' | 'Transient' }>,
-  rules: SuppressionRules,
+  rules: { softBounceLimit: number },
 ): Promise<EventRecord[]> {
   const events: EventRecord[] = [];
   const still = await unclaimRefused(
@@ -200,13 +204,8 @@ async function recordRejectedForGood(
       diagnosticCode: b.outcome.error.slice(0, 1000),
       source: 'smtp',
     };
-    const recorded = await recordEmailActivity(
-      tx,
-      b.email.id,
-      { kind: 'bounce', bounceType: b.bounceType, refused: true, details: Object.fromEntries(Object.entries(details).filter(([, v]) => v !== null)) },
-      rules,
-    );
-    events.push(...(recorded?.events ?? []));
+    const bounce = { bounceType: b.bounceType, details: Object.fromEntries(Object.entries(details).filter(([, v]) => v !== null)) };
+    events.push(...(await ports.recordRefusal(tx, b.email.id, bounce, rules)));
   }
   return events;
 }
@@ -214,9 +213,14 @@ async function recordRejectedForGood(
  * Accepted mail in one statement: each email still unsent becomes SENT, its campaign counts it, and its
  * `email.sent` event is written, only for the rows that really changed (so recording twice records once).
  */
-async function recordSent(em: EntityManager, sent: Array<Outcome & { outcome: Extract<DeliveryOutcome, { kind: 'sent' }> }>): Promise<EventRecord[]> {
+async function recordSent(
+  em: EntityManager,
+  deps: RecorderDeps,
+  sent: Array<Outcome & { outcome: Extract<DeliveryOutcome, { kind: 'sent' }> }>,
+): Promise<EventRecord[]> {
   const rows = await markSent(
     em,
+    deps.sql,
     sent.map(({ email: e, outcome, subject }) => ({
       id: e.id,
       attempts: e.attempts,
@@ -232,5 +236,5 @@ async function recordSent(em: EntityManager, sent: Array<Outcome & { outcome: Ex
       }),
     })),
   );
-  return rows.map(toEventRecord);
+  return rows.map((row) => deps.ports.toEventRecord(row));
 }

@@ -1,5 +1,5 @@
-import type { SuppressionVerdict } from '../modules/suppressions';
 import type { DraftMessage } from '../mail/compose';
+import type { SuppressionVerdict } from './ports';
 
 export interface QueuedEmail {
   id: string;

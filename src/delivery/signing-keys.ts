@@ -1,14 +1,16 @@
 import crypto from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { DkimKey } from '../mail/dkim';
-import { returnPathVerified } from '../modules/domains';
 import { signingDomains } from './delivery.queries';
+import type { DeliveryPorts } from './ports';
 import { type QueuedEmail, senderOf } from './queued-email';
 
 /** Each sender domain's DKIM key, read with every batch; parsed keys kept by the hash of their PEM. */
 export class SigningKeys {
   /** Parsed DKIM keys by the SHA-256 of their PEM. */
   private readonly parsedKeys = new Map<string, crypto.KeyObject>();
+
+  constructor(private readonly returnPathVerified: DeliveryPorts['returnPathVerified']) {}
 
   /**
    * The DKIM key of each sender domain in the batch, and which have their return path published, read with the batch (one query) so a domain
@@ -21,7 +23,7 @@ export class SigningKeys {
     const found = new Map<string, DkimKey>();
     const returnPaths = new Set<string>();
     for (const row of rows) {
-      if (returnPathVerified(row.record_status)) returnPaths.add(`${row.project_id}:${row.domain}`);
+      if (this.returnPathVerified(row.record_status)) returnPaths.add(`${row.project_id}:${row.domain}`);
       const fingerprint = crypto.createHash('sha256').update(row.dkim_private_key).digest('base64');
       let privateKey = this.parsedKeys.get(fingerprint);
       if (!privateKey) {

@@ -4,12 +4,10 @@ import type { Logger } from 'pino';
 import { newId } from '../db/ids';
 import { type Orm, transaction } from '../db/orm';
 import { StatementBatcher } from '../db/statement-batcher';
-import { type EmailActivity, type RecordedActivity, recordEmailActivity, type SuppressionRules } from '../modules/emails';
 import type { ActivityHub } from '../bus/contact-activity';
-import { insertEvents, insertEventsTogether } from '../modules/events';
-import type { SendingJudge } from '../modules/security';
 import type { InboundReport, RecipientOutcome } from './bounce-report';
 import type { MxEnvelope, MxHandler } from './mx-listener';
+import type { InboundPorts, RecordedActivity, ReportActivity } from './ports';
 import type { ComplaintAuthentication, ReportAuthenticity } from './report-authenticity';
 import type { ReportReader } from './report-threads';
 import type { ReturnPaths } from './return-path';
@@ -20,8 +18,9 @@ export interface InboundDeps {
   orm: Orm;
   returnPaths: ReturnPaths;
   hub: ActivityHub;
-  judge: SendingJudge;
-  rules: SuppressionRules;
+  /** The modules' side: recording what a report says, judging a project's rates (./ports.ts). */
+  ports: Pick<InboundPorts, 'recordEmailActivity' | 'insertEvents' | 'insertEventsTogether' | 'judge'>;
+  rules: { softBounceLimit: number };
   /** Reads the message off the main thread (report-threads.ts). */
   reader: ReportReader;
   /** Decides which complaints count toward a suspension. */
@@ -80,7 +79,7 @@ export class InboundReports implements MxHandler {
       // The batch's events go in one statement at its end (statement triggers once, not per report).
       write: (items) =>
         transaction(this.deps.orm.em.fork(), (tx) =>
-          insertEventsTogether(tx, async () => {
+          this.deps.ports.insertEventsTogether(tx, async () => {
             const out: Handled[] = [];
             for (const item of items) out.push(await this.handle(tx, item));
             return out;
@@ -195,7 +194,7 @@ export class InboundReports implements MxHandler {
 
   private async apply(tx: EntityManager, email: EmailRef, report: InboundReport, authentication?: ComplaintAuthentication): Promise<Handled> {
     const activity = this.activityOf(email, report, authentication);
-    if (activity) return { recorded: await recordEmailActivity(tx, email.id, activity, this.deps.rules), judge: true };
+    if (activity) return { recorded: await this.deps.ports.recordEmailActivity(tx, email.id, activity, this.deps.rules), judge: true };
     // Not a bounce or complaint: the mail came back some other way (a delay notice, an auto-reply, a reply).
     const outcome = report.kind === 'delay' ? outcomeFor(report.recipients, email) : undefined;
     const data = compact({
@@ -209,11 +208,13 @@ export class InboundReports implements MxHandler {
       why: report.kind === 'auto-reply' || report.kind === 'unknown' ? report.why : undefined,
     });
     // A test send to an address that is no contact: there is no contact to record it for.
-    const events = email.contact_id ? await insertEvents(tx, [{ projectId: email.project_id, contactId: email.contact_id, name: 'email.received', data }]) : [];
+    const events = email.contact_id
+      ? await this.deps.ports.insertEvents(tx, [{ projectId: email.project_id, contactId: email.contact_id, name: 'email.received', data }])
+      : [];
     return { recorded: { projectId: email.project_id, contactId: email.contact_id, events }, judge: false };
   }
 
-  private activityOf(email: EmailRef, report: InboundReport, authentication?: ComplaintAuthentication): EmailActivity | undefined {
+  private activityOf(email: EmailRef, report: InboundReport, authentication?: ComplaintAuthentication): ReportActivity | undefined {
     if (report.kind === 'complaint') {
       // Every complaint unsubscribes its own contact; only an authenticated one counts toward a suspension.
       return {
@@ -251,7 +252,7 @@ export class InboundReports implements MxHandler {
     if (recorded.events.length && recorded.contactId) {
       this.deps.hub.publish({ projectId: recorded.projectId, contactIds: [recorded.contactId], events: recorded.events });
     }
-    if (judge && recorded.events.length) await this.deps.judge.judge(recorded.projectId);
+    if (judge && recorded.events.length) await this.deps.ports.judge(recorded.projectId);
   }
 }
 

@@ -3,12 +3,14 @@ import type { Logger } from 'pino';
 import type { ActivityHub } from '../bus/contact-activity';
 import { type Orm, transaction } from '../db/orm';
 import { SmtpReply } from '../mail/smtp-listener';
-import { inboundHostDomain, projectsReceivingAt, type RecordedInbound, recordInboundEmail } from '../modules/inbound-emails';
 import type { MxEnvelope, MxHandler } from './mx-listener';
+import type { InboundPorts, RecordedInbound } from './ports';
 import type { ReportReader } from './report-threads';
 
 export interface ReceivedMailDeps {
   orm: Orm;
+  /** The inbound-emails module's side (./ports.ts). */
+  ports: Pick<InboundPorts, 'inboundHostDomain' | 'projectsReceivingAt' | 'recordInboundEmail'>;
   hub: ActivityHub;
   reader: ReportReader;
   /** The largest received message stored (INBOUND_EMAIL_MAX_MB); above it, 552. */
@@ -29,12 +31,14 @@ export class ReceivedMail implements MxHandler {
   ) {}
 
   async accepts(address: string): Promise<boolean> {
+    const { inboundHostDomain, projectsReceivingAt } = this.deps.ports;
     const domain = inboundHostDomain(address);
     if (domain === undefined) return this.reports.accepts(address);
     return (await projectsReceivingAt(this.deps.orm.em.fork(), domain)).length > 0;
   }
 
   async receive(envelope: MxEnvelope, raw: Buffer): Promise<void> {
+    const { inboundHostDomain, projectsReceivingAt, recordInboundEmail } = this.deps.ports;
     const received = envelope.to.filter((a) => inboundHostDomain(a) !== undefined);
     const others = envelope.to.filter((a) => inboundHostDomain(a) === undefined);
     if (received.length === 0) return this.reports.receive(envelope, raw);

@@ -1,5 +1,4 @@
 import { type AddressObject, simpleParser } from 'mailparser';
-import type { ParsedReceived } from '../modules/inbound-emails';
 
 /** Header lines kept per message, and the length of each value: a message of a million tiny headers stays small. */
 const MAX_HEADERS = 500;
@@ -8,6 +7,22 @@ const MAX_ADDRESSES = 100;
 /** Message-IDs read from In-Reply-To and References to find the email answered. */
 const MAX_ANSWERED_IDS = 100;
 const MAX_SUBJECT = 2000;
+
+/** A received message as read off the main thread: every string already free of NUL and well-formed. */
+export interface ReceivedMessage {
+  /** The From: address (lower-case), else null. */
+  from: string | null;
+  to: string[];
+  cc: string[];
+  subject: string;
+  text: string | null;
+  html: string | null;
+  headers: Array<{ name: string; value: string }>;
+  attachments: Array<{ filename: string | null; contentType: string; size: number }>;
+  messageId: string | null;
+  /** Message-IDs from In-Reply-To, then References (most recent first). */
+  answers: string[];
+}
 
 /** PostgreSQL refuses NUL in text and jsonb, and a lone surrogate in jsonb: both are cleaned from everything stored. */
 // eslint-disable-next-line no-control-regex -- NUL is the point
@@ -33,7 +48,7 @@ const messageIds = (v: string | string[] | undefined) => (Array.isArray(v) ? v.j
  * A received message read with mailparser (on a report thread: a large or hostile message never holds the event loop):
  * addresses, subject, bodies, header lines and attachment metadata, every string cleaned for PostgreSQL.
  */
-export async function readReceivedMessage(raw: Buffer): Promise<ParsedReceived> {
+export async function readReceivedMessage(raw: Buffer): Promise<ReceivedMessage> {
   const m = await simpleParser(raw, { skipImageLinks: true, skipTextLinks: true, skipTextToHtml: true, keepCidLinks: true });
   const from = addresses(m.from)[0] ?? null;
   const headers = m.headerLines.slice(0, MAX_HEADERS).map((h) => {

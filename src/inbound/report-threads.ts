@@ -1,6 +1,6 @@
 import type { Worker } from 'node:worker_threads';
 import { startThread } from '../thread-start';
-import type { ParsedReceived } from '../modules/inbound-emails';
+import type { ReceivedMessage } from './received-message';
 import { type InboundReport, MAX_MESSAGE_BYTES } from './bounce-report';
 
 /** Reads what came back to the MX into a report. */
@@ -16,7 +16,7 @@ export interface ReportReader {
 
 export interface ReceivedReading {
   report: InboundReport;
-  mail?: ParsedReceived;
+  mail?: ReceivedMessage;
 }
 
 export interface ReportJob {

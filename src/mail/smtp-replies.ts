@@ -1,5 +1,15 @@
 /** What an SMTP server's refusal says, by the same rules as a returned report: delivery records its refusals with it. */
-import { bounceTypeOf, type BounceReason, type BounceType, decideReason, findCommand, findEnhancedStatus, MAX_DIAGNOSTIC_SCAN, type ReasonEvidence, subTypeOf } from './bounce-reasons';
+import {
+  bounceTypeOf,
+  type BounceReason,
+  type BounceType,
+  decideReason,
+  findCommand,
+  findEnhancedStatus,
+  MAX_DIAGNOSTIC_SCAN,
+  type ReasonEvidence,
+  subTypeOf,
+} from './bounce-reasons';
 
 /** An SMTP-session rejection (the relay or receiving MX answered 5xx/4xx while we were sending): same classification by enhanced status and text. */
 export function classifySmtpReply(

@@ -12,7 +12,7 @@ import { endSnooze } from '../../src/modules/contacts';
 import { importNextSuppressionSlice } from '../../src/modules/suppressions';
 import type { ReturnPathDns } from '../../src/modules/domains';
 import { checkDomain } from '../../src/modules/domains';
-import type { CampaignChunk, EmailDispatcher } from '../../src/delivery';
+import type { CampaignChunk, DeliveryEngine } from '../../src/delivery';
 import type { Mailer } from '../../src/mail/transport';
 import { type AccountEmail, sendAccountEmail } from '../../src/modules/accounts';
 import type { AutomationDispatcher } from '../../src/modules/automations';
@@ -37,7 +37,7 @@ export interface ActivityDeps {
   orm: MikroORM;
   log: Logger;
   resolver: Resolver;
-  dispatcher: EmailDispatcher;
+  dispatcher: DeliveryEngine;
   /** Verification and password-reset mail: the transport, the base of links, the sender. */
   accountMail: { mailer: Mailer; publicUrl: string; from: string };
   hub: ActivityHub;

@@ -1,6 +1,6 @@
 /**
  * Mail a request queues while a drain of its own process runs is claimed for that drain as it is
- * inserted and handed to it in memory (`EmailDispatcher.claimant`): no claim statement, nothing read
+ * inserted and handed to it in memory (`DeliveryEngine.claimant`): no claim statement, nothing read
  * back. Delivered once; given back, for any drain to take, when the drain is cancelled before sending
  * it (its worker stops); and a drain never ends while a request it gave a claim to is still writing.
  */
@@ -10,7 +10,8 @@ import { entities } from '../../src/modules/entities';
 import { QueueSignal } from '../../src/db/work-queue';
 import { InProcessSender } from '../../src/delivery/delivery-threads';
 import { Links } from '../../src/mail/links';
-import { EmailDispatcher } from '../../src/delivery/dispatcher';
+import { DeliveryEngine } from '../../src/delivery/delivery-engine';
+import { deliveryPorts } from '../../src/engine-ports';
 import { EMAIL_QUEUED_CHANNEL } from '../../src/modules/emails/emails.queries';
 import { type LocalEmailQueue, sendEmails } from '../../src/modules/emails/emails.service';
 import { createTestDatabase, dbQuery } from '../setup/db';
@@ -26,7 +27,7 @@ let projectId: string;
 let sink: SmtpSink;
 let queue: QueueSignal;
 let sender: InProcessSender;
-let dispatcher: EmailDispatcher;
+let dispatcher: DeliveryEngine;
 let local: LocalEmailQueue;
 
 beforeAll(async () => {
@@ -37,7 +38,7 @@ beforeAll(async () => {
   queue = new QueueSignal(url, EMAIL_QUEUED_CHANNEL, log);
   await queue.start();
   sender = new InProcessSender(sink.url, 2, links);
-  dispatcher = new EmailDispatcher({ orm, sender, queue, log });
+  dispatcher = new DeliveryEngine({ orm, ports: deliveryPorts, sender, queue, log });
   local = {
     get draining() {
       return queue.draining;

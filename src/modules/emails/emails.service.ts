@@ -32,7 +32,7 @@ export interface SendLimits {
 export interface LocalEmailQueue {
   readonly draining: boolean;
   queuedHere(): void;
-  /** A running drain of this process that takes mail claimed for it at insert, in memory (`EmailDispatcher.claimant`). */
+  /** A running drain of this process that takes mail claimed for it at insert, in memory (`DeliveryEngine.claimant`). */
   claimant?(): DrainClaimant | undefined;
 }
 

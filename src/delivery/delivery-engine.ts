@@ -21,14 +21,18 @@ import {
   claimDue,
   markSuppressed,
   nextDueInSeconds,
+  type PortSql,
+  portSql,
   releaseClaims,
   releaseWithError,
 } from './delivery.queries';
+import type { DeliveryPorts } from './ports';
 import { SigningKeys } from './signing-keys';
-import { toEventRecord } from '../modules/events';
 
-export interface DispatcherDeps {
+export interface DeliveryEngineDeps {
   orm: MikroORM;
+  /** What delivery needs of the modules (./ports.ts), wired by main.ts. */
+  ports: DeliveryPorts;
   sender: MessageSender;
   queue: QueueSignal;
   log: Logger;
@@ -58,9 +62,12 @@ export interface DispatcherDeps {
  * DELIVERY_IN_FLIGHT per process). A campaign's batches are read, not claimed: its own workflow is their
  * only sender, and its retried activity reads them again.
  */
-export class EmailDispatcher {
+export class DeliveryEngine {
   /** Each sender domain's DKIM key, parsed once. */
-  private readonly signingKeys = new SigningKeys();
+  private readonly signingKeys: SigningKeys;
+
+  /** The ports' SQL fragments, taken once. */
+  private readonly sql: PortSql;
 
   /** A permit is held from sending a message until its outcome is recorded: the process's crash exposure. */
   private readonly permits: Permits;
@@ -71,9 +78,11 @@ export class EmailDispatcher {
   /** Every delivery's outcomes, recorded together. */
   private readonly outcomes: OutcomeRecorder;
 
-  constructor(private readonly deps: DispatcherDeps) {
+  constructor(private readonly deps: DeliveryEngineDeps) {
+    this.sql = portSql(deps.ports);
+    this.signingKeys = new SigningKeys(deps.ports.returnPathVerified);
     this.permits = new Permits(deps.concurrency ?? 8);
-    this.outcomes = new OutcomeRecorder(deps);
+    this.outcomes = new OutcomeRecorder({ ...deps, sql: this.sql });
   }
 
   /**
@@ -111,7 +120,8 @@ export class EmailDispatcher {
         // coming due) gets every other round, so it is never starved by what is handed over; once a claim
         // found it empty, it is looked at again after SHARED_RECHECK_MS, not at every other round.
         const sharedTurn = turn++ % 2 === 1 && Date.now() - sharedEmptyAt >= SHARED_RECHECK_MS;
-        let batch = handed.ready.length && !sharedTurn ? handed.ready.splice(0, batchSize) : await claimDue(this.deps.orm.em.fork(), opts.owner, batchSize);
+        let batch =
+          handed.ready.length && !sharedTurn ? handed.ready.splice(0, batchSize) : await claimDue(this.deps.orm.em.fork(), this.sql, opts.owner, batchSize);
         if (!batch.length) sharedEmptyAt = Date.now();
         if (!batch.length && handed.ready.length) batch = handed.ready.splice(0, batchSize);
         if (batch.length) await this.deliver(batch, report, opts.heartbeat, opts.signal);
@@ -169,7 +179,7 @@ export class EmailDispatcher {
     opts: { heartbeat: () => void; signal?: AbortSignal },
   ): Promise<DrainReport & { claimed: number }> {
     const report: DrainReport = { sent: 0, retried: 0, failed: 0 };
-    const batch = await campaignChunkEmails(this.deps.orm.em.fork(), campaignId, chunk);
+    const batch = await campaignChunkEmails(this.deps.orm.em.fork(), this.sql, campaignId, chunk);
     if (batch.length) await this.deliver(batch, report, opts.heartbeat, opts.signal);
     return { ...report, claimed: batch.length };
   }
@@ -180,7 +190,7 @@ export class EmailDispatcher {
     const suppressed = claimed.filter((e) => e.suppression);
     if (suppressed.length) await this.recordSuppressed(em, suppressed);
     const all = suppressed.length ? claimed.filter((e) => !e.suppression) : claimed;
-    const { draft, skipped } = await campaignDrafts(em, all);
+    const { draft, skipped } = await campaignDrafts(em, this.deps.ports.projectSettings, all);
     if (skipped.size) {
       await cancelQueued(em, [...skipped], 'the contact unsubscribed before this was sent');
     }
@@ -244,7 +254,7 @@ export class EmailDispatcher {
 
   private async recordSuppressed(em: EntityManager, emails: QueuedEmail[]): Promise<void> {
     const projectOf = new Map(emails.map((e) => [e.contact_id, e.project_id]));
-    const events = (await markSuppressed(em, emails)).map(toEventRecord);
+    const events = (await markSuppressed(em, this.sql, emails)).map((row) => this.deps.ports.toEventRecord(row));
     for (const [projectId, ofProject] of Map.groupBy(events, (e) => projectOf.get(e.contactId)!)) {
       this.deps.hub?.publish({ projectId, contactIds: [], events: ofProject });
     }
