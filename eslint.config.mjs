@@ -1,5 +1,6 @@
-// ESLint with typescript-eslint's recommended rules, plus the house's room rules: modules meet through
-// their index.ts, the base (db, mail, net, dns, bus, config, metrics) imports no module, and one transaction API.
+// ESLint with typescript-eslint's recommended rules, plus the house's room rules (docs/architecture.md, "Rooms"):
+// modules meet through their index.ts; the engines (delivery, inbound) import no module, nor HTTP, Temporal or
+// each other; the base imports none of those; modules reach HTTP only from their edge files; one transaction API.
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
@@ -7,6 +8,35 @@ const moduleInternals = (depth) => ({
   regex: `^${'\\.\\./'.repeat(depth)}(?!\\.\\.)[^/]+/.+`,
   message: 'Import another module through its index.ts (`../<module>`), never its files.',
 });
+
+/** A relative import of one of the given top-level rooms of src/ (or temporal/), from any depth. */
+const rooms = (names, message) => ({ regex: `^(\\./|(\\.\\./)+)(${names.join('|')})(/|$)`, message });
+
+/** The base: what everything may use, and which uses nothing above it. */
+const BASE = [
+  'src/db/**/*.ts',
+  'src/mail/**/*.ts',
+  'src/net/**/*.ts',
+  'src/dns/**/*.ts',
+  'src/bus/**/*.ts',
+  'src/config.ts',
+  'src/metrics.ts',
+  'src/log.ts',
+  'src/errors.ts',
+  'src/validation.ts',
+  'src/thread-start.ts',
+  'src/node-version.ts',
+];
+
+/**
+ * A module's HTTP edge: its routes, and the schemas that describe what they accept and answer (built from
+ * http/responses, query, pagination). Everything else in a module imports the base, never src/http.
+ */
+const MODULE_EDGE = ['src/modules/**/*.routes.ts', 'src/modules/**/*.schemas.ts', 'src/modules/contacts/preference-pages.ts'];
+const noHttpFromModules = {
+  regex: '^(\\.\\./)+http(/|$)',
+  message: 'Only routes and schemas import src/http; throw from src/errors.ts, validate with src/validation.ts.',
+};
 
 const oneTransactionApi = [
   { selector: "CallExpression[callee.property.name='transactional']", message: 'Use transaction(em, fn) from src/db/orm.ts.' },
@@ -56,8 +86,38 @@ export default tseslint.config(
   },
   { files: ['src/modules/*/*.ts'], rules: { 'no-restricted-imports': ['error', { patterns: [moduleInternals(1)] }] } },
   { files: ['src/modules/*/*/**/*.ts'], rules: { 'no-restricted-imports': ['error', { patterns: [moduleInternals(2)] }] } },
+  { files: ['src/modules/*/*.ts'], ignores: MODULE_EDGE, rules: { 'no-restricted-imports': ['error', { patterns: [moduleInternals(1), noHttpFromModules] }] } },
   {
-    files: ['src/db/**/*.ts', 'src/mail/**/*.ts', 'src/net/**/*.ts', 'src/dns/**/*.ts', 'src/bus/**/*.ts', 'src/config.ts', 'src/metrics.ts'],
-    rules: { 'no-restricted-imports': ['error', { patterns: [{ regex: '(^|/)modules(/|$)', message: 'The base imports no module.' }] }] },
+    files: ['src/modules/*/*/**/*.ts'],
+    ignores: MODULE_EDGE,
+    rules: { 'no-restricted-imports': ['error', { patterns: [moduleInternals(2), noHttpFromModules] }] },
+  },
+  {
+    files: BASE,
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { patterns: [rooms(['modules', 'http', 'delivery', 'inbound', 'temporal'], 'The base imports no module, HTTP, engine or Temporal code.')] },
+      ],
+    },
+  },
+  {
+    // The engines report outcomes and fetch what they need through their ports (ports.ts), which main.ts wires.
+    files: ['src/delivery/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { patterns: [rooms(['modules', 'http', 'inbound', 'temporal'], 'delivery/ imports only the base; modules reach it through ./ports.ts.')] },
+      ],
+    },
+  },
+  {
+    files: ['src/inbound/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { patterns: [rooms(['modules', 'http', 'delivery', 'temporal'], 'inbound/ imports only the base; modules reach it through ./ports.ts.')] },
+      ],
+    },
   },
 );

@@ -22,7 +22,7 @@ import net from 'node:net';
 import pg from 'pg';
 import { embeddedDatabaseUrl, freePort } from '../src/db/embedded-postgres';
 import { parseInboundReport } from '../src/inbound/bounce-report';
-import { ReturnPaths } from '../src/inbound/return-path';
+import { ReturnPaths } from '../src/mail/return-path';
 import { cpuSecondsOf, machine, median, percentile, postgresCpuSeconds, request, sendRequest, startSendingBench, timed } from './service-process';
 import { spawnSmtpSink } from './smtp-sink-process';
 

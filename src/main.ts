@@ -25,7 +25,7 @@ import { type MxHandler, startMxListener } from './inbound/mx-listener';
 import { ReportAuthenticity } from './inbound/report-authenticity';
 import { ReportThreads } from './inbound/report-threads';
 import { ReceivedMail } from './inbound/received-mail';
-import { ReturnPaths } from './inbound/return-path';
+import { ReturnPaths } from './mail/return-path';
 import { ConnectionGate, type ConnectionLimits, fitToFileLimit, gateServer, openFileLimit } from './net/connection-limits';
 import { MAX_RECIPIENTS } from './modules/emails';
 import { SmtpSubmission } from './modules/emails';

@@ -1,7 +1,7 @@
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import type { Logger } from 'pino';
 import { DrainBell, type QueueSignal } from '../db/work-queue';
-import type { ReturnPaths } from '../inbound/return-path';
+import type { ReturnPaths } from '../mail/return-path';
 import type { DraftMessage } from '../mail/compose';
 import type { OutgoingMessage } from '../mail/mime';
 import type { ActivityHub } from '../bus/contact-activity';

@@ -10,7 +10,7 @@ import type { MxEnvelope, MxHandler } from './mx-listener';
 import type { InboundPorts, RecordedActivity, ReportActivity } from './ports';
 import type { ComplaintAuthentication, ReportAuthenticity } from './report-authenticity';
 import type { ReportReader } from './report-threads';
-import type { ReturnPaths } from './return-path';
+import type { ReturnPaths } from '../mail/return-path';
 import { InboundReportSchema } from './inbound-reports.entity';
 import { emailByMessageId, type EmailRef, emailRecipient, isVerifiedDomain, type LoggedReport, rememberReport, rememberReportFor } from './inbound.queries';
 

@@ -1,4 +1,4 @@
-import { ReturnPaths } from '../../src/inbound/return-path';
+import { ReturnPaths } from '../../src/mail/return-path';
 
 const paths = new ReturnPaths('a secret of the service', 'bounces');
 const emailId = '01a2178a-5cfa-75bc-8f72-18e0924822c3';
