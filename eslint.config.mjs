@@ -102,12 +102,12 @@ export default tseslint.config(
     },
   },
   {
-    // The engines report outcomes and fetch what they need through their ports (ports.ts), which main.ts wires.
+    // The engines report outcomes and fetch what they need through their ports (delivery-ports.ts, inbound-ports.ts), which main.ts wires.
     files: ['src/delivery/**/*.ts'],
     rules: {
       'no-restricted-imports': [
         'error',
-        { patterns: [rooms(['modules', 'http', 'inbound', 'temporal'], 'delivery/ imports only the base; modules reach it through ./ports.ts.')] },
+        { patterns: [rooms(['modules', 'http', 'inbound', 'temporal'], 'delivery/ imports only the base; modules reach it through ./delivery-ports.ts.')] },
       ],
     },
   },
@@ -116,7 +116,7 @@ export default tseslint.config(
     rules: {
       'no-restricted-imports': [
         'error',
-        { patterns: [rooms(['modules', 'http', 'delivery', 'temporal'], 'inbound/ imports only the base; modules reach it through ./ports.ts.')] },
+        { patterns: [rooms(['modules', 'http', 'delivery', 'temporal'], 'inbound/ imports only the base; modules reach it through ./inbound-ports.ts.')] },
       ],
     },
   },

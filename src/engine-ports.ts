@@ -1,5 +1,5 @@
-import type { DeliveryPorts } from './delivery/ports';
-import type { InboundPorts } from './inbound/ports';
+import type { DeliveryPorts } from './delivery/delivery-ports';
+import type { InboundPorts } from './inbound/inbound-ports';
 import { projectSettings } from './modules/accounts';
 import { returnPathVerified } from './modules/domains';
 import { recordEmailActivity, suppressedError } from './modules/emails';

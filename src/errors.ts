@@ -2,7 +2,7 @@ import { z } from 'zod';
 
 /**
  * The errors every layer throws: a status hint, a machine-readable code, and details. Base, engines and
- * modules throw these; the HTTP layer (src/http/errors.ts) maps them to the documented envelope.
+ * modules throw these; the HTTP layer (src/http/error-envelope.ts) maps them to the documented envelope.
  */
 
 export interface FieldError {

@@ -12,14 +12,14 @@ import { entities } from './modules/entities';
 import { createApp } from './http/app';
 import type { HealthCheck, ListenerState } from './http/health';
 import { isLoopback } from './net/loopback';
-import { serveMetrics } from './http/metrics';
+import { serveMetrics } from './http/metrics-endpoint';
 import { listen } from './http/server';
 import { Resolver } from './dns/resolver';
 import { RateLimiter } from './db/rate-limiter';
 import { createLogger, type Logger } from './log';
 import { Metrics } from './metrics';
 import { startCaptureSmtp } from './mail/capture-smtp';
-import { InsecureSubmissionError, startSubmissionSmtp } from './mail/submission-smtp';
+import { InsecureSubmissionError, startSubmissionListener } from './mail/submission-listener';
 import { InboundReports } from './inbound/inbound-reports';
 import { type MxHandler, startMxListener } from './inbound/mx-listener';
 import { ReportAuthenticity } from './inbound/report-authenticity';
@@ -411,7 +411,7 @@ async function startSubmission(
   handler: SmtpSubmission,
 ) {
   try {
-    const listener = await startSubmissionSmtp(
+    const listener = await startSubmissionListener(
       {
         host: config.SMTP_SUBMISSION_HOST ?? config.HOST,
         port: config.submission.port,

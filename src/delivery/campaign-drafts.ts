@@ -1,7 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { MailSettings } from '../mail/compose';
 import { draftCampaigns, draftContacts, topicsLeft } from './delivery.queries';
-import type { DeliveryPorts } from './ports';
+import type { DeliveryPorts } from './delivery-ports';
 import type { Draft, QueuedEmail } from './queued-email';
 
 /**

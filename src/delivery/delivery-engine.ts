@@ -26,12 +26,12 @@ import {
   releaseClaims,
   releaseWithError,
 } from './delivery.queries';
-import type { DeliveryPorts } from './ports';
+import type { DeliveryPorts } from './delivery-ports';
 import { SigningKeys } from './signing-keys';
 
 export interface DeliveryEngineDeps {
   orm: MikroORM;
-  /** What delivery needs of the modules (./ports.ts), wired by main.ts. */
+  /** What delivery needs of the modules (./delivery-ports.ts), wired by main.ts. */
   ports: DeliveryPorts;
   sender: MessageSender;
   queue: QueueSignal;

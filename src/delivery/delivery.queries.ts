@@ -2,7 +2,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../db/ids';
 import { sql } from '../db/orm';
 import type { DraftMessage, TrackingOverride } from '../mail/compose';
-import type { DeliveryPorts, RecordStatusColumn, ReturnedEvent } from './ports';
+import type { DeliveryPorts, RecordStatusColumn, ReturnedEvent } from './delivery-ports';
 import { type Attachment, type CampaignChunk, CLAIM_SECONDS, QUEUED_COLUMNS, type QueuedEmail } from './queued-email';
 
 /**
@@ -14,7 +14,7 @@ import { type Attachment, type CampaignChunk, CLAIM_SECONDS, QUEUED_COLUMNS, typ
  * it); a campaign's mail is read by contact-id ranges, each given to one activity, so it needs no claims.
  */
 
-/** The SQL the ports give (./ports.ts), built once with the engine and spliced into the statements below. */
+/** The SQL the ports give (./delivery-ports.ts), built once with the engine and spliced into the statements below. */
 export interface PortSql {
   /** Whether a queued email's address is suppressed (`QueuedEmail.suppression`): two index lookups per row, in the statement that reads it. */
   suppression: string;

@@ -2,7 +2,7 @@
 export { DeliveryThreads, InProcessSender } from './delivery-threads';
 export type { MessageSender } from './delivery-threads';
 export { DeliveryEngine } from './delivery-engine';
-export type { DeliveryPorts } from './ports';
+export type { DeliveryPorts } from './delivery-ports';
 export type { DrainClaimant } from './hand-over';
 export { retryDelaySeconds } from './outcome-recorder';
 export { CLAIM_SECONDS, SmtpUnavailableError } from './queued-email';

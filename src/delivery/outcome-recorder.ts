@@ -8,7 +8,7 @@ import { classifySmtpReply } from '../mail/smtp-replies';
 import type { DeliveryOutcome, SmtpStep } from '../mail/transport';
 import type { Metrics } from '../metrics';
 import { addToCampaignCount, markFailed, markSent, type PortSql, scheduleRetries, unclaimRefused } from './delivery.queries';
-import type { DeliveryPorts } from './ports';
+import type { DeliveryPorts } from './delivery-ports';
 import type { DrainReport, QueuedEmail } from './queued-email';
 
 type SmtpVerdict = ReturnType<typeof classifySmtpReply>;

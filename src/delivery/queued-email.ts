@@ -1,5 +1,5 @@
 import type { DraftMessage } from '../mail/compose';
-import type { SuppressionVerdict } from './ports';
+import type { SuppressionVerdict } from './delivery-ports';
 
 export interface QueuedEmail {
   id: string;

@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { DkimKey } from '../mail/dkim';
 import { signingDomains } from './delivery.queries';
-import type { DeliveryPorts } from './ports';
+import type { DeliveryPorts } from './delivery-ports';
 import { type QueuedEmail, senderOf } from './queued-email';
 
 /** Each sender domain's DKIM key, read with every batch; parsed keys kept by the hash of their PEM. */

@@ -2,7 +2,7 @@ import type { Context, Next } from 'koa';
 import jwt from 'jsonwebtoken';
 import { type ProjectKeyCache, sessionUser } from '../modules/accounts';
 import { documented } from './endpoint';
-import { forbidden, unauthorized } from './errors';
+import { forbidden, unauthorized } from '../errors';
 
 export type KeyKind = 'public' | 'secret';
 

@@ -2,9 +2,9 @@ import type { RouterContext } from '@koa/router';
 import compose from 'koa-compose';
 import type { Middleware } from 'koa';
 import { z } from 'zod';
-import { AppError, issuesToFieldErrors, validationError } from './errors';
+import { AppError, issuesToFieldErrors, validationError } from '../errors';
 import { firstValues } from './query';
-import { parse } from './validate';
+import { parse } from '../validation';
 
 /**
  * How a route says what it accepts and returns: the same zod schemas validate the request and

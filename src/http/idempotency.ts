@@ -2,7 +2,7 @@ import type { Context, Next } from 'koa';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { claimIdempotencyKey, claimRetryAfter, recordKeyOutcome, releaseKey, releaseUnfinished } from '../db/idempotency-keys';
 import { documented } from './endpoint';
-import { AppError, badRequest, conflict } from './errors';
+import { AppError, badRequest, conflict } from '../errors';
 
 const PRINTABLE_ASCII = /^[\x20-\x7e]{1,255}$/;
 

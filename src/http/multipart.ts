@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import type { Context, Middleware } from 'koa';
 import type { File } from 'formidable';
 import { koaBody } from 'koa-body';
-import { AppError, simpleBadRequest } from './errors';
+import { AppError, simpleBadRequest } from '../errors';
 
 /**
  * Parses a multipart body holding one file of at most `maxBytes`, streamed to a temporary file as

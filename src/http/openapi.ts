@@ -15,7 +15,7 @@ import {
   type ResponseDoc,
   type Security,
 } from './endpoint';
-import { errorEnvelopeSchema, simpleErrorSchema } from './errors';
+import { errorEnvelopeSchema, simpleErrorSchema } from './error-envelope';
 import { queryDocs } from './query';
 
 export type JsonSchema = Record<string, unknown>;

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { isUuid } from '../db/ids';
-import type { AppError } from './errors';
+import type { AppError } from '../errors';
 
 /**
  * Query parameter schemas for `endpoint({ query: z.object({...}) })`. Query strings are read

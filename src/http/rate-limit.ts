@@ -3,7 +3,7 @@ import type { Context, Next } from 'koa';
 import type { RateDecision, RateLimiter } from '../db/rate-limiter';
 import { clientPrefix } from '../net/client-prefix';
 import { documented } from './endpoint';
-import { AppError } from './errors';
+import { AppError } from '../errors';
 
 /** The public key's budgets: its own per project (never the secret key's), and each client's share of it. */
 export interface PublicRateLimits {

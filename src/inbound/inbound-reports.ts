@@ -7,7 +7,7 @@ import { StatementBatcher } from '../db/statement-batcher';
 import type { ActivityHub } from '../bus/contact-activity';
 import type { InboundReport, RecipientOutcome } from './bounce-report';
 import type { MxEnvelope, MxHandler } from './mx-listener';
-import type { InboundPorts, RecordedActivity, ReportActivity } from './ports';
+import type { InboundPorts, RecordedActivity, ReportActivity } from './inbound-ports';
 import type { ComplaintAuthentication, ReportAuthenticity } from './report-authenticity';
 import type { ReportReader } from './report-threads';
 import type { ReturnPaths } from '../mail/return-path';
@@ -18,7 +18,7 @@ export interface InboundDeps {
   orm: Orm;
   returnPaths: ReturnPaths;
   hub: ActivityHub;
-  /** The modules' side: recording what a report says, judging a project's rates (./ports.ts). */
+  /** The modules' side: recording what a report says, judging a project's rates (./inbound-ports.ts). */
   ports: Pick<InboundPorts, 'recordEmailActivity' | 'insertEvents' | 'insertEventsTogether' | 'judge'>;
   rules: { softBounceLimit: number };
   /** Reads the message off the main thread (report-threads.ts). */

@@ -4,12 +4,12 @@ import type { ActivityHub } from '../bus/contact-activity';
 import { type Orm, transaction } from '../db/orm';
 import { SmtpReply } from '../mail/smtp-listener';
 import type { MxEnvelope, MxHandler } from './mx-listener';
-import type { InboundPorts, RecordedInbound } from './ports';
+import type { InboundPorts, RecordedInbound } from './inbound-ports';
 import type { ReportReader } from './report-threads';
 
 export interface ReceivedMailDeps {
   orm: Orm;
-  /** The inbound-emails module's side (./ports.ts). */
+  /** The inbound-emails module's side (./inbound-ports.ts). */
   ports: Pick<InboundPorts, 'inboundHostDomain' | 'projectsReceivingAt' | 'recordInboundEmail'>;
   hub: ActivityHub;
   reader: ReportReader;

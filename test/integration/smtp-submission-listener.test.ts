@@ -3,7 +3,13 @@ import fs from 'node:fs';
 import os from 'node:os';
 import tls from 'node:tls';
 import { createLogger } from '../../src/log';
-import { InsecureSubmissionError, SmtpReply, type SubmissionOptions, startSubmissionSmtp, type SubmissionHandler } from '../../src/mail/submission-smtp';
+import {
+  InsecureSubmissionError,
+  SmtpReply,
+  type SubmissionOptions,
+  startSubmissionListener,
+  type SubmissionHandler,
+} from '../../src/mail/submission-listener';
 import { ConnectionGate } from '../../src/net/connection-limits';
 import { SmtpDialog, testCertificate } from '../setup/smtp-client';
 import { until } from '../setup/until';
@@ -41,7 +47,7 @@ const external = Object.values(os.networkInterfaces())
 
 (external ? test : test.skip)('a non-loopback client is offered AUTH only after STARTTLS; before it, AUTH is 538 and MAIL 530', async () => {
   const cert = testCertificate();
-  const listener = await startSubmissionSmtp({ ...base, host: '0.0.0.0', gate: gate(), tls: { certFile: cert.cert, keyFile: cert.key } }, handler);
+  const listener = await startSubmissionListener({ ...base, host: '0.0.0.0', gate: gate(), tls: { certFile: cert.cert, keyFile: cert.key } }, handler);
   try {
     const { dialog } = await SmtpDialog.open(listener.port, external);
     const ehlo = await dialog.command('EHLO remote.example');
@@ -57,7 +63,7 @@ const external = Object.values(os.networkInterfaces())
     expect(await local.dialog.command('EHLO app.example')).toContain('AUTH PLAIN LOGIN');
     local.dialog.close();
     // SMTP_SUBMISSION_ALLOW_INSECURE_AUTH lifts it.
-    const open = await startSubmissionSmtp({ ...base, host: '0.0.0.0', gate: gate(), allowInsecureAuth: true }, handler);
+    const open = await startSubmissionListener({ ...base, host: '0.0.0.0', gate: gate(), allowInsecureAuth: true }, handler);
     const second = await SmtpDialog.open(open.port, external);
     expect(await second.dialog.command('EHLO remote.example')).toContain('AUTH PLAIN LOGIN');
     expect(await second.dialog.authPlain('app', 'sk_right')).toMatch(/^235 /);
@@ -69,8 +75,8 @@ const external = Object.values(os.networkInterfaces())
 });
 
 test('a listener on a non-loopback address without a certificate refuses to start, unless insecure AUTH is allowed', async () => {
-  await expect(startSubmissionSmtp({ ...base, host: '0.0.0.0', gate: gate() }, handler)).rejects.toBeInstanceOf(InsecureSubmissionError);
-  const allowed = await startSubmissionSmtp({ ...base, host: '0.0.0.0', gate: gate(), allowInsecureAuth: true }, handler);
+  await expect(startSubmissionListener({ ...base, host: '0.0.0.0', gate: gate() }, handler)).rejects.toBeInstanceOf(InsecureSubmissionError);
+  const allowed = await startSubmissionListener({ ...base, host: '0.0.0.0', gate: gate(), allowInsecureAuth: true }, handler);
   await allowed.close();
 });
 
@@ -86,7 +92,7 @@ async function parallelAuths(port: number, host: string | undefined, n: number, 
 (external ? test : test.skip)('a non-loopback address gets its allowance of AUTHs, counting those in progress; past it even the right key is 454', async () => {
   // The key check takes a while, so all 200 attempts are in progress together.
   const slow: SubmissionHandler<string> = { ...handler, authenticate: (p) => new Promise((r) => setTimeout(r, 300)).then(() => handler.authenticate(p)) };
-  const listener = await startSubmissionSmtp({ ...base, host: '0.0.0.0', allowInsecureAuth: true, gate: gate(300, 300) }, slow);
+  const listener = await startSubmissionListener({ ...base, host: '0.0.0.0', allowInsecureAuth: true, gate: gate(300, 300) }, slow);
   try {
     const replies = await parallelAuths(listener.port, external, 200, 'sk_wrong');
     expect(replies.filter((r) => /^535 5\.7\.8 /.test(r))).toHaveLength(10);
@@ -99,7 +105,7 @@ async function parallelAuths(port: number, host: string | undefined, n: number, 
 });
 
 test("on loopback, other clients' failed AUTHs never lock out the right key; each failure is answered late", async () => {
-  const listener = await startSubmissionSmtp({ ...base, authFailuresAllowed: 3, authFailureDelayMs: 400 }, handler);
+  const listener = await startSubmissionListener({ ...base, authFailuresAllowed: 3, authFailureDelayMs: 400 }, handler);
   try {
     const started = Date.now();
     const failures = await parallelAuths(listener.port, undefined, 12, 'sk_wrong');
@@ -113,7 +119,7 @@ test("on loopback, other clients' failed AUTHs never lock out the right key; eac
 });
 
 test('a connection that has not authenticated within the deadline is closed, however busy it keeps itself', async () => {
-  const listener = await startSubmissionSmtp({ ...base, authTimeoutSeconds: 1 }, handler);
+  const listener = await startSubmissionListener({ ...base, authTimeoutSeconds: 1 }, handler);
   try {
     const { dialog } = await SmtpDialog.open(listener.port);
     await dialog.command('EHLO app.example');
@@ -138,7 +144,7 @@ test('a connection that has not authenticated within the deadline is closed, how
 });
 
 test('connections past the limit per client address, or in total, are refused with 421 and closed', async () => {
-  const listener = await startSubmissionSmtp({ ...base, gate: gate(5, 3) }, handler);
+  const listener = await startSubmissionListener({ ...base, gate: gate(5, 3) }, handler);
   try {
     const held = await Promise.all([1, 2, 3].map(() => SmtpDialog.open(listener.port)));
     expect(held.every((h) => h.greeting.startsWith('220 '))).toBe(true);
@@ -168,7 +174,7 @@ test('connections past the limit per client address, or in total, are refused wi
 });
 
 test('clients are not looked up in reverse DNS unless asked: EHLO names the address', async () => {
-  const listener = await startSubmissionSmtp({ ...base, gate: gate() }, handler);
+  const listener = await startSubmissionListener({ ...base, gate: gate() }, handler);
   try {
     const { dialog } = await SmtpDialog.open(listener.port);
     expect(await dialog.command('EHLO app.example')).toMatch(/Nice to meet you, \[127\.0\.0\.1\]/);
@@ -179,7 +185,7 @@ test('clients are not looked up in reverse DNS unless asked: EHLO names the addr
 });
 
 test('an idle connection is closed', async () => {
-  const listener = await startSubmissionSmtp({ ...base, idleSeconds: 1, gate: gate() }, handler);
+  const listener = await startSubmissionListener({ ...base, idleSeconds: 1, gate: gate() }, handler);
   try {
     const { dialog } = await SmtpDialog.open(listener.port);
     await dialog.command('EHLO app.example');
@@ -194,7 +200,10 @@ test('an idle connection is closed', async () => {
 
 test('a renewed certificate is served to new connections without a restart; a broken renewal keeps the old one', async () => {
   const first = testCertificate('first.postbox.test');
-  const listener = await startSubmissionSmtp({ ...base, gate: gate(), tls: { certFile: first.cert, keyFile: first.key }, tlsPort: 0, tlsPollMs: 100 }, handler);
+  const listener = await startSubmissionListener(
+    { ...base, gate: gate(), tls: { certFile: first.cert, keyFile: first.key }, tlsPort: 0, tlsPollMs: 100 },
+    handler,
+  );
   const servedName = () =>
     new Promise<string>((resolve, reject) => {
       const socket = tls.connect({ port: listener.tlsPort!, host: '127.0.0.1', rejectUnauthorized: false }, () => {

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { dateTime, sameShape } from '../../http/responses';
-import { emailSchema } from '../../http/validate';
+import { emailSchema } from '../../validation';
 import type { toProjectDto, toUserDto } from './accounts.service';
 import type { MemberDto } from './members.service';
 import { projectSettingsSchema } from './project-settings';

@@ -5,7 +5,7 @@ import type { TemporalClient } from '../../../temporal/client';
 import { endpoint } from '../../http/endpoint';
 import type { Guards } from '../../http/guards';
 import { deletedResponse } from '../../http/responses';
-import { uuidPath } from '../../http/validate';
+import { uuidPath } from '../../validation';
 import { cancelExecution, cancelExecutions, executionSteps, getExecution, listExecutions, startExecutionByHand, toExecutionDto } from './executions.service';
 import {
   conditionFieldsResponse,

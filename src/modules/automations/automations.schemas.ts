@@ -1,9 +1,9 @@
 import { z } from 'zod';
-import { badRequest } from '../../http/errors';
+import { badRequest } from '../../errors';
 import { jsonSchemaOf } from '../../http/openapi';
 import { queryEnum, queryFlag, queryInt } from '../../http/query';
 import { dateTime, sameShape } from '../../http/responses';
-import { emailSchema } from '../../http/validate';
+import { emailSchema } from '../../validation';
 import type { executionSteps, toExecutionDto } from './executions.service';
 import type { conditionFields, toStepDto, toTransitionDto, toWorkflowDto } from './automations.service';
 import { dataMapSchema } from '../contacts';

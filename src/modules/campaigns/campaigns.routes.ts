@@ -3,7 +3,7 @@ import type { TemporalClient } from '../../../temporal/client';
 import { endpoint } from '../../http/endpoint';
 import type { Guards } from '../../http/guards';
 import { deletedResponse } from '../../http/responses';
-import { uuidPath } from '../../http/validate';
+import { uuidPath } from '../../validation';
 import type { Links } from '../../mail/links';
 import type { ActivityHub } from '../../bus/contact-activity';
 import { queueTestSends } from './campaign-test';

@@ -1,10 +1,10 @@
 import { trackingOverrideSchema } from '../accounts';
 import { z } from 'zod';
-import { badRequest } from '../../http/errors';
+import { badRequest } from '../../errors';
 import { pageQuery, sortQuery } from '../../http/pagination';
 import { queryEnum, queryText } from '../../http/query';
 import { dateTime, offsetList, sameShape, successEnvelope } from '../../http/responses';
-import { emailSchema } from '../../http/validate';
+import { emailSchema } from '../../validation';
 import { conditionInput, conditionTree } from '../segments';
 import { BODY_FORMATS, subjectSchema, TEMPLATE_TYPES } from '../templates';
 import type { campaignStats, listCampaigns, toCampaignDto } from './campaigns.service';

@@ -6,7 +6,7 @@ import { isUuid } from '../../db/ids';
 import { content, endpoint } from '../../http/endpoint';
 import type { Guards } from '../../http/guards';
 import { okResponse } from '../../http/responses';
-import { uuidPath } from '../../http/validate';
+import { uuidPath } from '../../validation';
 import { escapeHtml } from '../../mail/render';
 import type { EventRecord } from '../events';
 import { consentResponse, snippetResponse, subscribeQuery, subscribeSchema } from './consent.schemas';

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { dateTime, sameShape } from '../../http/responses';
-import { emailSchema } from '../../http/validate';
+import { emailSchema } from '../../validation';
 import { dataMapSchema } from '../contacts';
 import type { consentOf } from './consent.service';
 import { HONEYPOT_FIELD } from './subscribe-form';

@@ -1,12 +1,12 @@
 import type Router from '@koa/router';
 import { z } from 'zod';
 import { endpoint, simpleError } from '../../http/endpoint';
-import { simpleBadRequest, validationError } from '../../http/errors';
+import { simpleBadRequest, validationError } from '../../errors';
 import { isUuid } from '../../db/ids';
 import { multipartFile, withUploadedFile } from '../../http/multipart';
 import type { Guards } from '../../http/guards';
 import { deletedResponse } from '../../http/responses';
-import { uuidPath } from '../../http/validate';
+import { uuidPath } from '../../validation';
 import type { ActivityHub } from '../../bus/contact-activity';
 import { resolveDataMap } from './data-map';
 import type { TemporalClient } from '../../../temporal/client';

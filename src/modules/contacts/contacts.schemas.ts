@@ -1,8 +1,8 @@
 import { z } from 'zod';
-import { simpleBadRequest } from '../../http/errors';
+import { simpleBadRequest } from '../../errors';
 import { queryBoolean, queryChoice, queryEnum, queryInt, queryText, queryUuid } from '../../http/query';
 import { cursorList, dateTime, sameShape } from '../../http/responses';
-import { emailSchema } from '../../http/validate';
+import { emailSchema } from '../../validation';
 import type { toBulkJobDto } from './bulk-jobs';
 import type { fieldUsage, fieldValues, listFields } from './contact-fields';
 import type { toImportDto } from './contact-imports';

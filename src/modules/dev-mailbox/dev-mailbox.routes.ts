@@ -2,10 +2,10 @@ import type Router from '@koa/router';
 import { z } from 'zod';
 import type { Context, Next } from 'koa';
 import { content, documented, endpoint } from '../../http/endpoint';
-import { forbidden } from '../../http/errors';
+import { forbidden } from '../../errors';
 import { isLoopback } from '../../net/loopback';
 import { queryInt, queryText } from '../../http/query';
-import { uuidPath } from '../../http/validate';
+import { uuidPath } from '../../validation';
 import { clearCaptured, getCaptured, listCaptured } from './dev-mailbox.service';
 
 const tag = 'Dev mailbox';

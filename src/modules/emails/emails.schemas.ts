@@ -1,6 +1,6 @@
 import { trackingOverrideSchema } from '../accounts';
 import { z } from 'zod';
-import { emailSchema } from '../../http/validate';
+import { emailSchema } from '../../validation';
 import { dataMapSchema } from '../contacts';
 import { subjectSchema } from '../templates';
 import { dateTime, sameShape, successEnvelope } from '../../http/responses';

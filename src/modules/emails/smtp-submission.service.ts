@@ -7,7 +7,7 @@ import { claimIdempotencyKey, claimRetryAfter, type IdempotencyClaim, type KeyRo
 import type { RateLimiter } from '../../db/rate-limiter';
 import type { Links } from '../../mail/links';
 import { mailbox } from '../../mail/mime';
-import { SmtpReply, type SubmissionHandler } from '../../mail/submission-smtp';
+import { SmtpReply, type SubmissionHandler } from '../../mail/submission-listener';
 import type { ProjectKeyCache } from '../accounts';
 import type { TrackingOverride } from '../accounts';
 import { assertVerifiedSender } from '../domains';
@@ -227,7 +227,7 @@ const keyOf = (messageId: string) =>
   messageId.length <= 200 ? `smtp:${messageId}` : `smtp:sha256:${crypto.createHash('sha256').update(messageId).digest('hex')}`;
 
 /**
- * SMTP submission for the listener in mail/submission-smtp.ts: a secret key authenticates; each message
+ * SMTP submission for the listener in mail/submission-listener.ts: a secret key authenticates; each message
  * becomes what POST /v1/send would make of it, one email per envelope recipient, in one transaction
  * that also records its Message-ID, so the same message sent again is answered with the same ids.
  */

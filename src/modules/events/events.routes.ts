@@ -2,7 +2,7 @@ import type Router from '@koa/router';
 import { z } from 'zod';
 import { endpoint } from '../../http/endpoint';
 import type { Guards } from '../../http/guards';
-import { uuidPath } from '../../http/validate';
+import { uuidPath } from '../../validation';
 import type { ActivityHub } from '../../bus/contact-activity';
 import {
   eventListQuery,

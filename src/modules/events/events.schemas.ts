@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { emailSchema } from '../../http/validate';
+import { emailSchema } from '../../validation';
 import { dataMapSchema } from '../contacts';
-import { badRequest } from '../../http/errors';
+import { badRequest } from '../../errors';
 import { queryDate, queryInt, queryText, queryUuid } from '../../http/query';
 import { cursorList, dateTime, sameShape, successEnvelope } from '../../http/responses';
 import { isReservedEventName } from './event-names';

@@ -1,7 +1,7 @@
 import type Router from '@koa/router';
 import { content, endpoint } from '../../http/endpoint';
 import type { Guards } from '../../http/guards';
-import { uuidPath } from '../../http/validate';
+import { uuidPath } from '../../validation';
 import { inboundEmailListQuery, inboundEmailListResponse, inboundEmailResponse } from './inbound-emails.schemas';
 import { getInboundEmail, listInboundEmails, rawInboundEmail, toInboundEmailDto } from './inbound-emails.service';
 

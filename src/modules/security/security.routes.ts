@@ -2,7 +2,7 @@ import type Router from '@koa/router';
 import type { RouterContext } from '@koa/router';
 import { endpoint } from '../../http/endpoint';
 import type { Guards } from '../../http/guards';
-import { uuidPath } from '../../http/validate';
+import { uuidPath } from '../../validation';
 import { membership } from '../accounts';
 import { type SecurityThresholds, securityState } from './security.service';
 

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { dateTime, sameShape } from '../../http/responses';
-import { emailSchema } from '../../http/validate';
+import { emailSchema } from '../../validation';
 import { type ConditionTree, OPERATORS, UNITS } from './conditions/tree';
 import type { addStaticMembers, removeStaticMembers, toSegmentDto } from './segments.service';
 

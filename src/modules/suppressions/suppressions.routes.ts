@@ -5,7 +5,7 @@ import { multipartFile, withUploadedFile } from '../../http/multipart';
 import { content, endpoint } from '../../http/endpoint';
 import type { Guards } from '../../http/guards';
 import { deletedResponse } from '../../http/responses';
-import { emailSchema, uuidPath } from '../../http/validate';
+import { emailSchema, uuidPath } from '../../validation';
 import {
   addSuppressionsResponse,
   addSuppressionsSchema,

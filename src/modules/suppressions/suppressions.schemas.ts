@@ -1,9 +1,9 @@
 import { z } from 'zod';
-import { simpleBadRequest } from '../../http/errors';
+import { simpleBadRequest } from '../../errors';
 import { pageQuery } from '../../http/pagination';
 import { queryEnum, queryText } from '../../http/query';
 import { dateTime, offsetList, sameShape } from '../../http/responses';
-import { emailSchema } from '../../http/validate';
+import { emailSchema } from '../../validation';
 import { RULE_KINDS, type RuleKind, SUPPRESSION_REASONS } from './suppressions.entity';
 import { IMPORT_STATUSES } from './suppression-imports.entity';
 import type { toSuppressionImportDto } from './suppression-imports';

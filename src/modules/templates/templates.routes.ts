@@ -1,9 +1,9 @@
 import type Router from '@koa/router';
 import { endpoint, simpleError } from '../../http/endpoint';
-import { simpleBadRequest } from '../../http/errors';
+import { simpleBadRequest } from '../../errors';
 import type { Guards } from '../../http/guards';
 import { deletedResponse } from '../../http/responses';
-import { uuidPath } from '../../http/validate';
+import { uuidPath } from '../../validation';
 import type { Links } from '../../mail/links';
 import { PREVIEW_DESCRIPTION, previewMessage, previewResponse, previewSchema } from './message-preview';
 import { sendableBody } from './template-content';

@@ -1,9 +1,9 @@
 import { z } from 'zod';
-import { simpleBadRequest } from '../../http/errors';
+import { simpleBadRequest } from '../../errors';
 import { pageQuery, sortQuery } from '../../http/pagination';
 import { queryEnum, queryText } from '../../http/query';
 import { dateTime, offsetList, sameShape } from '../../http/responses';
-import { emailSchema } from '../../http/validate';
+import { emailSchema } from '../../validation';
 import { trackingOverrideSchema } from '../accounts';
 import { BODY_FORMATS } from './template-content';
 import type { listTemplates, templateUsage, toTemplateDto } from './templates.service';

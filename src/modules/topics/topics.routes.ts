@@ -2,7 +2,7 @@ import type Router from '@koa/router';
 import { endpoint } from '../../http/endpoint';
 import type { Guards } from '../../http/guards';
 import { deletedResponse } from '../../http/responses';
-import { uuidPath } from '../../http/validate';
+import { uuidPath } from '../../validation';
 import { createTopicSchema, topicListQuery, topicListResponse, topicResponse, updateTopicSchema } from './topics.schemas';
 import { createTopic, deleteTopic, getTopic, listTopics, toTopicDto, updateTopic } from './topics.service';
 

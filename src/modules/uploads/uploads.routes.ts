@@ -1,6 +1,6 @@
 import type Router from '@koa/router';
 import { content, endpoint, simpleError } from '../../http/endpoint';
-import { notFound } from '../../http/errors';
+import { notFound } from '../../errors';
 import { multipartFile, withUploadedFile } from '../../http/multipart';
 import type { Guards } from '../../http/guards';
 import { storedImageParams, storedImageResponse } from './uploads.schemas';

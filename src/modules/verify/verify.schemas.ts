@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { sameShape, successEnvelope } from '../../http/responses';
-import { emailSchema } from '../../http/validate';
+import { emailSchema } from '../../validation';
 import type { VerificationResult } from './verify.service';
 
 /**

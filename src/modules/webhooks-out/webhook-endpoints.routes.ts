@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { endpoint } from '../../http/endpoint';
 import type { Guards } from '../../http/guards';
 import { deletedResponse } from '../../http/responses';
-import { uuidPath } from '../../http/validate';
+import { uuidPath } from '../../validation';
 import { refusePrivateTarget } from '../../net/guarded-http';
 import {
   createEndpointSchema,

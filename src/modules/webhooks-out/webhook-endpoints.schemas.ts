@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { queryEnum, queryInt, queryUuid } from '../../http/query';
-import { simpleBadRequest } from '../../http/errors';
+import { simpleBadRequest } from '../../errors';
 import { cursorList, dateTime, sameShape } from '../../http/responses';
 import type { listDeliveries, toEndpointDto } from './webhook-endpoints.service';
 

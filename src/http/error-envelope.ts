@@ -2,19 +2,7 @@ import type { Context, Next } from 'koa';
 import { z } from 'zod';
 import { AppError } from '../errors';
 
-export {
-  AppError,
-  type AppErrorOptions,
-  badRequest,
-  conflict,
-  type FieldError,
-  forbidden,
-  issuesToFieldErrors,
-  notFound,
-  simpleBadRequest,
-  unauthorized,
-  validationError,
-} from '../errors';
+// The one place errors become HTTP answers: every layer throws src/errors.ts's AppError, and this maps it to the envelope.
 
 /** The envelope `errorEnvelope` answers with, as the OpenAPI document describes it. */
 export const errorEnvelopeSchema = z

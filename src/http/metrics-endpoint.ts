@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import { content, endpoint } from './endpoint';
-import { AppError, unauthorized } from './errors';
+import { AppError, unauthorized } from '../errors';
 import type Router from '@koa/router';
 import type { Context, Next } from 'koa';
 import type { Metrics } from '../metrics';

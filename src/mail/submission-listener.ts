@@ -117,7 +117,7 @@ function readPair(files: { certFile: string; keyFile: string }): { cert: Buffer;
  * as the password; STARTTLS and implicit TLS when certificates are given; the message handed to the
  * handler whole, and `250` given only once the handler has committed it.
  */
-export async function startSubmissionSmtp<S>(opts: SubmissionOptions, handler: SubmissionHandler<S>): Promise<SubmissionListener> {
+export async function startSubmissionListener<S>(opts: SubmissionOptions, handler: SubmissionHandler<S>): Promise<SubmissionListener> {
   if (!opts.tls && !opts.allowInsecureAuth && !isLoopback(opts.host)) {
     throw new InsecureSubmissionError(
       `SMTP submission on ${opts.host} would take secret keys in clear text from other machines: set SMTP_SUBMISSION_TLS_CERT and ` +
