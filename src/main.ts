@@ -10,6 +10,7 @@ import { startEmbeddedPostgres } from './db/embedded-postgres';
 import { createOrm, migrate, type Orm } from './db/orm';
 import { entities } from './modules/entities';
 import { createApp } from './http/app';
+import { type ApiRouteDeps, apiRoutes } from './api-routes';
 import type { HealthCheck, ListenerState } from './http/health';
 import { isLoopback } from './net/loopback';
 import { serveMetrics } from './http/metrics-endpoint';
@@ -82,9 +83,32 @@ function readOrCreateSecret(file: string): string {
   return secret;
 }
 
+/** What each piece of a starting service pushes its stop onto; they run in reverse, so what started last stops first. */
+type Stops = Array<() => Promise<void>>;
+
+/** What every piece after the database and Temporal is built from. */
+interface Core {
+  config: Config;
+  log: Logger;
+  stops: Stops;
+  databaseUrl: string;
+  orm: Orm;
+  metrics: Metrics;
+  gates: Record<Listener, ConnectionGate>;
+  smtpUrl: string;
+  temporal: TemporalClient;
+  resolver: Resolver;
+  /** Signs sessions, tracking links and return paths. */
+  secret: string;
+  links: Links;
+  returnPaths: ReturnPaths;
+  hub: ActivityHub;
+  health: HealthCheck[];
+}
+
 /** Brings up one role of the service, starting the embedded pieces whose settings are unset. */
 export async function startService(role: Role, config: Config, log: Logger): Promise<Service> {
-  const stops: Array<() => Promise<void>> = [];
+  const stops: Stops = [];
   const stopAll = async () => {
     for (const stop of stops.reverse()) {
       await stop().catch((err) => log.error({ err }, 'error while stopping'));
@@ -92,277 +116,28 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
   };
   try {
     fs.mkdirSync(config.dataDir, { recursive: true });
-
-    let databaseUrl = config.DATABASE_URL;
-    if (!databaseUrl) {
-      const pg = await startEmbeddedPostgres({ dataDir: config.dataDir, port: config.EMBEDDED_POSTGRES_PORT, log });
-      stops.push(pg.stop);
-      databaseUrl = pg.url;
-    }
-    const orm = await createOrm(databaseUrl, { entities, poolMax: config.databasePoolMax, log });
-    stops.push(() => orm.close());
-    const applied = await migrate(orm, databaseUrl);
-    if (applied.length) log.info({ migrations: applied }, 'migrations applied');
+    const { databaseUrl, orm } = await startDatabase(config, log, stops);
     const metrics = new Metrics(orm);
     const gates = connectionGates(config, log, metrics);
-
-    let smtpUrl = config.SMTP_URL;
-    if (!smtpUrl) {
-      const capture = await startCaptureSmtp({
-        port: config.DEV_SMTP_PORT,
-        store: (msg) => storeCaptured(orm.em.fork(), msg),
-        log,
-        gate: gates.devSmtp,
-      });
-      stops.push(capture.close);
-      smtpUrl = `smtp://127.0.0.1:${capture.port}`;
-      log.info({ port: capture.port }, 'dev mailbox SMTP server listening (see GET /dev/mailbox)');
-      if (!isLoopback(config.HOST)) {
-        log.warn(
-          { host: config.HOST },
-          'no SMTP_URL: mail is captured, not delivered, and HOST is not a loopback address; GET /dev/mailbox still answers only clients on this machine',
-        );
-      }
-    }
-
+    const smtpUrl = config.SMTP_URL ?? (await startDevMailbox(config, log, stops, orm, gates.devSmtp));
     const { temporal, uiUrl: temporalUiUrl } = await startTemporal(config, databaseUrl, log, stops, metrics, gates);
-    const resolver = new Resolver(config.DNS_SERVERS);
-    const secret = config.JWT_SECRET ?? readOrCreateSecret(path.join(config.dataDir, 'jwt-secret'));
-    const links = new Links(config.publicUrl, secret);
-    const returnPaths = new ReturnPaths(secret, config.returnPath.prefix);
-    // Committed contact activity fans out in-process: live segment membership (and, later, automations).
-    const hub = new ActivityHub(log);
-    hub.on(metrics.countEmailEvents);
-    const live = new LiveMembership(orm, hub, log);
+    const core = sharedPieces({ config, log, stops, databaseUrl, orm, metrics, gates, smtpUrl, temporal });
+    const live = new LiveMembership(orm, core.hub, log);
     stops.push(() => live.settled());
-    const health: HealthCheck[] = [
-      {
-        name: 'database',
-        check: async () => {
-          const connection = await orm.checkConnection();
-          if (!connection.ok) throw connection.error ?? new Error(connection.reason);
-        },
-      },
-      { name: 'temporal', check: () => temporal.ping() },
-    ];
 
-    // The worker's healthcheck on METRICS_PORT (GET /health), when this process runs one.
-    let workerHealth: (() => Promise<void>) | undefined;
-    let emailDispatchers: string[] = [];
-    // The email queue this process's worker drains, told directly of the mail its API queues while it does.
-    let emailQueue: LocalEmailQueue | undefined;
-    if (role === 'all' || role === 'worker') {
-      // Account mail (verification, password reset) is rare: one connection on the main thread.
-      const mailer = new Mailer(smtpUrl, { maxConnections: 1 });
-      const sender =
-        config.mailThreads > 0
-          ? new DeliveryThreads(smtpUrl, { threads: config.mailThreads, maxConnections: config.SMTP_POOL_SIZE }, links)
-          : new InProcessSender(smtpUrl, config.SMTP_POOL_SIZE, links);
-      stops.push(async () => {
-        mailer.close();
-        await sender.close();
-      });
-      // Queued work wakes this process's running drains, or else the sleeping dispatcher executions.
-      const counts = {
-        emailDispatchers: config.EMAIL_DISPATCHERS,
-        automationDispatchers: config.AUTOMATION_DISPATCHERS,
-        webhookDispatchers: config.WEBHOOK_DISPATCHERS,
-      };
-      // This process's own task queue: its email dispatchers' drains run here and nowhere else.
-      const ownQueue = ownTaskQueue(config.TEMPORAL_TASK_QUEUE);
-      const listen = async (channel: string, kind: 'email' | 'automation' | 'webhook') => {
-        const queue = new QueueSignal(databaseUrl, channel, log);
-        const waker = dispatcherWaker(temporal, kind, counts, ownQueue, (err) => log.warn({ err, kind }, 'could not wake dispatchers'));
-        queue.onIdleNotification(waker.notify);
-        await queue.start();
-        stops.push(async () => {
-          waker.stop();
-          await queue.stop();
-        });
-        return queue;
-      };
-      const queue = await listen(EMAIL_QUEUED_CHANNEL, 'email');
-      // DELIVERY_IN_FLIGHT send slots: each holds at most one message handed to SMTP whose outcome is not yet recorded.
-      const dispatcher = new DeliveryEngine({
-        orm,
-        ports: deliveryPorts,
-        sender,
-        queue,
-        log,
-        hub,
-        retryBaseSeconds: config.EMAIL_RETRY_BASE_SECONDS,
-        softBounceLimit: config.SOFT_BOUNCE_LIMIT,
-        metrics,
-        concurrency: config.deliveryInFlight,
-        returnPaths,
-      });
-      emailQueue = dispatcher;
-      const automationQueue = await listen(AUTOMATION_OUTBOX_CHANNEL, 'automation');
-      const webhookQueue = await listen(WEBHOOK_DELIVERIES_CHANNEL, 'webhook');
-      const campaignStops = new CampaignStops(databaseUrl, log);
-      await campaignStops.start();
-      stops.push(() => campaignStops.stop());
-      const worker: RunningWorker = await startWorker({
-        address: temporal.address,
-        namespace: temporal.namespace,
-        taskQueue: temporal.taskQueue,
-        ownQueue,
-        maxCachedWorkflows: config.TEMPORAL_MAX_CACHED_WORKFLOWS,
-        orm,
-        log,
-        metrics,
-        shutdownTimeoutSeconds: config.SHUTDOWN_TIMEOUT_SECONDS,
-        resolver,
-        accountMail: { mailer, publicUrl: config.publicUrl, from: config.systemEmailFrom },
-        dispatcher,
-        hub,
-        segmentRefreshSeconds: config.SEGMENT_REFRESH_SECONDS,
-        campaignBatchSize: config.CAMPAIGN_BATCH_SIZE,
-        campaignChunksPerWorker: config.CAMPAIGN_CHUNKS_PER_WORKER,
-        workersPolling: workersPolling(temporal),
-        campaignStops,
-        automation: new AutomationRuntime({ orm, hub, links, resolver, allowPrivateWebhooks: config.WEBHOOK_ALLOW_PRIVATE, log }),
-        automationDispatcher: new AutomationDispatcher({ orm, temporal, queue: automationQueue, log }),
-        webhookDispatcher: new WebhookDispatcher({
-          orm,
-          queue: webhookQueue,
-          log,
-          resolver,
-          allowPrivate: config.WEBHOOK_ALLOW_PRIVATE,
-          retryBaseSeconds: config.WEBHOOK_RETRY_BASE_SECONDS,
-        }),
-        idempotencyTtlHours: config.IDEMPOTENCY_TTL_HOURS,
-        inboundEmailRetentionDays: config.INBOUND_EMAIL_RETENTION_DAYS,
-        consent: { links, limits: config.sendLimits, confirmationExpiryHours: config.CONFIRMATION_EXPIRY_HOURS, log },
-        domainCheckIntervalSeconds: config.DOMAIN_CHECK_INTERVAL_SECONDS,
-        returnPath: config.returnPath,
-        dispatchIdleSeconds: config.DISPATCH_IDLE_SECONDS,
-      });
-      workerHealth = () => workerPolls(temporal, worker);
-      stops.push(() => worker.stop());
-      // Before the worker stops (stops run in reverse): its dispatchers end, their drains give their claims back.
-      stops.push(() => stopOwnDispatchers(temporal, counts, ownQueue));
-      await ensureStandingWorkflows(temporal, counts, { activityFoldSeconds: config.ACTIVITY_FOLD_SECONDS }, ownQueue);
-      emailDispatchers = Array.from({ length: counts.emailDispatchers }, (_, shard) => workflowIds.emailDispatch(ownQueue, shard));
-    }
-
-    let url: string | undefined;
-    let port: number | undefined;
-    let submission: { port: number; tlsPort?: number } | undefined;
-    let inboundPort: number | undefined;
-    if (role === 'all' || role === 'api') {
-      const limiter = new RateLimiter(orm, config.RATE_LIMIT_PER_MINUTE);
-      const publicLimits = {
-        project: new RateLimiter(orm, config.PUBLIC_RATE_LIMIT_PER_MINUTE),
-        perClient: new RateLimiter(orm, config.PUBLIC_RATE_LIMIT_PER_CLIENT_PER_MINUTE),
-      };
-      const keys = new ProjectKeyCache(databaseUrl, log);
-      await keys.start();
-      stops.push(() => keys.stop());
-      // One for /v1/send and SMTP submission: their concurrent sends share statements.
-      const sendBatcher = new SendBatcher(orm);
-      // One per process: SNS notifications and the inbound MX's reports share each project's judgements.
-      const judge = new SendingJudge(() => orm.em.fork(), config.security, log);
-      const listeners = new Map<string, ListenerState>();
-      const report = listenerReport(listeners, metrics);
-      const app = createApp({
-        config,
-        orm,
-        log,
-        limiter,
-        publicLimits,
-        keys,
-        resolver,
-        temporal,
-        jwtSecret: secret,
-        links,
-        hub,
-        health,
-        listeners,
-        metrics,
-        emailQueue,
-        sendBatcher,
-        judge,
-      });
-      const server = await listen(app.callback(), {
-        host: config.HOST,
-        port: config.PORT,
-        gate: gates.http,
-        headersTimeoutMs: config.HTTP_HEADERS_TIMEOUT_SECONDS * 1000,
-      });
-      port = server.port;
-      // On SIGTERM /health turns 503 at once, so the load balancer stops sending, while the listener
-      // keeps serving for SHUTDOWN_DRAIN_SECONDS: connections already in its accept queue are answered,
-      // not reset, and each answer closes its connection. Then it closes and the requests in flight finish.
-      let draining = false;
-      health.push({
-        name: 'shutdown',
-        check: async () => {
-          if (draining) throw new Error('shutting down');
-        },
-      });
-      url = `http://${config.HOST === '0.0.0.0' || config.HOST === '::' ? '127.0.0.1' : config.HOST}:${port}`;
-      // Stopped first: the requests in flight finish while everything they use is still up.
-      stops.push(async () => {
-        draining = true;
-        server.drain();
-        await new Promise((r) => setTimeout(r, config.SHUTDOWN_DRAIN_SECONDS * 1000));
-        await server.close(config.SHUTDOWN_TIMEOUT_SECONDS * 1000);
-      });
-      log.info({ url, publicUrl: config.publicUrl }, 'HTTP API listening');
-
-      if (config.inbound.port !== 0) {
-        // Closed after the MX (stops run in reverse), which stops handing it messages first.
-        const reader = new ReportThreads({ threads: Math.min(2, Math.max(1, os.availableParallelism() - 1)), deadlineMs: 30_000 });
-        stops.push(() => reader.close());
-        const authenticity = new ReportAuthenticity(resolver, config.returnPath.mxHost, log);
-        const rules = { softBounceLimit: config.SOFT_BOUNCE_LIMIT };
-        const reports = new InboundReports({ orm, ports: inboundPorts(judge), returnPaths, hub, rules, reader, authenticity, log });
-        // Mail to inbound.<verified domain> is received mail; every other address is the reports' to take or refuse.
-        const handler = new ReceivedMail({ orm, ports: inboundPorts(judge), hub, reader, maxBytes: config.inbound.receivedMaxBytes, log }, reports);
-        inboundPort = await startInbound(config, log, stops, gates.inbound, handler, (state) => report('inboundMx', state));
-      }
-      if (config.submission.port !== 0) {
-        submission = await startSubmission(
-          config,
-          log,
-          stops,
-          gates.submission,
-          (state) => report('submission', state),
-          new SmtpSubmission({
-            orm,
-            keys,
-            limiter,
-            links,
-            limits: config.sendLimits,
-            queue: emailQueue,
-            batcher: sendBatcher,
-            hub,
-            idempotencyTtlHours: config.IDEMPOTENCY_TTL_HOURS,
-            log,
-          }),
-        );
-      }
-    }
-
-    let metricsPort: number | undefined;
-    if (config.METRICS_PORT !== undefined) {
-      const listenOn = { host: config.HOST, port: config.METRICS_PORT, gate: gates.metrics, headersTimeoutMs: config.HTTP_HEADERS_TIMEOUT_SECONDS * 1000 };
-      const server = await serveMetrics(metrics, listenOn, config.METRICS_TOKEN, workerHealth);
-      metricsPort = server.port;
-      stops.push(() => server.close(1000));
-      log.info({ port: metricsPort }, 'metrics listening (GET /metrics)');
-    }
+    const worker = role === 'all' || role === 'worker' ? await startWorkerRole(core) : undefined;
+    const api = role === 'all' || role === 'api' ? await startApiRole(core, worker?.emailQueue) : undefined;
+    const metricsPort = config.METRICS_PORT === undefined ? undefined : await startMetricsListener(core, worker?.health);
 
     return {
-      url,
-      port,
-      submissionPort: submission?.port,
-      submissionTlsPort: submission?.tlsPort,
-      inboundPort,
+      url: api?.url,
+      port: api?.port,
+      submissionPort: api?.submission?.port,
+      submissionTlsPort: api?.submission?.tlsPort,
+      inboundPort: api?.inboundPort,
       metricsPort,
       temporalUiUrl,
-      emailDispatchers,
+      emailDispatchers: worker?.emailDispatchers ?? [],
       databaseUrl,
       smtpUrl,
       orm,
@@ -374,6 +149,279 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
     await stopAll();
     throw err;
   }
+}
+
+/** DATABASE_URL, or the embedded PostgreSQL in the data directory; migrated before anything uses it. */
+async function startDatabase(config: Config, log: Logger, stops: Stops): Promise<{ databaseUrl: string; orm: Orm }> {
+  let databaseUrl = config.DATABASE_URL;
+  if (!databaseUrl) {
+    const pg = await startEmbeddedPostgres({ dataDir: config.dataDir, port: config.EMBEDDED_POSTGRES_PORT, log });
+    stops.push(pg.stop);
+    databaseUrl = pg.url;
+  }
+  const orm = await createOrm(databaseUrl, { entities, poolMax: config.databasePoolMax, log });
+  stops.push(() => orm.close());
+  const applied = await migrate(orm, databaseUrl);
+  if (applied.length) log.info({ migrations: applied }, 'migrations applied');
+  return { databaseUrl, orm };
+}
+
+/** Without SMTP_URL, mail goes to the built-in capture server (GET /dev/mailbox); answers its URL. */
+async function startDevMailbox(config: Config, log: Logger, stops: Stops, orm: Orm, gate: ConnectionGate): Promise<string> {
+  const capture = await startCaptureSmtp({ port: config.DEV_SMTP_PORT, store: (msg) => storeCaptured(orm.em.fork(), msg), log, gate });
+  stops.push(capture.close);
+  log.info({ port: capture.port }, 'dev mailbox SMTP server listening (see GET /dev/mailbox)');
+  if (!isLoopback(config.HOST)) {
+    log.warn(
+      { host: config.HOST },
+      'no SMTP_URL: mail is captured, not delivered, and HOST is not a loopback address; GET /dev/mailbox still answers only clients on this machine',
+    );
+  }
+  return `smtp://127.0.0.1:${capture.port}`;
+}
+
+/** The pieces every role shares: DNS, the secret and what it signs, the in-process activity hub, the health checks. */
+function sharedPieces(c: Omit<Core, 'resolver' | 'secret' | 'links' | 'returnPaths' | 'hub' | 'health'>): Core {
+  const { config, orm, temporal, metrics, log } = c;
+  const secret = config.JWT_SECRET ?? readOrCreateSecret(path.join(config.dataDir, 'jwt-secret'));
+  // Committed contact activity fans out in-process: live segment membership (and, later, automations).
+  const hub = new ActivityHub(log);
+  hub.on(metrics.countEmailEvents);
+  const health: HealthCheck[] = [
+    {
+      name: 'database',
+      check: async () => {
+        const connection = await orm.checkConnection();
+        if (!connection.ok) throw connection.error ?? new Error(connection.reason);
+      },
+    },
+    { name: 'temporal', check: () => temporal.ping() },
+  ];
+  return {
+    ...c,
+    resolver: new Resolver(config.DNS_SERVERS),
+    secret,
+    links: new Links(config.publicUrl, secret),
+    returnPaths: new ReturnPaths(secret, config.returnPath.prefix),
+    hub,
+    health,
+  };
+}
+
+/**
+ * The worker role: the delivery engine and its senders, the queues that wake the dispatchers, and the
+ * Temporal worker with the standing workflows. Answers the email queue the API of this process tells of its mail.
+ */
+async function startWorkerRole(core: Core): Promise<{ emailQueue: LocalEmailQueue; health: () => Promise<void>; emailDispatchers: string[] }> {
+  const { config, log, stops, orm, temporal, metrics, hub, links, resolver, databaseUrl, smtpUrl } = core;
+  // Account mail (verification, password reset) is rare: one connection on the main thread.
+  const mailer = new Mailer(smtpUrl, { maxConnections: 1 });
+  const sender =
+    config.mailThreads > 0
+      ? new DeliveryThreads(smtpUrl, { threads: config.mailThreads, maxConnections: config.SMTP_POOL_SIZE }, links)
+      : new InProcessSender(smtpUrl, config.SMTP_POOL_SIZE, links);
+  stops.push(async () => {
+    mailer.close();
+    await sender.close();
+  });
+  // Queued work wakes this process's running drains, or else the sleeping dispatcher executions.
+  const counts = {
+    emailDispatchers: config.EMAIL_DISPATCHERS,
+    automationDispatchers: config.AUTOMATION_DISPATCHERS,
+    webhookDispatchers: config.WEBHOOK_DISPATCHERS,
+  };
+  // This process's own task queue: its email dispatchers' drains run here and nowhere else.
+  const ownQueue = ownTaskQueue(config.TEMPORAL_TASK_QUEUE);
+  const listen = async (channel: string, kind: 'email' | 'automation' | 'webhook') => {
+    const queue = new QueueSignal(databaseUrl, channel, log);
+    const waker = dispatcherWaker(temporal, kind, counts, ownQueue, (err) => log.warn({ err, kind }, 'could not wake dispatchers'));
+    queue.onIdleNotification(waker.notify);
+    await queue.start();
+    stops.push(async () => {
+      waker.stop();
+      await queue.stop();
+    });
+    return queue;
+  };
+  const queue = await listen(EMAIL_QUEUED_CHANNEL, 'email');
+  // DELIVERY_IN_FLIGHT send slots: each holds at most one message handed to SMTP whose outcome is not yet recorded.
+  const delivery = new DeliveryEngine({
+    orm,
+    ports: deliveryPorts,
+    sender,
+    queue,
+    log,
+    hub,
+    retryBaseSeconds: config.EMAIL_RETRY_BASE_SECONDS,
+    softBounceLimit: config.SOFT_BOUNCE_LIMIT,
+    metrics,
+    concurrency: config.deliveryInFlight,
+    returnPaths: core.returnPaths,
+  });
+  const automationQueue = await listen(AUTOMATION_OUTBOX_CHANNEL, 'automation');
+  const webhookQueue = await listen(WEBHOOK_DELIVERIES_CHANNEL, 'webhook');
+  const campaignStops = new CampaignStops(databaseUrl, log);
+  await campaignStops.start();
+  stops.push(() => campaignStops.stop());
+  const worker: RunningWorker = await startWorker({
+    address: temporal.address,
+    namespace: temporal.namespace,
+    taskQueue: temporal.taskQueue,
+    ownQueue,
+    maxCachedWorkflows: config.TEMPORAL_MAX_CACHED_WORKFLOWS,
+    orm,
+    log,
+    metrics,
+    shutdownTimeoutSeconds: config.SHUTDOWN_TIMEOUT_SECONDS,
+    resolver,
+    accountMail: { mailer, publicUrl: config.publicUrl, from: config.systemEmailFrom },
+    dispatcher: delivery,
+    hub,
+    segmentRefreshSeconds: config.SEGMENT_REFRESH_SECONDS,
+    campaignBatchSize: config.CAMPAIGN_BATCH_SIZE,
+    campaignChunksPerWorker: config.CAMPAIGN_CHUNKS_PER_WORKER,
+    workersPolling: workersPolling(temporal),
+    campaignStops,
+    automation: new AutomationRuntime({ orm, hub, links, resolver, allowPrivateWebhooks: config.WEBHOOK_ALLOW_PRIVATE, log }),
+    automationDispatcher: new AutomationDispatcher({ orm, temporal, queue: automationQueue, log }),
+    webhookDispatcher: new WebhookDispatcher({
+      orm,
+      queue: webhookQueue,
+      log,
+      resolver,
+      allowPrivate: config.WEBHOOK_ALLOW_PRIVATE,
+      retryBaseSeconds: config.WEBHOOK_RETRY_BASE_SECONDS,
+    }),
+    idempotencyTtlHours: config.IDEMPOTENCY_TTL_HOURS,
+    inboundEmailRetentionDays: config.INBOUND_EMAIL_RETENTION_DAYS,
+    consent: { links, limits: config.sendLimits, confirmationExpiryHours: config.CONFIRMATION_EXPIRY_HOURS, log },
+    domainCheckIntervalSeconds: config.DOMAIN_CHECK_INTERVAL_SECONDS,
+    returnPath: config.returnPath,
+    dispatchIdleSeconds: config.DISPATCH_IDLE_SECONDS,
+  });
+  stops.push(() => worker.stop());
+  // Before the worker stops (stops run in reverse): its dispatchers end, their drains give their claims back.
+  stops.push(() => stopOwnDispatchers(temporal, counts, ownQueue));
+  await ensureStandingWorkflows(temporal, counts, { activityFoldSeconds: config.ACTIVITY_FOLD_SECONDS }, ownQueue);
+  return {
+    emailQueue: delivery,
+    // The worker's healthcheck on METRICS_PORT (GET /health).
+    health: () => workerPolls(temporal, worker),
+    emailDispatchers: Array.from({ length: counts.emailDispatchers }, (_, shard) => workflowIds.emailDispatch(ownQueue, shard)),
+  };
+}
+
+/**
+ * The API role: the HTTP API, then the inbound MX and SMTP submission beside it. `emailQueue` is this
+ * process's worker's, when it runs one: requests hand their mail to its drains directly.
+ */
+async function startApiRole(core: Core, emailQueue: LocalEmailQueue | undefined) {
+  const { config, log, stops, orm, databaseUrl, metrics } = core;
+  const limiter = new RateLimiter(orm, config.RATE_LIMIT_PER_MINUTE);
+  const keys = new ProjectKeyCache(databaseUrl, log);
+  await keys.start();
+  stops.push(() => keys.stop());
+  // One for /v1/send and SMTP submission: their concurrent sends share statements.
+  const sendBatcher = new SendBatcher(orm);
+  // One per process: SNS notifications and the inbound MX's reports share each project's judgements.
+  const judge = new SendingJudge(() => orm.em.fork(), config.security, log);
+  const listeners = new Map<string, ListenerState>();
+  const report = listenerReport(listeners, metrics);
+  const { url, port } = await startHttpApi(core, { limiter, keys, listeners, emailQueue, sendBatcher, judge });
+  const inboundPort = config.inbound.port === 0 ? undefined : await startInbound(core, judge, (state) => report('inboundMx', state));
+  const submission =
+    config.submission.port === 0
+      ? undefined
+      : await startSubmission(
+          core,
+          (state) => report('submission', state),
+          new SmtpSubmission({
+            orm,
+            keys,
+            limiter,
+            links: core.links,
+            limits: config.sendLimits,
+            queue: emailQueue,
+            batcher: sendBatcher,
+            hub: core.hub,
+            idempotencyTtlHours: config.IDEMPOTENCY_TTL_HOURS,
+            log,
+          }),
+        );
+  return { url, port, inboundPort, submission };
+}
+
+/** The HTTP API's listener, with the drain on SIGTERM a load balancer needs. */
+async function startHttpApi(
+  core: Core,
+  parts: Pick<ApiRouteDeps, 'keys' | 'emailQueue' | 'sendBatcher' | 'judge'> & { limiter: RateLimiter; listeners: Map<string, ListenerState> },
+): Promise<{ url: string; port: number }> {
+  const { config, log, stops, orm, metrics, health } = core;
+  const app = createApp({
+    config,
+    orm,
+    log,
+    limiter: parts.limiter,
+    publicLimits: {
+      project: new RateLimiter(orm, config.PUBLIC_RATE_LIMIT_PER_MINUTE),
+      perClient: new RateLimiter(orm, config.PUBLIC_RATE_LIMIT_PER_CLIENT_PER_MINUTE),
+    },
+    keys: parts.keys,
+    jwtSecret: core.secret,
+    health,
+    listeners: parts.listeners,
+    metrics,
+    routes: apiRoutes({
+      config,
+      orm,
+      log,
+      keys: parts.keys,
+      resolver: core.resolver,
+      temporal: core.temporal,
+      jwtSecret: core.secret,
+      links: core.links,
+      hub: core.hub,
+      emailQueue: parts.emailQueue,
+      sendBatcher: parts.sendBatcher,
+      judge: parts.judge,
+    }),
+  });
+  const server = await listen(app.callback(), {
+    host: config.HOST,
+    port: config.PORT,
+    gate: core.gates.http,
+    headersTimeoutMs: config.HTTP_HEADERS_TIMEOUT_SECONDS * 1000,
+  });
+  // On SIGTERM /health turns 503 at once, so the load balancer stops sending, while the listener
+  // keeps serving for SHUTDOWN_DRAIN_SECONDS: connections already in its accept queue are answered,
+  // not reset, and each answer closes its connection. Then it closes and the requests in flight finish.
+  let draining = false;
+  health.push({
+    name: 'shutdown',
+    check: async () => {
+      if (draining) throw new Error('shutting down');
+    },
+  });
+  const url = `http://${config.HOST === '0.0.0.0' || config.HOST === '::' ? '127.0.0.1' : config.HOST}:${server.port}`;
+  // Stopped first: the requests in flight finish while everything they use is still up.
+  stops.push(async () => {
+    draining = true;
+    server.drain();
+    await new Promise((r) => setTimeout(r, config.SHUTDOWN_DRAIN_SECONDS * 1000));
+    await server.close(config.SHUTDOWN_TIMEOUT_SECONDS * 1000);
+  });
+  log.info({ url, publicUrl: config.publicUrl }, 'HTTP API listening');
+  return { url, port: server.port };
+}
+
+/** METRICS_PORT's listener: GET /metrics, and the worker's healthcheck when this process runs one. */
+async function startMetricsListener(core: Core, workerHealth: (() => Promise<void>) | undefined): Promise<number> {
+  const { config, log, stops } = core;
+  const listenOn = { host: config.HOST, port: config.METRICS_PORT!, gate: core.gates.metrics, headersTimeoutMs: config.HTTP_HEADERS_TIMEOUT_SECONDS * 1000 };
+  const server = await serveMetrics(core.metrics, listenOn, config.METRICS_TOKEN, workerHealth);
+  stops.push(() => server.close(1000));
+  log.info({ port: server.port }, 'metrics listening (GET /metrics)');
+  return server.port;
 }
 
 /**
@@ -402,14 +450,8 @@ function connectionGates(config: Config, log: Logger, metrics: Metrics): Record<
  * a second API process, say), or a non-loopback HOST without a certificate, leaves this process without
  * one, as a warning; a port that was set is an error.
  */
-async function startSubmission(
-  config: Config,
-  log: Logger,
-  stops: Array<() => Promise<void>>,
-  gate: ConnectionGate,
-  report: (state: ListenerState) => void,
-  handler: SmtpSubmission,
-) {
+async function startSubmission(core: Core, report: (state: ListenerState) => void, handler: SmtpSubmission) {
+  const { config, log, stops } = core;
   try {
     const listener = await startSubmissionListener(
       {
@@ -423,7 +465,7 @@ async function startSubmission(
         idleSeconds: config.SMTP_SUBMISSION_IDLE_SECONDS,
         authTimeoutSeconds: config.SMTP_SUBMISSION_AUTH_TIMEOUT_SECONDS,
         reverseDns: config.SMTP_REVERSE_DNS,
-        gate,
+        gate: core.gates.submission,
         log,
       },
       handler,
@@ -448,17 +490,21 @@ async function startSubmission(
 }
 
 /**
- * The inbound MX, for bounces and complaints. As with submission, the default port taken (another process
- * of ours on this machine) leaves this one without it, as a warning; a port that was set is an error.
+ * The inbound MX, for bounces and complaints, and received mail for inbound hosts. As with submission, the
+ * default port taken (another process of ours on this machine) leaves this one without it, as a warning; a
+ * port that was set is an error.
  */
-async function startInbound(
-  config: Config,
-  log: Logger,
-  stops: Array<() => Promise<void>>,
-  gate: ConnectionGate,
-  handler: MxHandler,
-  report: (state: ListenerState) => void,
-) {
+async function startInbound(core: Core, judge: SendingJudge, report: (state: ListenerState) => void) {
+  const { config, log, stops, orm, hub } = core;
+  // Closed after the MX (stops run in reverse), which stops handing it messages first.
+  const reader = new ReportThreads({ threads: Math.min(2, Math.max(1, os.availableParallelism() - 1)), deadlineMs: 30_000 });
+  stops.push(() => reader.close());
+  const authenticity = new ReportAuthenticity(core.resolver, config.returnPath.mxHost, log);
+  const rules = { softBounceLimit: config.SOFT_BOUNCE_LIMIT };
+  const ports = inboundPorts(judge);
+  const reports = new InboundReports({ orm, ports, returnPaths: core.returnPaths, hub, rules, reader, authenticity, log });
+  // Mail to inbound.<verified domain> is received mail; every other address is the reports' to take or refuse.
+  const handler: MxHandler = new ReceivedMail({ orm, ports, hub, reader, maxBytes: config.inbound.receivedMaxBytes, log }, reports);
   try {
     const listener = await startMxListener(
       {
@@ -471,7 +517,7 @@ async function startInbound(
         maxMessagesPerSession: config.INBOUND_MAX_MESSAGES_PER_SESSION,
         bufferBytes: config.INBOUND_BUFFER_MB * 2 ** 20,
         reportsPerClientPerHour: config.INBOUND_REPORTS_PER_CLIENT_PER_HOUR,
-        gate,
+        gate: core.gates.inbound,
         reverseDns: config.SMTP_REVERSE_DNS,
         log,
       },

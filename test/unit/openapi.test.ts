@@ -2,6 +2,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type Router from '@koa/router';
 import { loadConfig } from '../../src/config';
+import { type ApiRouteDeps, apiRoutes } from '../../src/api-routes';
 import { type AppDeps, createApp } from '../../src/http/app';
 import { type OpenApiDocument, routeEntries, routeProblems } from '../../src/http/openapi';
 import { createLogger } from '../../src/log';
@@ -14,7 +15,8 @@ import { Metrics } from '../../src/metrics';
  */
 const config = loadConfig({ PUBLIC_URL: 'https://mail.example.com' });
 const log = createLogger('silent');
-const app = createApp({ config, log, jwtSecret: 'x'.repeat(32), health: [], metrics: new Metrics({} as Orm) } as unknown as AppDeps);
+const routes = apiRoutes({ config, log, jwtSecret: 'x'.repeat(32) } as unknown as ApiRouteDeps);
+const app = createApp({ config, log, jwtSecret: 'x'.repeat(32), health: [], metrics: new Metrics({} as Orm), routes } as unknown as AppDeps);
 const router = (app.middleware.find((mw) => 'router' in mw) as unknown as { router: Router }).router;
 
 let server: http.Server;
