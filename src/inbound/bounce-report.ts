@@ -15,22 +15,7 @@ import {
   type ReasonEvidence,
 } from '../mail/bounce-reasons';
 
-import {
-  bodyText,
-  decodeWords,
-  header,
-  type Headers,
-  htmlToText,
-  leaves,
-  MAX_HEADER_LINES,
-  MAX_MESSAGE_TEXT,
-  MAX_TEXT,
-  parseEntity,
-  parseHeaders,
-  splitEntity,
-  startsWithHeader,
-  type TextBudget,
-} from './report-mime';
+import { header, type Headers, MAX_HEADER_LINES, MAX_TEXT, parseHeaders, readMessage } from './report-mime';
 
 export type { BounceReason, BounceType } from '../mail/bounce-reasons';
 
@@ -78,8 +63,7 @@ export type InboundReport =
   | { kind: 'auto-reply'; why: string; original: OriginalMessage }
   | { kind: 'unknown'; why: string };
 
-/** Only the head of a message is read: the report is at the top, a large returned original at the bottom does not matter. */
-export const MAX_MESSAGE_BYTES = 1024 * 1024;
+export { MAX_MESSAGE_BYTES } from './report-mime';
 const MAX_DIAGNOSTIC = 1000;
 const MAX_RECIPIENTS = 500;
 const MAX_ADDRESS_LINE = 1000;
@@ -493,7 +477,6 @@ export async function parseInboundReport(raw: Buffer): Promise<InboundReport> {
   }
 }
 
-/** `nested`: this is a report found inside another (a relay returned a DSN wrapped in its own notice). */
 /** Control characters (NUL above all: PostgreSQL refuses it in text and jsonb) are dropped from every string of the report. */
 // eslint-disable-next-line no-control-regex -- matching control characters is the point
 const CONTROL = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F]/g;
@@ -504,44 +487,12 @@ function cleaned<T>(value: T): T {
   return value;
 }
 
+/** `nested`: this is a report found inside another (a relay returned a DSN wrapped in its own notice). */
 function readReport(raw: Buffer, nested = false): InboundReport {
-  if (!Buffer.isBuffer(raw) || raw.length === 0) return { kind: 'unknown', why: 'empty message' };
-  // An mbox "From " separator line is not part of the message.
-  const binary = raw
-    .subarray(0, MAX_MESSAGE_BYTES)
-    .toString('latin1')
-    .replace(/\r\n?/g, '\n')
-    .replace(/\0/g, '')
-    .replace(/^From [^\n]*\n/, '');
-  if (!startsWithHeader(binary)) return { kind: 'unknown', why: 'no header block' };
-  const top = parseEntity(binary, 0, { parts: 0 });
-  const parts = leaves(top);
-  const subject = decodeWords(header(top.headers, 'subject') ?? '');
-  const fromHeader = header(top.headers, 'from') ?? '';
-
-  let originalHeaders: Headers | null = null;
-  let deliveryStatus: string | null = null;
-  let feedback: string | null = null;
-  const texts: string[] = [];
-  let wrapped: string | null = null;
-  const budget: TextBudget = { left: MAX_MESSAGE_TEXT };
-  for (const part of parts) {
-    if (part.type === 'message/delivery-status' || part.type === 'message/global-delivery-status' || part.type === 'text/delivery-status') {
-      deliveryStatus ??= bodyText(part, budget);
-    } else if (part.type === 'message/feedback-report') {
-      feedback ??= bodyText(part, budget);
-    } else if (/^(?:message\/rfc822|text\/rfc822-headers|message\/rfc822-headers|message\/global|message\/global-headers)$/.test(part.type)) {
-      if (!originalHeaders) {
-        const inner = bodyText(part, budget);
-        const candidate = parseHeaders(splitEntity(inner.replace(/^\s+/, '')).head);
-        if (candidate.size > 0) originalHeaders = candidate;
-        if (/^multipart\/report\b/i.test(header(candidate, 'content-type') ?? '')) wrapped = inner.replace(/^\s+/, '');
-      }
-    } else if (part.type === 'text/plain' || part.type === 'text/html' || part === top) {
-      const text = bodyText(part, budget);
-      texts.push(part.type === 'text/html' ? htmlToText(text) : text);
-    }
-  }
+  const read = readMessage(raw);
+  if ('unreadable' in read) return { kind: 'unknown', why: read.unreadable };
+  const { top, subject, fromHeader, feedback, wrapped, texts } = read;
+  let { originalHeaders, deliveryStatus } = read;
   const text = texts.join('\n').slice(0, MAX_TEXT);
   // The returned "original" is itself a delivery report, and this notice says nothing of its own: read that one.
   if (wrapped && !nested && deliveryStatus === null && feedback === null) {

@@ -1,7 +1,10 @@
 /**
- * Reading a returned message: its MIME structure, headers, transfer and charset encodings and text, bounded per message.
- * bounce-report.ts decides what the message says; this only reads it.
+ * Reading a returned message: its MIME structure, headers, transfer and charset encodings and text, bounded per message
+ * (`readMessage`). bounce-report.ts decides what the message says; this only reads it.
  */
+
+/** Only the head of a message is read: the report is at the top, a large returned original at the bottom does not matter. */
+export const MAX_MESSAGE_BYTES = 1024 * 1024;
 
 /** Free text any pattern runs over is cut to this. */
 export const MAX_TEXT = 256 * 1024;
@@ -11,8 +14,10 @@ const MAX_DEPTH = 8;
 const MAX_PARTS = 128;
 export const MAX_HEADER_LINES = 400;
 
-// mailparser flattens multipart/report into "text" plus "attachments" and drops which part said what; a
-// report needs the parts as the MTA laid them out, so this reads the structure itself with hard limits on depth and count.
+// Not mailparser (which received-message.ts uses for mail from people): it flattens multipart/report into "text" plus
+// "attachments" and drops which part said what, and a report needs the parts as the MTA laid them out; on sisimai's corpus
+// its simpleParser alone took longer than this whole reader (docs/architecture.md, the inbound path). So this reads the
+// structure itself, with hard limits on depth, part count, header lines and text.
 
 export type Headers = Map<string, string[]>;
 
@@ -175,4 +180,64 @@ export function htmlToText(html: string): string {
     .replace(/&lt;/g, '<')
     .replace(/&gt;/g, '>')
     .replace(/&amp;/g, '&');
+}
+
+/** A returned message as read: the parts a report is made of, each as text, in the order the MTA wrote them. */
+export interface ReadMessage {
+  top: Entity;
+  /** Subject, its encoded words decoded. */
+  subject: string;
+  fromHeader: string;
+  /** The first message/delivery-status part (RFC 3464), if any. */
+  deliveryStatus: string | null;
+  /** The first message/feedback-report part (ARF), if any. */
+  feedback: string | null;
+  /** The returned original's header block, when a part carries it. */
+  originalHeaders: Headers | null;
+  /** The returned original, when it is itself a multipart/report (a relay's notice around a DSN). */
+  wrapped: string | null;
+  /** The human-readable parts (HTML as its words) and a body with no parts. */
+  texts: string[];
+}
+
+/** Reads the head of a returned message (MAX_MESSAGE_BYTES); all its parts together yield at most MAX_MESSAGE_TEXT of text. */
+export function readMessage(raw: Buffer): ReadMessage | { unreadable: string } {
+  if (!Buffer.isBuffer(raw) || raw.length === 0) return { unreadable: 'empty message' };
+  // An mbox "From " separator line is not part of the message.
+  const binary = raw
+    .subarray(0, MAX_MESSAGE_BYTES)
+    .toString('latin1')
+    .replace(/\r\n?/g, '\n')
+    .replace(/\0/g, '')
+    .replace(/^From [^\n]*\n/, '');
+  if (!startsWithHeader(binary)) return { unreadable: 'no header block' };
+  const top = parseEntity(binary, 0, { parts: 0 });
+  const parts = leaves(top);
+  const subject = decodeWords(header(top.headers, 'subject') ?? '');
+  const fromHeader = header(top.headers, 'from') ?? '';
+
+  let originalHeaders: Headers | null = null;
+  let deliveryStatus: string | null = null;
+  let feedback: string | null = null;
+  const texts: string[] = [];
+  let wrapped: string | null = null;
+  const budget: TextBudget = { left: MAX_MESSAGE_TEXT };
+  for (const part of parts) {
+    if (part.type === 'message/delivery-status' || part.type === 'message/global-delivery-status' || part.type === 'text/delivery-status') {
+      deliveryStatus ??= bodyText(part, budget);
+    } else if (part.type === 'message/feedback-report') {
+      feedback ??= bodyText(part, budget);
+    } else if (/^(?:message\/rfc822|text\/rfc822-headers|message\/rfc822-headers|message\/global|message\/global-headers)$/.test(part.type)) {
+      if (!originalHeaders) {
+        const inner = bodyText(part, budget);
+        const candidate = parseHeaders(splitEntity(inner.replace(/^\s+/, '')).head);
+        if (candidate.size > 0) originalHeaders = candidate;
+        if (/^multipart\/report\b/i.test(header(candidate, 'content-type') ?? '')) wrapped = inner.replace(/^\s+/, '');
+      }
+    } else if (part.type === 'text/plain' || part.type === 'text/html' || part === top) {
+      const text = bodyText(part, budget);
+      texts.push(part.type === 'text/html' ? htmlToText(text) : text);
+    }
+  }
+  return { top, subject, fromHeader, deliveryStatus, feedback, originalHeaders, wrapped, texts };
 }
