@@ -179,7 +179,7 @@ export interface DraftCampaign {
   type: DraftMessage['compose']['type'];
   tracking: TrackingOverride | null;
   topic_id: string | null;
-  ab_test: { variants: Array<{ id: string; subject?: string; body?: string }> } | null;
+  ab_test: { variants: Array<{ id: string; subject?: string; body?: string; bodyHtml?: string }> } | null;
 }
 
 /** What renders a batch's campaign drafts: the campaigns' content. */
