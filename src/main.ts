@@ -35,7 +35,7 @@ import { ProjectKeyCache } from './modules/accounts';
 import { storeCaptured } from './modules/dev-mailbox';
 import { EMAIL_QUEUED_CHANNEL, type LocalEmailQueue, SendBatcher } from './modules/emails';
 import { QueueSignal } from './db/work-queue';
-import { DeliveryEngine, DeliveryThreads, InProcessSender } from './delivery';
+import { DeliveryEngine, DeliveryThreads, InProcessSender, type MessageSender } from './delivery';
 import { deliveryPorts, inboundPorts } from './engine-ports';
 import { Mailer } from './mail/transport';
 import { Links } from './mail/links';
@@ -213,18 +213,8 @@ function sharedPieces(c: Omit<Core, 'resolver' | 'secret' | 'links' | 'returnPat
  * Temporal worker with the standing workflows. Answers the email queue the API of this process tells of its mail.
  */
 async function startWorkerRole(core: Core): Promise<{ emailQueue: LocalEmailQueue; health: () => Promise<void>; emailDispatchers: string[] }> {
-  const { config, log, stops, orm, temporal, metrics, hub, links, resolver, databaseUrl, smtpUrl } = core;
-  // Account mail (verification, password reset) is rare: one connection on the main thread.
-  const mailer = new Mailer(smtpUrl, { maxConnections: 1 });
-  const sender =
-    config.mailThreads > 0
-      ? new DeliveryThreads(smtpUrl, { threads: config.mailThreads, maxConnections: config.SMTP_POOL_SIZE }, links)
-      : new InProcessSender(smtpUrl, config.SMTP_POOL_SIZE, links);
-  stops.push(async () => {
-    mailer.close();
-    await sender.close();
-  });
-  // Queued work wakes this process's running drains, or else the sleeping dispatcher executions.
+  const { config, log, stops, orm, temporal, metrics, hub, links, resolver, databaseUrl } = core;
+  const { mailer, sender } = smtpSenders(core);
   const counts = {
     emailDispatchers: config.EMAIL_DISPATCHERS,
     automationDispatchers: config.AUTOMATION_DISPATCHERS,
@@ -232,17 +222,7 @@ async function startWorkerRole(core: Core): Promise<{ emailQueue: LocalEmailQueu
   };
   // This process's own task queue: its email dispatchers' drains run here and nowhere else.
   const ownQueue = ownTaskQueue(config.TEMPORAL_TASK_QUEUE);
-  const listen = async (channel: string, kind: 'email' | 'automation' | 'webhook') => {
-    const queue = new QueueSignal(databaseUrl, channel, log);
-    const waker = dispatcherWaker(temporal, kind, counts, ownQueue, (err) => log.warn({ err, kind }, 'could not wake dispatchers'));
-    queue.onIdleNotification(waker.notify);
-    await queue.start();
-    stops.push(async () => {
-      waker.stop();
-      await queue.stop();
-    });
-    return queue;
-  };
+  const listen = (channel: string, kind: 'email' | 'automation' | 'webhook') => listenForWork(core, channel, kind, counts, ownQueue);
   const queue = await listen(EMAIL_QUEUED_CHANNEL, 'email');
   // DELIVERY_IN_FLIGHT send slots: each holds at most one message handed to SMTP whose outcome is not yet recorded.
   const delivery = new DeliveryEngine({
@@ -309,6 +289,42 @@ async function startWorkerRole(core: Core): Promise<{ emailQueue: LocalEmailQueu
     health: () => workerPolls(temporal, worker),
     emailDispatchers: Array.from({ length: counts.emailDispatchers }, (_, shard) => workflowIds.emailDispatch(ownQueue, shard)),
   };
+}
+
+/** The worker role's SMTP senders: account mail on one connection, delivery's on its threads (or this one). */
+function smtpSenders(core: Core): { mailer: Mailer; sender: MessageSender } {
+  const { config, smtpUrl, links } = core;
+  // Account mail (verification, password reset) is rare: one connection on the main thread.
+  const mailer = new Mailer(smtpUrl, { maxConnections: 1 });
+  const sender =
+    config.mailThreads > 0
+      ? new DeliveryThreads(smtpUrl, { threads: config.mailThreads, maxConnections: config.SMTP_POOL_SIZE }, links)
+      : new InProcessSender(smtpUrl, config.SMTP_POOL_SIZE, links);
+  core.stops.push(async () => {
+    mailer.close();
+    await sender.close();
+  });
+  return { mailer, sender };
+}
+
+/** A work queue's LISTEN connection: queued work wakes this process's running drains, or else the sleeping dispatcher executions. */
+async function listenForWork(
+  core: Core,
+  channel: string,
+  kind: 'email' | 'automation' | 'webhook',
+  counts: Parameters<typeof dispatcherWaker>[2],
+  ownQueue: string,
+): Promise<QueueSignal> {
+  const { log, temporal } = core;
+  const queue = new QueueSignal(core.databaseUrl, channel, log);
+  const waker = dispatcherWaker(temporal, kind, counts, ownQueue, (err) => log.warn({ err, kind }, 'could not wake dispatchers'));
+  queue.onIdleNotification(waker.notify);
+  await queue.start();
+  core.stops.push(async () => {
+    waker.stop();
+    await queue.stop();
+  });
+  return queue;
 }
 
 /**
