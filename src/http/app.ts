@@ -11,7 +11,6 @@ import type { SendingJudge } from '../modules/security';
 import { billingRoutes } from '../modules/billing';
 import { S3Bucket } from '../modules/uploads';
 import { contactRoutes } from '../modules/contacts';
-import { scheduleSnoozeEnd } from '../modules/contacts';
 import { domainRoutes } from '../modules/domains';
 import { webhookEndpointRoutes } from '../modules/webhooks-out';
 import { templateRoutes } from '../modules/templates';
@@ -117,7 +116,7 @@ export function createApp(deps: AppDeps): Koa {
     log: deps.log,
   };
   contactRoutes(router, guards, {
-    snoozed: (c) => scheduleSnoozeEnd(deps.temporal, c),
+    snoozed: (c) => deps.temporal.scheduleSnoozeEnd(c),
     hub: deps.hub,
     temporal: deps.temporal,
     confirmationNeeded: (r) =>

@@ -1,8 +1,6 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Logger } from 'pino';
-import type { TemporalClient } from '../../../temporal/client';
-import { workflowIds } from '../../../temporal/workflow-ids';
-import { automationEventSignal } from '../../../temporal/workflows/automation';
+import type { AutomationEvent, WorkflowStarter } from '../workflow-starter';
 import type { QueueSignal } from '../../db/work-queue';
 import { AutomationOutboxEntry } from './automation-outbox.entity';
 import { claimOutbox, outboxNextDue, stillWaiting } from './automations.queries';
@@ -11,12 +9,6 @@ import { Workflow } from './workflows.entity';
 
 /** NOTIFYed by the events trigger when it routes an event to automations (see the automations migration). */
 export const AUTOMATION_OUTBOX_CHANNEL = 'postbox_automation_outbox';
-
-export interface AutomationEvent {
-  id: string;
-  name: string;
-  data: Record<string, unknown>;
-}
 
 const CLAIM_SECONDS = 60;
 const BATCH = 200;
@@ -29,7 +21,7 @@ const CONCURRENCY = 32;
  * SKIP LOCKED, and deleted once handled, so nothing is lost when a process dies in between.
  */
 export class AutomationDispatcher {
-  constructor(private readonly deps: { orm: MikroORM; temporal: TemporalClient; queue: QueueSignal; log: Logger }) {}
+  constructor(private readonly deps: { orm: MikroORM; temporal: WorkflowStarter; queue: QueueSignal; log: Logger }) {}
 
   /** Handles the outbox until it has been empty for `idleMs` (or `maxMs` passed); then says when a claimed row expires. */
   async drain(opts: {
@@ -86,12 +78,6 @@ export class AutomationDispatcher {
   /** Signals the waiting execution (false if it has ended meanwhile). */
   private async wake(row: AutomationOutboxEntry): Promise<boolean> {
     const event: AutomationEvent = { id: row.eventId, name: row.eventName, data: row.eventData };
-    try {
-      await this.deps.temporal.client.workflow.getHandle(workflowIds.automation(row.executionId!)).signal(automationEventSignal, event);
-      return true;
-    } catch (err) {
-      if ((err as Error).name === 'WorkflowNotFoundError') return false;
-      throw err;
-    }
+    return this.deps.temporal.signalAutomationEvent(row.executionId!, event);
   }
 }

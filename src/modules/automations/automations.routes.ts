@@ -1,7 +1,7 @@
 import type Router from '@koa/router';
 import type { Context } from 'koa';
 import { z } from 'zod';
-import type { TemporalClient } from '../../../temporal/client';
+import type { WorkflowStarter } from '../workflow-starter';
 import { endpoint } from '../../http/endpoint';
 import type { Guards } from '../../http/guards';
 import { deletedResponse } from '../../http/responses';
@@ -45,7 +45,7 @@ const tag = 'Workflows';
 const NOT_FOUND = { 404: 'No such workflow in the project' };
 const STEP_ERRORS = { 400: 'The config does not fit the step type, or the change would break the graph', 404: 'No such workflow or step' };
 
-export function workflowRoutes(router: Router, g: Guards, deps: { temporal: TemporalClient; allowPrivateWebhooks: boolean }): void {
+export function workflowRoutes(router: Router, g: Guards, deps: { temporal: WorkflowStarter; allowPrivateWebhooks: boolean }): void {
   const workflowOf = (ctx: Context, id: string) => getWorkflow(ctx.state.em, ctx.state.project!.id, id);
 
   router.get(

@@ -1,8 +1,6 @@
 import crypto from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { TemporalClient } from '../../../temporal/client';
-import { searchAttributes, workflowIds } from '../../../temporal/workflow-ids';
-import { automationWorkflow } from '../../../temporal/workflows/automation';
+import type { WorkflowStarter } from '../workflow-starter';
 import { newId } from '../../db/ids';
 import { holdUntilCommit, transaction } from '../../db/orm';
 import { badRequest, notFound } from '../../http/errors';
@@ -54,7 +52,7 @@ export const executionCommitKey = (executionId: string) => `execution:${executio
  */
 export async function startExecution(
   em: EntityManager,
-  temporal: TemporalClient,
+  temporal: WorkflowStarter,
   workflow: Pick<Workflow, 'id'>,
   opts: StartOptions,
 ): Promise<WorkflowExecution | undefined> {
@@ -81,17 +79,7 @@ export async function startExecution(
     });
     // Recorded before the workflow starts: a refused row starts nothing.
     await tx.persist(x).flush();
-    await temporal.client.workflow.start(automationWorkflow, {
-      workflowId: workflowIds.automation(id),
-      taskQueue: temporal.taskQueue,
-      args: [{ executionId: id }],
-      workflowIdConflictPolicy: 'USE_EXISTING',
-      typedSearchAttributes: [
-        { key: searchAttributes.ProjectId, value: w.projectId },
-        { key: searchAttributes.ExecutionId, value: id },
-        { key: searchAttributes.ContactId, value: opts.contactId },
-      ],
-    });
+    await temporal.startAutomationExecution({ id, projectId: w.projectId, contactId: opts.contactId });
     return x;
   });
 }
@@ -124,25 +112,18 @@ export async function listExecutions(em: EntityManager, workflowId: string, stat
 }
 
 /** Cancels running or waiting executions: the record at once, the Temporal workflow by request. */
-export async function cancelExecutions(em: EntityManager, temporal: TemporalClient, workflowId: string, executionId?: string): Promise<string[]> {
+export async function cancelExecutions(em: EntityManager, temporal: WorkflowStarter, workflowId: string, executionId?: string): Promise<string[]> {
   const ids = await transaction(em, async (tx) => {
     const cancelled = await cancelActiveExecutions(tx, workflowId, executionId);
     if (cancelled.length) await tx.nativeDelete(WorkflowWait, { executionId: { $in: cancelled } });
     return cancelled;
   });
-  await Promise.all(
-    ids.map((id) =>
-      temporal.client.workflow
-        .getHandle(workflowIds.automation(id))
-        .cancel()
-        .catch(() => {}),
-    ),
-  );
+  await Promise.all(ids.map((id) => temporal.cancelAutomationExecution(id)));
   return ids;
 }
 
 /** `POST /workflows/:id/executions/:executionId/cancel`: one running or waiting execution, answered as it is after. */
-export async function cancelExecution(em: EntityManager, temporal: TemporalClient, workflowId: string, executionId: string): Promise<WorkflowExecution> {
+export async function cancelExecution(em: EntityManager, temporal: WorkflowStarter, workflowId: string, executionId: string): Promise<WorkflowExecution> {
   const x = await getExecution(em, workflowId, executionId);
   if (x.status !== 'RUNNING' && x.status !== 'WAITING') throw badRequest(`A ${x.status} execution cannot be cancelled`, 'EXECUTION_FINISHED');
   await cancelExecutions(em, temporal, workflowId, x.id);
@@ -155,7 +136,7 @@ export async function cancelExecution(em: EntityManager, temporal: TemporalClien
  */
 export async function startExecutionByHand(
   em: EntityManager,
-  temporal: TemporalClient,
+  temporal: WorkflowStarter,
   w: Workflow,
   contactId: string,
   context: Record<string, unknown>,
