@@ -6,15 +6,15 @@
 import { type Client, WorkflowUpdateFailedError } from '@temporalio/client';
 import type { WorkflowStarter } from '../src/modules/workflow-starter';
 import { searchAttributes, workflowIds } from './workflow-ids';
-import { accountEmailWorkflow } from './workflows/account-email';
-import { automationEventSignal, automationWorkflow } from './workflows/automation';
-import { bulkJobWorkflow } from './workflows/bulk-job';
-import { abWinnerChosenSignal, campaignSendWorkflow, rescheduleUpdate } from './workflows/campaign-send';
-import { contactImportWorkflow } from './workflows/contact-import';
-import { contactSnoozeWorkflow, snoozeUntilSignal } from './workflows/contact-snooze';
-import { domainVerificationWorkflow } from './workflows/domain-verification';
-import { segmentRefreshWorkflow } from './workflows/segment-refresh';
-import { suppressionImportWorkflow } from './workflows/suppression-import';
+import { accountEmailWorkflow } from './workflows/account-email.workflow';
+import { automationEventSignal, automationWorkflow } from './workflows/automation.workflow';
+import { bulkJobWorkflow } from './workflows/bulk-job.workflow';
+import { abWinnerChosenSignal, campaignSendWorkflow, rescheduleUpdate } from './workflows/campaign-send.workflow';
+import { contactImportWorkflow } from './workflows/contact-import.workflow';
+import { contactSnoozeWorkflow, snoozeUntilSignal } from './workflows/contact-snooze.workflow';
+import { domainVerificationWorkflow } from './workflows/domain-verification.workflow';
+import { segmentRefreshWorkflow } from './workflows/segment-refresh.workflow';
+import { suppressionImportWorkflow } from './workflows/suppression-import.workflow';
 import { newId } from '../src/db/ids';
 
 type Key = (typeof searchAttributes)[keyof typeof searchAttributes];

@@ -25,7 +25,7 @@ import { consentRoutes, type ConsentDeps, requestConfirmation } from '../modules
 import { snsRoutes } from '../modules/webhooks-in';
 import { segmentRoutes } from '../modules/segments';
 import { campaignRoutes } from '../modules/campaigns';
-import { workflowRoutes } from '../modules/automations';
+import { automationRoutes } from '../modules/automations';
 import type { ActivityHub } from '../bus/contact-activity';
 import { SnsVerifier } from '../modules/webhooks-in';
 import type { Links } from '../mail/links';
@@ -138,7 +138,7 @@ export function createApp(deps: AppDeps): Koa {
   snsRoutes(router, { verifier: new SnsVerifier(config.SNS_CERT_HOSTS), textBody, hub: deps.hub, judge: deps.judge, rules, topics: config.SNS_TOPIC_ARNS });
   segmentRoutes(router, guards, { temporal: deps.temporal, hub: deps.hub });
   campaignRoutes(router, guards, { temporal: deps.temporal, links: deps.links, hub: deps.hub });
-  workflowRoutes(router, guards, { temporal: deps.temporal, allowPrivateWebhooks: config.WEBHOOK_ALLOW_PRIVATE });
+  automationRoutes(router, guards, { temporal: deps.temporal, allowPrivateWebhooks: config.WEBHOOK_ALLOW_PRIVATE });
   emailRoutes(router, guards, {
     links: deps.links,
     hub: deps.hub,

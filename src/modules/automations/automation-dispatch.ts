@@ -5,7 +5,7 @@ import type { QueueSignal } from '../../db/work-queue';
 import { AutomationOutboxEntry } from './automation-outbox.entity';
 import { claimOutbox, outboxNextDue, stillWaiting } from './automations.queries';
 import { startExecution } from './executions.service';
-import { Workflow } from './workflows.entity';
+import { Automation } from './automations.entity';
 
 /** NOTIFYed by the events trigger when it routes an event to automations (see the automations migration). */
 export const AUTOMATION_OUTBOX_CHANNEL = 'postbox_automation_outbox';
@@ -65,7 +65,7 @@ export class AutomationDispatcher {
   /** A disabled (or deleted) workflow starts nothing; re-entry rules are applied by startExecution. */
   private async start(row: AutomationOutboxEntry): Promise<boolean> {
     const em = this.deps.orm.em.fork();
-    const w = await em.findOne(Workflow, { projectId: row.projectId, id: row.workflowId!, enabled: true });
+    const w = await em.findOne(Automation, { projectId: row.projectId, id: row.workflowId!, enabled: true });
     if (!w) return false;
     const x = await startExecution(em, this.deps.temporal, w, {
       contactId: row.contactId,

@@ -8,10 +8,10 @@ import { ContactSchema } from '../contacts';
 import { admitEntry, cancelActiveExecutions } from './automations.queries';
 import type { ExecutionStatus } from './automations.schemas';
 import { definitionOf, graphOf, graphProblems } from './automations.service';
-import { WorkflowExecution, WorkflowExecutionStep, WorkflowWait } from './executions.entity';
-import { Workflow } from './workflows.entity';
+import { AutomationExecution, AutomationExecutionStep, AutomationWait } from './executions.entity';
+import { Automation } from './automations.entity';
 
-export const toExecutionDto = (x: WorkflowExecution) => ({
+export const toExecutionDto = (x: AutomationExecution) => ({
   id: x.id,
   workflowId: x.workflowId,
   contactId: x.contactId,
@@ -53,19 +53,19 @@ export const executionCommitKey = (executionId: string) => `execution:${executio
 export async function startExecution(
   em: EntityManager,
   temporal: WorkflowStarter,
-  workflow: Pick<Workflow, 'id'>,
+  workflow: Pick<Automation, 'id'>,
   opts: StartOptions,
-): Promise<WorkflowExecution | undefined> {
+): Promise<AutomationExecution | undefined> {
   return transaction(em, async (tx) => {
-    const w = await tx.findOneOrFail(Workflow, workflow.id);
+    const w = await tx.findOneOrFail(Automation, workflow.id);
     const id = opts.triggerEventId ? executionIdFor(w.id, opts.triggerEventId) : newId();
-    const existing = await tx.findOne(WorkflowExecution, { projectId: w.projectId, id });
+    const existing = await tx.findOne(AutomationExecution, { projectId: w.projectId, id });
     if (existing) return existing;
     if (opts.triggerEventId && !w.allowReentry && !(await admitEntry(tx, w.id, opts.contactId))) return undefined;
     const { steps, transitions } = await graphOf(tx, w.id);
     await holdUntilCommit(tx, executionCommitKey(id));
     const now = new Date();
-    const x = tx.create(WorkflowExecution, {
+    const x = tx.create(AutomationExecution, {
       id,
       workflowId: w.id,
       projectId: w.projectId,
@@ -85,14 +85,14 @@ export async function startExecution(
 }
 
 /** `refresh`: read again, over what this entity manager has loaded before. */
-export async function getExecution(em: EntityManager, workflowId: string, id: string, refresh = false): Promise<WorkflowExecution> {
-  const x = await em.findOne(WorkflowExecution, { workflowId, id }, { refresh });
+export async function getExecution(em: EntityManager, workflowId: string, id: string, refresh = false): Promise<AutomationExecution> {
+  const x = await em.findOne(AutomationExecution, { workflowId, id }, { refresh });
   if (!x) throw notFound('Execution');
   return x;
 }
 
 export async function executionSteps(em: EntityManager, executionId: string) {
-  const rows = await em.find(WorkflowExecutionStep, { executionId }, { orderBy: { startedAt: 'asc', id: 'asc' } });
+  const rows = await em.find(AutomationExecutionStep, { executionId }, { orderBy: { startedAt: 'asc', id: 'asc' } });
   return rows.map((r) => ({
     id: r.id,
     stepId: r.stepId,
@@ -107,7 +107,7 @@ export async function executionSteps(em: EntityManager, executionId: string) {
 }
 
 export async function listExecutions(em: EntityManager, workflowId: string, status?: ExecutionStatus, limit = 100, offset = 0) {
-  const rows = await em.find(WorkflowExecution, { workflowId, ...(status ? { status } : {}) }, { orderBy: { createdAt: 'desc', id: 'desc' }, limit, offset });
+  const rows = await em.find(AutomationExecution, { workflowId, ...(status ? { status } : {}) }, { orderBy: { createdAt: 'desc', id: 'desc' }, limit, offset });
   return rows.map(toExecutionDto);
 }
 
@@ -115,7 +115,7 @@ export async function listExecutions(em: EntityManager, workflowId: string, stat
 export async function cancelExecutions(em: EntityManager, temporal: WorkflowStarter, workflowId: string, executionId?: string): Promise<string[]> {
   const ids = await transaction(em, async (tx) => {
     const cancelled = await cancelActiveExecutions(tx, workflowId, executionId);
-    if (cancelled.length) await tx.nativeDelete(WorkflowWait, { executionId: { $in: cancelled } });
+    if (cancelled.length) await tx.nativeDelete(AutomationWait, { executionId: { $in: cancelled } });
     return cancelled;
   });
   await Promise.all(ids.map((id) => temporal.cancelAutomationExecution(id)));
@@ -123,7 +123,7 @@ export async function cancelExecutions(em: EntityManager, temporal: WorkflowStar
 }
 
 /** `POST /workflows/:id/executions/:executionId/cancel`: one running or waiting execution, answered as it is after. */
-export async function cancelExecution(em: EntityManager, temporal: WorkflowStarter, workflowId: string, executionId: string): Promise<WorkflowExecution> {
+export async function cancelExecution(em: EntityManager, temporal: WorkflowStarter, workflowId: string, executionId: string): Promise<AutomationExecution> {
   const x = await getExecution(em, workflowId, executionId);
   if (x.status !== 'RUNNING' && x.status !== 'WAITING') throw badRequest(`A ${x.status} execution cannot be cancelled`, 'EXECUTION_FINISHED');
   await cancelExecutions(em, temporal, workflowId, x.id);
@@ -137,10 +137,10 @@ export async function cancelExecution(em: EntityManager, temporal: WorkflowStart
 export async function startExecutionByHand(
   em: EntityManager,
   temporal: WorkflowStarter,
-  w: Workflow,
+  w: Automation,
   contactId: string,
   context: Record<string, unknown>,
-): Promise<WorkflowExecution> {
+): Promise<AutomationExecution> {
   if (!(await em.count(ContactSchema, { projectId: w.projectId, id: contactId }))) throw notFound('Contact');
   const { steps, transitions } = await graphOf(em, w.id);
   const problems = graphProblems(steps, transitions);

@@ -3,7 +3,7 @@ import { cascadingReference, timestampColumn } from '../../db/entity-columns';
 import type { StepType } from './automations.schemas';
 
 /** An automation workflow of a project: the event that starts it, whether it is on, and whether a contact may re-enter. */
-export class Workflow {
+export class Automation {
   [OptionalProps]?: 'description' | 'triggerType' | 'enabled' | 'allowReentry' | 'createdAt' | 'updatedAt';
   id!: string;
   projectId!: string;
@@ -18,7 +18,7 @@ export class Workflow {
 }
 
 /** A step of a workflow's definition: its type, its configuration and where the editor draws it. */
-export class WorkflowStep {
+export class AutomationStep {
   [OptionalProps]?: 'config' | 'position' | 'createdAt' | 'updatedAt';
   id!: string;
   workflowId!: string;
@@ -31,7 +31,7 @@ export class WorkflowStep {
 }
 
 /** An edge of a workflow's definition: from one step to the next, on a condition's branch or a wait's outcome. */
-export class WorkflowTransition {
+export class AutomationTransition {
   [OptionalProps]?: 'branch' | 'outcome' | 'createdAt';
   id!: string;
   workflowId!: string;
@@ -42,8 +42,8 @@ export class WorkflowTransition {
   createdAt!: Date;
 }
 
-export const WorkflowSchema = new EntitySchema<Workflow>({
-  class: Workflow,
+export const AutomationSchema = new EntitySchema<Automation>({
+  class: Automation,
   tableName: 'workflows',
   indexes: [
     { name: 'workflows_project_idx', properties: ['projectId', 'createdAt'] },
@@ -67,8 +67,8 @@ export const WorkflowSchema = new EntitySchema<Workflow>({
   },
 });
 
-export const WorkflowStepSchema = new EntitySchema<WorkflowStep>({
-  class: WorkflowStep,
+export const AutomationStepSchema = new EntitySchema<AutomationStep>({
+  class: AutomationStep,
   tableName: 'workflow_steps',
   indexes: [
     { name: 'workflow_steps_workflow_idx', properties: ['workflowId', 'createdAt'] },
@@ -82,7 +82,7 @@ export const WorkflowStepSchema = new EntitySchema<WorkflowStep>({
   ],
   properties: {
     id: { type: 'uuid', primary: true },
-    workflowId: cascadingReference('workflow_steps', 'workflow_id', 'Workflow'),
+    workflowId: cascadingReference('workflow_steps', 'workflow_id', 'Automation'),
     type: {
       enum: true,
       items: ['TRIGGER', 'SEND_EMAIL', 'DELAY', 'WAIT_FOR_EVENT', 'CONDITION', 'WEBHOOK', 'UPDATE_CONTACT', 'EXIT'],
@@ -96,15 +96,15 @@ export const WorkflowStepSchema = new EntitySchema<WorkflowStep>({
   },
 });
 
-export const WorkflowTransitionSchema = new EntitySchema<WorkflowTransition>({
-  class: WorkflowTransition,
+export const AutomationTransitionSchema = new EntitySchema<AutomationTransition>({
+  class: AutomationTransition,
   tableName: 'workflow_transitions',
   indexes: [{ name: 'workflow_transitions_workflow_idx', properties: ['workflowId'] }],
   properties: {
     id: { type: 'uuid', primary: true },
-    workflowId: cascadingReference('workflow_transitions', 'workflow_id', 'Workflow'),
-    fromStepId: cascadingReference('workflow_transitions', 'from_step_id', 'WorkflowStep'),
-    toStepId: cascadingReference('workflow_transitions', 'to_step_id', 'WorkflowStep'),
+    workflowId: cascadingReference('workflow_transitions', 'workflow_id', 'Automation'),
+    fromStepId: cascadingReference('workflow_transitions', 'from_step_id', 'AutomationStep'),
+    toStepId: cascadingReference('workflow_transitions', 'to_step_id', 'AutomationStep'),
     branch: { enum: true, items: ['yes', 'no'], type: 'text', nullable: true },
     outcome: { enum: true, items: ['event', 'timeout'], type: 'text', nullable: true },
     createdAt: { ...timestampColumn },
