@@ -4,7 +4,7 @@ import { HttpMethodEnum, koaBody } from 'koa-body';
 import type { Logger } from 'pino';
 import type { EntityManager, Orm } from '../db/orm';
 import { accountRoutes } from '../modules/accounts';
-import { activityRoutes } from '../modules/activity';
+import { feedRoutes } from '../modules/feed';
 import { analyticsRoutes } from '../modules/analytics';
 import { securityRoutes } from '../modules/security';
 import type { SendingJudge } from '../modules/security';
@@ -163,7 +163,7 @@ export function createApp(deps: AppDeps): Koa {
   });
   domainRoutes(router, guards, { temporal: deps.temporal, resolver: deps.resolver, spfValue: config.spfValue, returnPath: config.returnPath });
   webhookEndpointRoutes(router, guards, { allowPrivate: config.WEBHOOK_ALLOW_PRIVATE });
-  activityRoutes(router, guards);
+  feedRoutes(router, guards);
   analyticsRoutes(router, guards);
   securityRoutes(router, guards, security);
   billingRoutes(router, guards, {

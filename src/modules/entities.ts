@@ -4,7 +4,7 @@ import { RateLimitKeyWindowSchema } from '../db/rate-limit-key-windows.entity';
 import { RateLimitWindowSchema } from '../db/rate-limit-windows.entity';
 import { InboundReportSchema } from '../inbound/inbound-reports.entity';
 import { accountEntities } from './accounts';
-import { ActivityCountDailySchema, ActivityCountDeltaSchema, ActivityCountSchema } from './activity';
+import { ActivityCountDailySchema, ActivityCountDeltaSchema, ActivityCountSchema } from './feed';
 import {
   AutomationOutboxEntrySchema,
   AutomationEntrySchema,

@@ -1,7 +1,7 @@
 import { purgeExpiredIdempotencyKeys } from '../../src/db/idempotency-keys';
 import { purgeRateLimitKeyWindows, purgeRateLimitWindows } from '../../src/db/rate-limiter';
 import { purgeInboundReports } from '../../src/inbound/inbound-reports';
-import { foldActivityCounts } from '../../src/modules/activity';
+import { foldFeedCounts } from '../../src/modules/feed';
 import { expirePendingTopics } from '../../src/modules/consent';
 import { purgeInboundEmails } from '../../src/modules/inbound-emails';
 import { purgeWebhookDeliveries } from '../../src/modules/webhooks-out';
@@ -32,7 +32,7 @@ export function maintenanceActivities(deps: ActivityDeps) {
 
     /** Folds the pending count deltas (the activity-counts schedule's interval says when next); answers how many. */
     async foldActivityCounts(): Promise<{ folded: number }> {
-      return { folded: await foldActivityCounts(deps.orm.em.fork()) };
+      return { folded: await foldFeedCounts(deps.orm.em.fork()) };
     },
   };
 }
