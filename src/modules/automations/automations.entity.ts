@@ -2,7 +2,7 @@ import { EntitySchema, OptionalProps } from '@mikro-orm/core';
 import { cascadingReference, timestampColumn } from '../../db/entity-columns';
 import type { StepType } from './automations.schemas';
 
-/** An automation workflow of a project: the event that starts it, whether it is on, and whether a contact may re-enter. */
+/** An automation of a project (a "workflow" in the API, whose table it keeps): the event that starts it, whether it is on, and whether a contact may re-enter. */
 export class Automation {
   [OptionalProps]?: 'description' | 'triggerType' | 'enabled' | 'allowReentry' | 'createdAt' | 'updatedAt';
   id!: string;
@@ -17,7 +17,7 @@ export class Automation {
   updatedAt!: Date;
 }
 
-/** A step of a workflow's definition: its type, its configuration and where the editor draws it. */
+/** A step of an automation's definition: its type, its configuration and where the editor draws it. */
 export class AutomationStep {
   [OptionalProps]?: 'config' | 'position' | 'createdAt' | 'updatedAt';
   id!: string;
@@ -30,7 +30,7 @@ export class AutomationStep {
   updatedAt!: Date;
 }
 
-/** An edge of a workflow's definition: from one step to the next, on a condition's branch or a wait's outcome. */
+/** An edge of an automation's definition: from one step to the next, on a condition's branch or a wait's outcome. */
 export class AutomationTransition {
   [OptionalProps]?: 'branch' | 'outcome' | 'createdAt';
   id!: string;

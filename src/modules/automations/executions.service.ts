@@ -46,18 +46,18 @@ export const executionCommitKey = (executionId: string) => `execution:${executio
 
 /**
  * Starts an execution: snapshots the definition, records the execution and starts
- * `automation:<executionId>` before committing (its first activity waits for the commit). A workflow without re-entry admits each contact once
+ * `automation:<executionId>` before committing (its first activity waits for the commit). An automation without re-entry admits each contact once
  * (workflow_entries). Answers undefined when the contact may not enter.
- * The workflow is taken by id and read in the transaction (from the identity map when the caller has loaded it).
+ * The automation is taken by id and read in the transaction (from the identity map when the caller has loaded it).
  */
 export async function startExecution(
   em: EntityManager,
   temporal: WorkflowStarter,
-  workflow: Pick<Automation, 'id'>,
+  automation: Pick<Automation, 'id'>,
   opts: StartOptions,
 ): Promise<AutomationExecution | undefined> {
   return transaction(em, async (tx) => {
-    const w = await tx.findOneOrFail(Automation, workflow.id);
+    const w = await tx.findOneOrFail(Automation, automation.id);
     const id = opts.triggerEventId ? executionIdFor(w.id, opts.triggerEventId) : newId();
     const existing = await tx.findOne(AutomationExecution, { projectId: w.projectId, id });
     if (existing) return existing;
