@@ -2,7 +2,10 @@ import { EntitySchema, OptionalProps } from '@mikro-orm/core';
 import { cascadingReference, timestampColumn } from '../../db/entity-columns';
 import type { StepType } from './automations.schemas';
 
-/** An automation of a project (a "workflow" in the API, whose table it keeps): the event that starts it, whether it is on, and whether a contact may re-enter. */
+/**
+ * An automation of a project (a "workflow" in the API, whose table it keeps): the event that starts it,
+ * whether it is on, and whether a contact may re-enter.
+ */
 export class Automation {
   [OptionalProps]?: 'description' | 'triggerType' | 'enabled' | 'allowReentry' | 'createdAt' | 'updatedAt';
   id!: string;
