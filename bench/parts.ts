@@ -17,7 +17,7 @@ import { addTracking } from '../src/mail/tracking';
 import { SmtpSessions } from '../src/mail/transport';
 import { DEFAULT_PROJECT_SETTINGS } from '../src/modules/accounts/project-settings';
 import { composeMessage } from '../src/mail/compose';
-import { CAMPAIGN_LIQUID_BODY, machine } from './service-process';
+import { benchTemplates, CAMPAIGN_LIQUID_BODY, machine } from './service-process';
 import { startSinkProcess } from './smtp-sink-process';
 
 const BODY = `<html><body><h1>Hello {{name ?? there}}</h1><p>${'This month in review. '.repeat(40)}</p><a href="https://example.com/x">Read</a></body></html>`;
@@ -49,12 +49,11 @@ async function perCallAsync(n: number, fn: (i: number) => Promise<unknown>): Pro
 
 const contact = (i: number) => ({ id: crypto.randomUUID(), email: `user${i}@example.org`, data: { name: `User ${i}` } });
 
-function message(i: number): OutgoingMessage {
+function message(i: number, template = { subject: 'News for {{name}}', body: BODY }): OutgoingMessage {
   const c = composeMessage({
     emailId: crypto.randomUUID(),
     type: 'MARKETING',
-    subject: 'News for {{name}}',
-    body: BODY,
+    ...template,
     contact: contact(i),
     headers: {},
     settings: DEFAULT_PROJECT_SETTINGS,
@@ -110,6 +109,10 @@ async function main(): Promise<void> {
   row(
     'composeMessage (all of the above, per recipient)',
     perCall(1000, (i) => message(i)),
+  );
+  row(
+    'composeMessage of the Liquid template (its subject too)',
+    perCall(1000, (i) => message(i, benchTemplates.liquid)),
   );
   row(
     'RSA-2048 signature, parsed key',

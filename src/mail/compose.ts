@@ -4,7 +4,7 @@
  */
 import type { Links } from './links';
 import type { OutgoingMessage } from './mime';
-import { inField, type RenderDeadline, renderTemplate, TemplateSyntaxError } from './liquid';
+import { inField, placeholdersOnly, type RenderDeadline, renderTemplate } from './liquid';
 import { templateVariables } from './render';
 import { htmlToText, htmlToTextTemplate } from './text';
 import { addTracking, insertBeforeBodyEnd, unsubscribeFooter } from './tracking';
@@ -60,21 +60,23 @@ export interface ComposeInput {
   deadline?: RenderDeadline;
 }
 
-/** The text part: the body's text template rendered, or, when the conversion left one that does not parse, the rendered HTML converted. */
-function textPart(textTemplate: string | undefined, vars: Record<string, unknown>, html: () => string, deadline?: RenderDeadline): string | null {
-  if (!textTemplate) return null;
-  try {
-    return renderTemplate(textTemplate, vars, 'text', deadline).trim() || null;
-  } catch (err) {
-    if (!(err instanceof TemplateSyntaxError)) throw err;
-    return htmlToText(html()) ?? null;
+/**
+ * The text part. A body of old-syntax placeholders has a text template (converted once) rendered with
+ * the recipient's data, which costs less than converting each rendered HTML. A body with Liquid logic is
+ * rendered once, as HTML, and that is converted: a second render of its loops would cost more than the
+ * conversion, and `| raw` HTML becomes text rather than markup.
+ */
+function textPart(c: ComposeInput, footer: boolean, vars: Record<string, unknown>, html: string): string | null {
+  if (placeholdersOnly(c.body, 'html')) {
+    const textTemplate = htmlToTextTemplate(footer ? insertBeforeBodyEnd(c.body, unsubscribeFooter('{{unsubscribeUrl}}', '{{manageUrl}}')) : c.body);
+    return textTemplate ? renderTemplate(textTemplate, vars, 'text', c.deadline).trim() || null : null;
   }
+  return htmlToText(html) ?? null;
 }
 
 /**
  * One recipient's message: Liquid rendered with their data, the unsubscribe footer and
- * `List-Unsubscribe` pair on MARKETING mail, a text part (the body's text template, converted once,
- * rendered with the same data), then tracking.
+ * `List-Unsubscribe` pair on MARKETING mail, a text part, then tracking.
  */
 export function composeMessage(c: ComposeInput): ComposedMessage & { html: string } {
   const contactLinks = c.links.contactLinks(c.contact.id, c.type === 'MARKETING' ? c.topicId : null);
@@ -85,9 +87,8 @@ export function composeMessage(c: ComposeInput): ComposedMessage & { html: strin
   const subject = inField('subject', () => renderTemplate(c.subject, vars, 'text', c.deadline));
   let html = inField('body', () => renderTemplate(c.body, vars, 'html', c.deadline));
   if (footer) html = insertBeforeBodyEnd(html, unsubscribeFooter(contactLinks.unsubscribeUrl, contactLinks.manageUrl));
-  const textTemplate = htmlToTextTemplate(footer ? insertBeforeBodyEnd(c.body, unsubscribeFooter('{{unsubscribeUrl}}', '{{manageUrl}}')) : c.body);
   const rendered = html;
-  const text = inField('body', () => textPart(textTemplate, vars, () => rendered, c.deadline));
+  const text = inField('body', () => textPart(c, footer, vars, rendered));
   html = addTracking(html, c.emailId, c.links, effectiveTracking(c.settings, marketing, ...(c.tracking ?? [])));
   const headers = { ...c.headers };
   const callerUnsubscribe = Object.keys(headers).some((h) => h.toLowerCase() === 'list-unsubscribe');

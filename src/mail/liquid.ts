@@ -146,6 +146,8 @@ function legacyOutput(content: string): { output: LegacyOutput; liquidPath?: str
 interface Translation {
   source: string;
   legacy: LegacyOutput[];
+  /** Nothing but text and old-syntax placeholders: no tag, no filter, no expression. */
+  placeholdersOnly: boolean;
   /** Rewritten spans, to map a position in `source` back to the text as written. */
   spans: Array<{ at: number; end: number; originalAt: number; originalEnd: number }>;
 }
@@ -156,12 +158,19 @@ function translate(original: string, liquid: Liquid): Translation {
   const spans: Translation['spans'] = [];
   let source = '';
   let from = 0;
+  let placeholdersOnly = true;
   for (const token of tokens) {
-    if (token.kind !== TokenKind.Output) continue;
+    if (token.kind !== TokenKind.Output) {
+      if (token.kind !== TokenKind.HTML) placeholdersOnly = false;
+      continue;
+    }
     const text = token.getText();
     const content = text.slice(text.startsWith('{{-') ? 3 : 2, text.length - (text.endsWith('-}}') ? 3 : 2)).trim();
     const found = legacyOutput(content);
-    if (!found) continue;
+    if (!found) {
+      placeholdersOnly = false;
+      continue;
+    }
     const index = legacy.push(found.output) - 1;
     const open = text.startsWith('{{-') ? '{{-' : '{{';
     const close = text.endsWith('-}}') ? '-}}' : '}}';
@@ -172,7 +181,7 @@ function translate(original: string, liquid: Liquid): Translation {
     from = token.end;
   }
   source += original.slice(from);
-  return { source, legacy, spans };
+  return { source, legacy, spans, placeholdersOnly };
 }
 
 /** The offset in the text as written of an offset in the translated text. */
@@ -210,6 +219,7 @@ function syntaxError(err: unknown, original: string, t?: Translation): TemplateS
 interface Parsed {
   templates: Template[];
   legacy: LegacyOutput[];
+  placeholdersOnly: boolean;
 }
 
 /**
@@ -229,7 +239,7 @@ function parse(text: string, mode: TemplateMode): Parsed {
     let t: Translation | undefined;
     try {
       t = translate(text, liquid);
-      parsed = { templates: liquid.parse(t.source), legacy: t.legacy };
+      parsed = { templates: liquid.parse(t.source), legacy: t.legacy, placeholdersOnly: t.placeholdersOnly };
     } catch (err) {
       parsed = syntaxError(err, text, t);
     }
@@ -251,6 +261,14 @@ export function templateTokens(text: string): Array<{ begin: number; end: number
   return tokens
     .filter((t) => t.kind === TokenKind.Output || t.kind === TokenKind.Tag)
     .map((t) => ({ begin: t.begin, end: t.end, tag: t.kind === TokenKind.Tag }));
+}
+
+/**
+ * Whether `text` has nothing but old-syntax placeholders (`{{name}}`, `{{name ?? "friend"}}`), i.e. no
+ * tag, filter or expression. Throws a `TemplateSyntaxError` when it does not parse.
+ */
+export function placeholdersOnly(text: string, mode: TemplateMode): boolean {
+  return parse(text, mode).placeholdersOnly;
 }
 
 /** Throws a `TemplateSyntaxError` when `text` is not a template this service renders. */

@@ -49,12 +49,10 @@ const templates = new Map<string, string | null>();
 const TEMPLATES_KEPT = 256;
 
 /**
- * The plain-text alternative of a template, placeholders kept, to be rendered per recipient in text
+ * The plain-text alternative of a template of placeholders, kept, to be rendered per recipient in text
  * mode: converting each recipient's rendered HTML cost more than everything else done per recipient.
- * Liquid tags and outputs stand aside as private-use tokens while converting, so headings' upper-casing
- * and link formatting never touch them (values are then inserted as they are, not upper-cased). A tag the
- * conversion drops (one inside an element's attributes) can leave a text template that does not parse:
- * its sender converts the rendered HTML instead.
+ * Liquid outputs stand aside as private-use tokens while converting, so headings' upper-casing and link
+ * formatting never touch them (values are then inserted as they are, not upper-cased).
  */
 export function htmlToTextTemplate(html: string): string | undefined {
   let text = templates.get(html);

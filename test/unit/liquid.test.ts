@@ -1,7 +1,6 @@
 import { checkTemplate, RenderDeadline, renderTemplate, TemplateRenderError, TemplateSyntaxError } from '../../src/mail/liquid';
 import { compileMjml, wrapLiquidTags } from '../../src/mail/mjml';
 import { composeMessage } from '../../src/mail/compose';
-import { htmlToTextTemplate } from '../../src/mail/text';
 import { Links } from '../../src/mail/links';
 import { DEFAULT_PROJECT_SETTINGS } from '../../src/modules/accounts/project-settings';
 import { templateVariables } from '../../src/mail/render';
@@ -165,22 +164,24 @@ describe('the text part', () => {
       links: new Links('https://x.example', 'secret'),
     });
 
-  test('is rendered from the text template, Liquid kept whole through the conversion', () => {
+  test('old placeholders are rendered into the text template, their values as written', () => {
+    const m = compose('<h1>Hi {{ name }}</h1><p>{{ plan ?? "free" }}</p>', { name: 'Zoë <z>' });
+    expect(m.html).toBe('<h1>Hi Zoë &lt;z&gt;</h1><p>free</p>');
+    expect(m.text).toBe('HI Zoë <z>\n\nfree');
+  });
+
+  test('a body with Liquid logic is rendered once and its HTML converted', () => {
     const m = compose('<h1>Hi {{ name | default: "you" }}</h1><p>{% if vip %}<b>VIP</b> {% endif %}{% for i in items %}{{ i }}, {% endfor %}</p>', {
       name: 'Zoë <z>',
       vip: true,
       items: ['a', 'b'],
     });
     expect(m.html).toBe('<h1>Hi Zoë &lt;z&gt;</h1><p><b>VIP</b> a, b, </p>');
-    expect(m.text).toBe('HI Zoë <z>\n\nVIP a, b,');
+    expect(m.text).toBe('HI ZOË <Z>\n\nVIP a, b,');
   });
 
-  test('a tag the conversion drops (inside an element’s attributes) falls back to converting the rendered HTML', () => {
-    // The image is skipped, and the {% if %} in its alt with it: the text template's {% endif %} has no opening tag.
-    const body = '<p><img src="a.png" alt="{% if vip %}VIP">Hello {{ name }}{% endif %}</p>';
-    expect(() => checkTemplate(htmlToTextTemplate(body)!, 'text')).toThrow(TemplateSyntaxError);
-    const m = compose(body, { name: 'Ann', vip: true });
-    expect(m.html).toBe('<p><img src="a.png" alt="VIP">Hello Ann</p>');
-    expect(m.text).toBe('Hello Ann');
+  test('HTML a template writes with | raw is text in the text part, not markup', () => {
+    const m = compose('<p>{{ note | raw }}</p>', { note: '<b>Paid</b> <a href="https://x.example/r">receipt</a>' });
+    expect(m.text).toBe('Paid receipt [https://x.example/r]');
   });
 });
