@@ -20,6 +20,7 @@ import http from 'node:http';
 import path from 'node:path';
 import net from 'node:net';
 import pg from 'pg';
+import { loadConfig } from '../src/config';
 import { embeddedDatabaseUrl, freePort } from '../src/db/embedded-postgres';
 import { parseInboundReport } from '../src/inbound/bounce-report';
 import { ReturnPaths } from '../src/inbound/return-path';
@@ -122,18 +123,35 @@ const dataOf = (raw: string) =>
     .replace(/^\./gm, '..')
     .replace(/(\r\n)?$/, '\r\n')}`;
 
-/** Sends every report over CONNECTIONS sessions; answers the milliseconds. */
+/**
+ * Messages per session before the client reconnects: the service's MX closes a session after
+ * INBOUND_MAX_MESSAGES_PER_SESSION (421), and an MTA then opens another, so the client does the same to both.
+ */
+const PER_SESSION = loadConfig({}).INBOUND_MAX_MESSAGES_PER_SESSION;
+
+/** Sends every report over CONNECTIONS sessions at a time, a new session every PER_SESSION messages; answers the milliseconds. */
 async function sendReports(port: number, reports: Array<{ to: string; data: string; from?: string }>): Promise<number> {
-  const sessions = Array.from({ length: CONNECTIONS }, () => new PipelinedSession(port));
-  await Promise.all(sessions.map((s) => s.open()));
+  const open = async () => {
+    const s = new PipelinedSession(port);
+    await s.open();
+    return s;
+  };
+  const sessions = await Promise.all(Array.from({ length: CONNECTIONS }, open));
   try {
     let next = 0;
     return await timed(() =>
       Promise.all(
-        sessions.map(async (session) => {
+        sessions.map(async (_, i) => {
+          let sent = 0;
           while (next < reports.length) {
             const r = reports[next++];
-            await session.send(r.to, r.data, r.from);
+            if (sent === PER_SESSION) {
+              sessions[i].close();
+              sessions[i] = await open();
+              sent = 0;
+            }
+            await sessions[i].send(r.to, r.data, r.from);
+            sent++;
           }
         }),
       ),

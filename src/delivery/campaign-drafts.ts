@@ -43,7 +43,7 @@ export async function campaignDrafts(em: EntityManager, batch: QueuedEmail[]): P
       emailId: e.id,
       type: campaign.type,
       subject: variant?.subject ?? campaign.subject,
-      body: variant?.body ?? campaign.body,
+      body: variant?.bodyHtml ?? variant?.body ?? campaign.body,
       contact: { id: contact.id, email: contact.email, data: contact.data },
       headers: {},
       settings: settings.get(e.project_id)!,

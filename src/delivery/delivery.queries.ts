@@ -172,7 +172,7 @@ export interface DraftCampaign {
   type: EmailType;
   tracking: TrackingOverride | null;
   topic_id: string | null;
-  ab_test: { variants: Array<{ id: string; subject?: string; body?: string }> } | null;
+  ab_test: { variants: Array<{ id: string; subject?: string; body?: string; bodyHtml?: string }> } | null;
 }
 
 /** What renders a batch's campaign drafts: the campaigns' content. */

@@ -237,3 +237,63 @@ test('cancel during the wait sends nothing more', async () => {
   expect((await get(key, c.id)).status).toBe('CANCELLED');
   expect((await rows(c.id)).filter((r) => r.status === 'CANCELLED')).toHaveLength(16);
 }, 120_000);
+
+test('variants are templates too: Liquid checked when written, an MJML variant compiled and sent as HTML', async () => {
+  const N = 10;
+  const { key, domain, from } = await setup('AbMjml', N);
+  const abTest = { testPercent: 50, waitMinutes: 10080, winnerCriteria: 'manual' };
+  const broken = await svc.api.post(
+    '/campaigns',
+    { name: 'x', subject: 's', body: 'b', from, audienceType: 'ALL', abTest: { ...abTest, variants: [{}, { body: '<p>{% if vip %}VIP</p>' }] } },
+    key,
+  );
+  expect(broken.status).toBe(422);
+  expect(broken.body.error.errors[0]).toMatchObject({ field: 'abTest.variants.1.body', code: 'invalid_template' });
+  expect(broken.body.error.message).toMatch(/^abTest\.variants\.1\.body: .*line 1, column \d+/);
+  const badMjml = await svc.api.post(
+    '/campaigns',
+    {
+      name: 'x',
+      subject: 's',
+      body: '<mjml><mj-body><mj-section><mj-column><mj-text>Plain</mj-text></mj-column></mj-section></mj-body></mjml>',
+      format: 'mjml',
+      from,
+      audienceType: 'ALL',
+      abTest: { ...abTest, variants: [{}, { body: '<mjml><mj-body><mj-text>outside a column</mj-text></mj-body></mjml>' }] },
+    },
+    key,
+  );
+  expect(badMjml.status).toBe(422);
+  expect(badMjml.body.error.errors[0].field).toBe('abTest.variants.1.body');
+  expect((await dbQuery(svc.databaseUrl, 'SELECT count(*)::int AS n FROM campaigns WHERE name = $1', ['x']))[0].n).toBe(0);
+
+  const mjml = (text: string) => `<mjml><mj-body><mj-section><mj-column><mj-text>${text}</mj-text></mj-column></mj-section></mj-body></mjml>`;
+  const res = await svc.api.post(
+    '/campaigns',
+    {
+      name: 'AB MJML',
+      subject: 'Plain',
+      body: mjml('Plain'),
+      format: 'mjml',
+      from,
+      audienceType: 'ALL',
+      abTest: { ...abTest, variants: [{ subject: 'Variant A' }, { subject: 'Variant B', body: mjml('Hello {{ email | upcase }}') }] },
+    },
+    key,
+  );
+  expect(res.status).toBe(201);
+  // The answer shows each variant as written; the compiled HTML stays inside.
+  expect(res.body.data.abTest.variants[1]).toEqual({ id: 'B', subject: 'Variant B', body: mjml('Hello {{ email | upcase }}') });
+  await svc.api.post(`/campaigns/${res.body.data.id}/send`, {}, key);
+  await whenStatus(key, res.body.data.id, 'TESTING');
+  const sample = mailTo(domain);
+  expect(sample).toHaveLength(5);
+  for (const m of sample) {
+    const html = String(m.parsed.html);
+    expect(html).not.toContain('<mj-');
+    expect(html).toContain('<table');
+    if (m.parsed.subject === 'Variant B') expect(html).toContain(`Hello ${m.envelope.to[0].toUpperCase()}`);
+    else expect(html).toContain('Plain');
+  }
+  expect(new Set(sample.map((m) => m.parsed.subject))).toEqual(new Set(['Variant A', 'Variant B']));
+});

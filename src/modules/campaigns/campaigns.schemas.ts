@@ -46,8 +46,8 @@ export const abTestSchema = z
   })
   .meta({ description: 'An A/B test: variants to a sample of the audience, then the winner to the rest' });
 export type AbTestInput = z.output<typeof abTestSchema>;
-/** As stored: each variant with its id. */
-export type AbTest = Omit<AbTestInput, 'variants'> & { variants: Array<AbTestInput['variants'][number] & { id: string }> };
+/** As stored: each variant with its id, and the HTML an MJML body compiled to (never shown). */
+export type AbTest = Omit<AbTestInput, 'variants'> & { variants: Array<AbTestInput['variants'][number] & { id: string; bodyHtml?: string }> };
 
 /** An IANA time zone name ("Europe/Paris", "UTC"): a name, not an offset, that this runtime knows. */
 export const timeZoneName = z

@@ -42,7 +42,7 @@ export interface CampaignDetail {
 const abTestDto = (c: Campaign, counts?: Map<string, VariantCounts>) =>
   c.abTest && {
     ...c.abTest,
-    variants: c.abTest.variants.map((v) => ({ ...v, ...(counts ? (counts.get(v.id) ?? { sent: 0, opened: 0, clicked: 0 }) : {}) })),
+    variants: c.abTest.variants.map(({ bodyHtml: _, ...v }) => ({ ...v, ...(counts ? (counts.get(v.id) ?? { sent: 0, opened: 0, clicked: 0 }) : {}) })),
     winnerVariantId: c.abWinnerVariantId,
     phase: c.abPhase,
   };
@@ -87,7 +87,7 @@ export async function getCampaign(em: EntityManager, projectId: string, id: stri
 }
 
 /** The columns create and PUT set from the body. */
-function campaignFields(input: CampaignInput, audience: Audience, bodyHtml: string | null) {
+function campaignFields(input: CampaignInput, audience: Audience, bodyHtml: string | null, abTest: AbTest | null) {
   return {
     name: input.name,
     description: input.description ?? null,
@@ -104,9 +104,20 @@ function campaignFields(input: CampaignInput, audience: Audience, bodyHtml: stri
     audienceCondition: audience.condition,
     topicId: audience.topicId,
     tracking: input.tracking ?? null,
-    abTest: input.abTest ? { ...input.abTest, variants: input.abTest.variants.map((v, i) => ({ id: VARIANT_IDS[i], ...v })) } : null,
+    abTest,
     localTime: input.localTime ?? null,
   };
+}
+
+/** Each variant's subject and body checked as the campaign's are, an MJML body compiled: the variant keeps the HTML it is sent from. */
+async function checkedAbTest(input: CampaignInput): Promise<AbTest | null> {
+  if (!input.abTest) return null;
+  const variants: AbTest['variants'] = [];
+  for (const [i, v] of input.abTest.variants.entries()) {
+    const { bodyHtml } = await checkedContent({ subject: v.subject, body: v.body, format: input.format }, `abTest.variants.${i}.`);
+    variants.push({ id: VARIANT_IDS[i], ...v, ...(bodyHtml === null ? {} : { bodyHtml }) });
+  }
+  return { ...input.abTest, variants };
 }
 
 const invalidField = (field: string, message: string) =>
@@ -176,10 +187,11 @@ async function checkAudience(em: EntityManager, projectId: string, input: Campai
 
 export async function createCampaign(em: EntityManager, projectId: string, input: CampaignInput): Promise<Campaign> {
   const { bodyHtml } = await checkedContent(input);
+  const abTest = await checkedAbTest(input);
   const audience = await checkAudience(em, projectId, input);
   await assertVerifiedSender(em, projectId, input.from);
   await checkWaits(em, projectId, input);
-  const campaign = em.create(Campaign, { id: newId(), projectId, ...campaignFields(input, audience, bodyHtml) });
+  const campaign = em.create(Campaign, { id: newId(), projectId, ...campaignFields(input, audience, bodyHtml, abTest) });
   await em.persist(campaign).flush();
   // Read back: jsonb orders the condition's keys its own way, and the answer shows them as every later read does.
   return (await em.refresh(campaign))!;
@@ -192,6 +204,7 @@ export async function replaceCampaign(em: EntityManager, projectId: string, id: 
     throw badRequest(`A ${current.status} campaign cannot be changed`, 'CAMPAIGN_NOT_EDITABLE');
   }
   const { bodyHtml } = await checkedContent(input);
+  const abTest = await checkedAbTest(input);
   const audience = await checkAudience(em, projectId, input);
   await assertVerifiedSender(em, projectId, input.from);
   await checkWaits(em, projectId, input);
@@ -200,7 +213,7 @@ export async function replaceCampaign(em: EntityManager, projectId: string, id: 
   const changed = await em.nativeUpdate(
     Campaign,
     { projectId, id, status: { $in: ['DRAFT', 'SCHEDULED'] }, ...(input.localTime ? { scheduledFor: null } : {}) },
-    { ...campaignFields(input, audience, bodyHtml), updatedAt: new Date() },
+    { ...campaignFields(input, audience, bodyHtml, abTest), updatedAt: new Date() },
   );
   if (!changed) throw badRequest('The campaign is no longer editable', 'CAMPAIGN_NOT_EDITABLE');
   return (await em.refresh(current))!;

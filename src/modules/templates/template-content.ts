@@ -33,24 +33,25 @@ function checked(field: string, text: string, mode: 'html' | 'text'): void {
 
 /**
  * Checks what is written (a subject is a text template, a body an HTML one) and, for an MJML body,
- * compiles it: the HTML it answers is what mail is rendered from (null: the body is that HTML).
+ * compiles it: the HTML it answers is what mail is rendered from (null: the body is that HTML). Errors
+ * name `${prefix}subject` or `${prefix}body`.
  */
-export async function checkedContent(c: { subject?: string; body?: string; format: BodyFormat }): Promise<{ bodyHtml: string | null }> {
-  if (c.subject !== undefined) checked('subject', c.subject, 'text');
+export async function checkedContent(c: { subject?: string; body?: string; format: BodyFormat }, prefix = ''): Promise<{ bodyHtml: string | null }> {
+  if (c.subject !== undefined) checked(`${prefix}subject`, c.subject, 'text');
   if (c.body === undefined || c.format === 'html') {
-    if (c.body !== undefined) checked('body', c.body, 'html');
+    if (c.body !== undefined) checked(`${prefix}body`, c.body, 'html');
     return { bodyHtml: null };
   }
   // Liquid first, so its errors name lines of the source as written.
-  checked('body', c.body, 'html');
+  checked(`${prefix}body`, c.body, 'html');
   let html: string;
   try {
     html = await compileMjml(c.body);
   } catch (err) {
-    if (err instanceof MjmlError) throw invalidTemplate('body', err.message);
+    if (err instanceof MjmlError) throw invalidTemplate(`${prefix}body`, err.message);
     throw err;
   }
-  checked('body', html, 'html');
+  checked(`${prefix}body`, html, 'html');
   return { bodyHtml: html };
 }
 
