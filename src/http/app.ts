@@ -4,14 +4,13 @@ import { HttpMethodEnum, koaBody } from 'koa-body';
 import type { Logger } from 'pino';
 import type { EntityManager, Orm } from '../db/orm';
 import { accountRoutes } from '../modules/accounts';
-import { activityRoutes } from '../modules/activity';
+import { feedRoutes } from '../modules/feed';
 import { analyticsRoutes } from '../modules/analytics';
 import { securityRoutes } from '../modules/security';
 import type { SendingJudge } from '../modules/security';
 import { billingRoutes } from '../modules/billing';
 import { S3Bucket } from '../modules/uploads';
 import { contactRoutes } from '../modules/contacts';
-import { scheduleSnoozeEnd } from '../modules/contacts';
 import { domainRoutes } from '../modules/domains';
 import { webhookEndpointRoutes } from '../modules/webhooks-out';
 import { templateRoutes } from '../modules/templates';
@@ -26,7 +25,7 @@ import { consentRoutes, type ConsentDeps, requestConfirmation } from '../modules
 import { snsRoutes } from '../modules/webhooks-in';
 import { segmentRoutes } from '../modules/segments';
 import { campaignRoutes } from '../modules/campaigns';
-import { workflowRoutes } from '../modules/automations';
+import { automationRoutes } from '../modules/automations';
 import type { ActivityHub } from '../bus/contact-activity';
 import { SnsVerifier } from '../modules/webhooks-in';
 import type { Links } from '../mail/links';
@@ -117,7 +116,7 @@ export function createApp(deps: AppDeps): Koa {
     log: deps.log,
   };
   contactRoutes(router, guards, {
-    snoozed: (c) => scheduleSnoozeEnd(deps.temporal, c),
+    snoozed: (c) => deps.temporal.scheduleSnoozeEnd(c),
     hub: deps.hub,
     temporal: deps.temporal,
     confirmationNeeded: (r) =>
@@ -139,7 +138,7 @@ export function createApp(deps: AppDeps): Koa {
   snsRoutes(router, { verifier: new SnsVerifier(config.SNS_CERT_HOSTS), textBody, hub: deps.hub, judge: deps.judge, rules, topics: config.SNS_TOPIC_ARNS });
   segmentRoutes(router, guards, { temporal: deps.temporal, hub: deps.hub });
   campaignRoutes(router, guards, { temporal: deps.temporal, links: deps.links, hub: deps.hub });
-  workflowRoutes(router, guards, { temporal: deps.temporal, allowPrivateWebhooks: config.WEBHOOK_ALLOW_PRIVATE });
+  automationRoutes(router, guards, { temporal: deps.temporal, allowPrivateWebhooks: config.WEBHOOK_ALLOW_PRIVATE });
   emailRoutes(router, guards, {
     links: deps.links,
     hub: deps.hub,
@@ -164,7 +163,7 @@ export function createApp(deps: AppDeps): Koa {
   });
   domainRoutes(router, guards, { temporal: deps.temporal, resolver: deps.resolver, spfValue: config.spfValue, returnPath: config.returnPath });
   webhookEndpointRoutes(router, guards, { allowPrivate: config.WEBHOOK_ALLOW_PRIVATE });
-  activityRoutes(router, guards);
+  feedRoutes(router, guards);
   analyticsRoutes(router, guards);
   securityRoutes(router, guards, security);
   billingRoutes(router, guards, {
