@@ -38,6 +38,13 @@ const noHttpFromModules = {
   message: 'Only routes and schemas import src/http; throw from src/errors.ts, validate with src/validation.ts.',
 };
 
+// Modules start workflows through their WorkflowStarter port (src/modules/workflow-starter.ts), which main.ts wires to
+// temporal/starts.ts: importing anything under temporal/ would close the cycle with the activities, which import modules.
+const noTemporal = {
+  regex: '^((\\.\\./)+temporal(/|$)|@temporalio/)',
+  message: 'A module reaches Temporal through the WorkflowStarter port, never temporal/ or the SDK.',
+};
+
 const oneTransactionApi = [
   { selector: "CallExpression[callee.property.name='transactional']", message: 'Use transaction(em, fn) from src/db/orm.ts.' },
   { selector: "CallExpression[callee.property.name='begin'][arguments.length=0]", message: 'Use transaction(em, fn) from src/db/orm.ts.' },
@@ -84,13 +91,37 @@ export default tseslint.config(
       ],
     },
   },
-  { files: ['src/modules/*/*.ts'], rules: { 'no-restricted-imports': ['error', { patterns: [moduleInternals(1)] }] } },
-  { files: ['src/modules/*/*/**/*.ts'], rules: { 'no-restricted-imports': ['error', { patterns: [moduleInternals(2)] }] } },
-  { files: ['src/modules/*/*.ts'], ignores: MODULE_EDGE, rules: { 'no-restricted-imports': ['error', { patterns: [moduleInternals(1), noHttpFromModules] }] } },
+  { files: ['src/modules/*.ts'], rules: { 'no-restricted-imports': ['error', { patterns: [noTemporal] }] } },
+  { files: ['src/modules/*/*.ts'], rules: { 'no-restricted-imports': ['error', { patterns: [moduleInternals(1), noTemporal] }] } },
+  { files: ['src/modules/*/*/**/*.ts'], rules: { 'no-restricted-imports': ['error', { patterns: [moduleInternals(2), noTemporal] }] } },
+  {
+    files: ['src/modules/*/*.ts'],
+    ignores: MODULE_EDGE,
+    rules: { 'no-restricted-imports': ['error', { patterns: [moduleInternals(1), noTemporal, noHttpFromModules] }] },
+  },
+  {
+    // Workflow code is bundled into Temporal's sandbox and replayed: it may import the SDK's workflow API, its siblings and the
+    // workflow ids; activities, modules and every other source only as types (`import type`).
+    files: ['temporal/workflows/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              regex: '^(?!\\./|\\.\\./workflow-ids$|@temporalio/workflow$)',
+              allowTypeImports: true,
+              message: 'Workflow code imports only @temporalio/workflow, ./siblings and ../workflow-ids; anything else as `import type`.',
+            },
+          ],
+        },
+      ],
+    },
+  },
   {
     files: ['src/modules/*/*/**/*.ts'],
     ignores: MODULE_EDGE,
-    rules: { 'no-restricted-imports': ['error', { patterns: [moduleInternals(2), noHttpFromModules] }] },
+    rules: { 'no-restricted-imports': ['error', { patterns: [moduleInternals(2), noTemporal, noHttpFromModules] }] },
   },
   {
     files: BASE,

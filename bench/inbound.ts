@@ -191,7 +191,15 @@ function watchHealth(port: number): { stop(): Promise<{ ms: number[]; failed: nu
 
 async function run(index: number) {
   const mxPort = await freePort();
-  const bench = await startSendingBench({ INBOUND_SMTP_PORT: String(mxPort) }, 32);
+  // Every MTA here is this one process at one address: the per-client limits would count them as one client.
+  const bench = await startSendingBench(
+    {
+      INBOUND_SMTP_PORT: String(mxPort),
+      INBOUND_MAX_CONNECTIONS_PER_CLIENT: String(2 * CONNECTIONS),
+      INBOUND_REPORTS_PER_CLIENT_PER_HOUR: String(100 * REPORTS),
+    },
+    32,
+  );
   const db = new pg.Client({ connectionString: embeddedDatabaseUrl(bench.service.dataDir) });
   try {
     await db.connect();

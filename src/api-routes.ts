@@ -9,18 +9,18 @@ import type { Resolver } from './dns/resolver';
 import type { HttpEdge } from './http/app';
 import type { Links } from './mail/links';
 import { accountRoutes, type ProjectKeyCache } from './modules/accounts';
-import { activityRoutes } from './modules/activity';
 import { analyticsRoutes } from './modules/analytics';
-import { workflowRoutes } from './modules/automations';
+import { automationRoutes } from './modules/automations';
 import { billingRoutes } from './modules/billing';
 import { campaignRoutes } from './modules/campaigns';
 import { configRoutes } from './modules/config';
 import { consentRoutes, type ConsentDeps, requestConfirmation } from './modules/consent';
-import { contactRoutes, preferencePageRoutes, scheduleSnoozeEnd } from './modules/contacts';
+import { contactRoutes, preferencePageRoutes } from './modules/contacts';
 import { devMailboxRoutes } from './modules/dev-mailbox';
 import { domainRoutes } from './modules/domains';
 import { emailRoutes, type LocalEmailQueue, type SendBatcher, trackingRoutes } from './modules/emails';
 import { eventRoutes, TrackBatcher } from './modules/events';
+import { feedRoutes } from './modules/feed';
 import { inboundEmailRoutes } from './modules/inbound-emails';
 import { securityRoutes, type SendingJudge } from './modules/security';
 import { segmentRoutes } from './modules/segments';
@@ -74,7 +74,7 @@ export function apiRoutes(deps: ApiRouteDeps): (router: Router, edge: HttpEdge) 
       log: deps.log,
     };
     contactRoutes(router, guards, {
-      snoozed: (c) => scheduleSnoozeEnd(deps.temporal, c),
+      snoozed: (c) => deps.temporal.scheduleSnoozeEnd(c),
       hub: deps.hub,
       temporal: deps.temporal,
       confirmationNeeded: (r) =>
@@ -96,7 +96,7 @@ export function apiRoutes(deps: ApiRouteDeps): (router: Router, edge: HttpEdge) 
     snsRoutes(router, { verifier: new SnsVerifier(config.SNS_CERT_HOSTS), textBody, hub: deps.hub, judge: deps.judge, rules, topics: config.SNS_TOPIC_ARNS });
     segmentRoutes(router, guards, { temporal: deps.temporal, hub: deps.hub });
     campaignRoutes(router, guards, { temporal: deps.temporal, links: deps.links, hub: deps.hub });
-    workflowRoutes(router, guards, { temporal: deps.temporal, allowPrivateWebhooks: config.WEBHOOK_ALLOW_PRIVATE });
+    automationRoutes(router, guards, { temporal: deps.temporal, allowPrivateWebhooks: config.WEBHOOK_ALLOW_PRIVATE });
     emailRoutes(router, guards, {
       links: deps.links,
       hub: deps.hub,
@@ -121,7 +121,7 @@ export function apiRoutes(deps: ApiRouteDeps): (router: Router, edge: HttpEdge) 
     });
     domainRoutes(router, guards, { temporal: deps.temporal, resolver: deps.resolver, spfValue: config.spfValue, returnPath: config.returnPath });
     webhookEndpointRoutes(router, guards, { allowPrivate: config.WEBHOOK_ALLOW_PRIVATE });
-    activityRoutes(router, guards);
+    feedRoutes(router, guards);
     analyticsRoutes(router, guards);
     securityRoutes(router, guards, security);
     billingRoutes(router, guards, {

@@ -48,7 +48,7 @@ import { WEBHOOK_DELIVERIES_CHANNEL } from './modules/webhooks-out';
 import { AutomationRuntime } from './modules/automations';
 import { connectTemporal, ensureSearchAttributes, type TemporalClient } from '../temporal/client';
 import { startDevServer } from '@postbox/temporal-devserver';
-import { dispatcherWaker, ensureStandingWorkflows, stopOwnDispatchers } from '../temporal/maintenance';
+import { dispatcherWaker, ensureStandingWorkflows, stopOwnDispatchers } from '../temporal/standing-workflows';
 import { campaignChunkQueue, workflowIds } from '../temporal/workflow-ids';
 import { type RunningWorker, startWorker } from '../temporal/worker';
 

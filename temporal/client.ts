@@ -2,9 +2,12 @@ import { Client, Connection, type WorkflowClientInterceptor } from '@temporalio/
 import type { Logger } from 'pino';
 import { temporal } from '@temporalio/proto';
 import type { Metrics } from '../src/metrics';
+import type { WorkflowStarter } from '../src/modules/workflow-starter';
+import { workflowStarter } from './starts';
 import { searchAttributes } from './workflow-ids';
 
-export interface TemporalClient {
+/** The connection, and the typed starts every module asks for (the WorkflowStarter port, from ./starts). */
+export interface TemporalClient extends WorkflowStarter {
   client: Client;
   connection: Connection;
   namespace: string;
@@ -37,6 +40,7 @@ export async function connectTemporal(opts: { address: string; namespace: string
   const connection = await Connection.connect({ address: opts.address });
   const client = new Client({ connection, namespace: opts.namespace, interceptors: { workflow: opts.metrics ? [countStarts(opts.metrics)] : [] } });
   return {
+    ...workflowStarter(client, opts.taskQueue),
     client,
     connection,
     namespace: opts.namespace,

@@ -4,16 +4,16 @@ import { RateLimitKeyWindowSchema } from '../db/rate-limit-key-windows.entity';
 import { RateLimitWindowSchema } from '../db/rate-limit-windows.entity';
 import { InboundReportSchema } from '../inbound/inbound-reports.entity';
 import { accountEntities } from './accounts';
-import { ActivityCountDailySchema, ActivityCountDeltaSchema, ActivityCountSchema } from './activity';
+import { ActivityCountDailySchema, ActivityCountDeltaSchema, ActivityCountSchema } from './feed';
 import {
   AutomationOutboxEntrySchema,
-  WorkflowEntrySchema,
-  WorkflowExecutionSchema,
-  WorkflowExecutionStepSchema,
-  WorkflowSchema,
-  WorkflowStepSchema,
-  WorkflowTransitionSchema,
-  WorkflowWaitSchema,
+  AutomationEntrySchema,
+  AutomationExecutionSchema,
+  AutomationExecutionStepSchema,
+  AutomationSchema,
+  AutomationStepSchema,
+  AutomationTransitionSchema,
+  AutomationWaitSchema,
 } from './automations';
 import { ProcessedStripeEventSchema, ProjectBillingSchema } from './billing';
 import { CampaignSchema } from './campaigns';
@@ -70,11 +70,11 @@ export const entities: EntitySchema[] = [
   TopicSchema,
   WebhookDeliverySchema,
   WebhookEndpointSchema,
-  WorkflowSchema,
-  WorkflowStepSchema,
-  WorkflowTransitionSchema,
-  WorkflowEntrySchema,
-  WorkflowExecutionSchema,
-  WorkflowExecutionStepSchema,
-  WorkflowWaitSchema,
+  AutomationSchema,
+  AutomationStepSchema,
+  AutomationTransitionSchema,
+  AutomationEntrySchema,
+  AutomationExecutionSchema,
+  AutomationExecutionStepSchema,
+  AutomationWaitSchema,
 ];

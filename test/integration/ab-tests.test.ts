@@ -244,7 +244,7 @@ test('variants are templates too: Liquid checked when written, an MJML variant c
   const abTest = { testPercent: 50, waitMinutes: 10080, winnerCriteria: 'manual' };
   const broken = await svc.api.post(
     '/campaigns',
-    { name: 'x', subject: 's', body: 'b', from, audienceType: 'ALL', abTest: { ...abTest, variants: [{}, { body: '<p>{% if vip %}VIP</p>' }] } },
+    { name: 'refused', subject: 's', body: 'b', from, audienceType: 'ALL', abTest: { ...abTest, variants: [{}, { body: '<p>{% if vip %}VIP</p>' }] } },
     key,
   );
   expect(broken.status).toBe(422);
@@ -253,7 +253,7 @@ test('variants are templates too: Liquid checked when written, an MJML variant c
   const badMjml = await svc.api.post(
     '/campaigns',
     {
-      name: 'x',
+      name: 'refused',
       subject: 's',
       body: '<mjml><mj-body><mj-section><mj-column><mj-text>Plain</mj-text></mj-column></mj-section></mj-body></mjml>',
       format: 'mjml',
@@ -265,7 +265,7 @@ test('variants are templates too: Liquid checked when written, an MJML variant c
   );
   expect(badMjml.status).toBe(422);
   expect(badMjml.body.error.errors[0].field).toBe('abTest.variants.1.body');
-  expect((await dbQuery(svc.databaseUrl, 'SELECT count(*)::int AS n FROM campaigns WHERE name = $1', ['x']))[0].n).toBe(0);
+  expect((await dbQuery(svc.databaseUrl, 'SELECT count(*)::int AS n FROM campaigns WHERE name = $1', ['refused']))[0].n).toBe(0);
 
   const mjml = (text: string) => `<mjml><mj-body><mj-section><mj-column><mj-text>${text}</mj-text></mj-column></mj-section></mj-body></mjml>`;
   const res = await svc.api.post(

@@ -1,4 +1,4 @@
-import { foldActivityCounts } from '../../src/modules/activity/activity-counts';
+import { foldFeedCounts } from '../../src/modules/feed/feed-counts';
 import { dbQuery } from '../setup/db';
 import { type Account, createAccount, startTestService, type TestService } from '../setup/service';
 
@@ -158,7 +158,7 @@ describe('GET /contacts', () => {
     await svc.api.post('/v1/track', { email: 'tracked@count.test', event: 'x' }, { key: p.acct.project.publicKey });
     expect((await svc.api.get('/contacts', p.key)).body.total).toBe(6);
     // Folded or pending, the deltas add up to the same total.
-    await foldActivityCounts(svc.orm.em.fork());
+    await foldFeedCounts(svc.orm.em.fork());
     const [{ pending }] = await dbQuery(svc.databaseUrl, 'SELECT count(*)::int AS pending FROM contact_count_deltas WHERE project_id = $1', [
       p.acct.project.id,
     ]);
@@ -175,7 +175,7 @@ describe('GET /contacts', () => {
     const [{ n }] = await dbQuery(svc.databaseUrl, 'SELECT count(*)::int AS n FROM contacts WHERE project_id = $1', [p.acct.project.id]);
     expect(n).toBe(103);
     expect((await svc.api.get('/contacts', p.key)).body.total).toBe(103);
-    await foldActivityCounts(svc.orm.em.fork());
+    await foldFeedCounts(svc.orm.em.fork());
     expect((await svc.api.get('/contacts', p.key)).body.total).toBe(103);
   });
 

@@ -1,4 +1,4 @@
-import { foldActivityCounts } from '../../src/modules/activity/activity-counts';
+import { foldFeedCounts } from '../../src/modules/feed/feed-counts';
 import { dbQuery } from '../setup/db';
 import { mailedToken } from '../setup/mailbox';
 import { type Account, createAccount, startTestService, type TestService } from '../setup/service';
@@ -63,7 +63,7 @@ test('reset wipes the data and cancels the running workflows; the project, its k
     expect.arrayContaining(['contacts', 'contact_topics', 'events', 'segments', 'topics', 'workflows', 'workflow_executions']),
   );
 
-  await foldActivityCounts(svc.orm.em.fork()); // counts already folded into the hourly and daily tables must go too
+  await foldFeedCounts(svc.orm.em.fork()); // counts already folded into the hourly and daily tables must go too
   const res = await svc.api.post(`/users/@me/projects/${acct.project.id}/reset`, {}, { cookie: acct.cookie });
   expect(res.status).toBe(200);
   expect(res.body).toMatchObject({ id: acct.project.id, reset: true, cancelledWorkflows: expect.any(Number) });
@@ -72,7 +72,7 @@ test('reset wipes the data and cancels the running workflows; the project, its k
   // The event counts fall to zero with the events, folded or not; accepted-email usage would stay.
   const key = { key: acct.project.secretKey };
   expect((await svc.api.get('/activity/types', key)).body.data).toEqual([]);
-  await foldActivityCounts(svc.orm.em.fork());
+  await foldFeedCounts(svc.orm.em.fork());
   expect((await svc.api.get('/activity/types', key)).body.data).toEqual([]);
   expect((await svc.api.get('/events/stats', key)).body).toMatchObject({ totalEvents: 0, uniqueEventNames: 0 });
   await eventually(async () => (await statusOf(`segment:${segmentId}`)) !== 'RUNNING' && (await statusOf(`automation:${executionId}`)) !== 'RUNNING');

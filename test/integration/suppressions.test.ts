@@ -9,7 +9,6 @@ import path from 'node:path';
 import { freePort } from '../../src/db/embedded-postgres';
 import { ZoneDnsServer } from '../../src/dns/zone-server';
 import { parseInboundReport } from '../../src/inbound/bounce-report';
-import { startCampaignWorkflow } from '../../src/modules/campaigns/campaign-send';
 import { startCampaignSend } from '../../src/modules/campaigns/campaigns.service';
 import { dbQuery } from '../setup/db';
 import { publishReturnPath, verifiedDomain } from '../setup/sender';
@@ -204,7 +203,7 @@ test('a complaint through the MX lists the address; re-subscribed, a campaign le
   expect(await startCampaignSend(svc.orm.em.fork(), c.id)).toEqual({ proceed: true, recipients: 2 });
   await svc.api.post('/suppressions', { emails: [`later@${p.domain}`] }, p.key);
   attempted.length = 0;
-  await startCampaignWorkflow(svc.temporal, { id: c.id, projectId: p.acct.project.id, scheduledFor: null });
+  await svc.temporal.startCampaignWorkflow({ id: c.id, projectId: p.acct.project.id, scheduledFor: null });
   await until(async () => ((await svc.api.get(`/campaigns/${c.id}`, p.key)).body.status === 'SENT' ? true : undefined), 30_000, 'the campaign sent');
   expect(attempted.filter((a) => a.endsWith(`@${p.domain}`))).toEqual([`reader@${p.domain}`]);
   const rows = await dbQuery<{ to_email: string; status: string }>(

@@ -1,5 +1,4 @@
 import { ZoneDnsServer } from '../../src/dns/zone-server';
-import { startCampaignWorkflow } from '../../src/modules/campaigns/campaign-send';
 import { startCampaignSend } from '../../src/modules/campaigns/campaigns.service';
 import { dbQuery } from '../setup/db';
 import { verifiedDomain } from '../setup/sender';
@@ -289,7 +288,7 @@ describe('targeting a topic', () => {
     await dbQuery(svc.databaseUrl, `UPDATE campaigns SET status = 'SCHEDULED' WHERE id = $1`, [c.id]);
     expect(await startCampaignSend(svc.orm.em.fork(), c.id)).toEqual({ proceed: true, recipients: 2 });
     await a.setTopics(leaves, { [news]: false });
-    await startCampaignWorkflow(svc.temporal, { id: c.id, projectId: a.acct.project.id, scheduledFor: null });
+    await svc.temporal.startCampaignWorkflow({ id: c.id, projectId: a.acct.project.id, scheduledFor: null });
     await until(async () => ((await svc.api.get(`/campaigns/${c.id}`, a.key)).body.status === 'SENT' ? true : undefined));
     await smtp.waitFor(1);
     expect(recipients(smtp.received, a.domain)).toEqual([`stays@${a.domain}`]);

@@ -6,7 +6,7 @@ import type { StepType } from '../../src/modules/automations/automations.schemas
 import type { StepOutcome, WaitEnd } from '../../src/modules/automations/automation-runtime';
 import { workflowIds } from '../../temporal/workflow-ids';
 import { automationWorkflow } from '../../temporal/workflows';
-import { type AutomationEvent, automationEventSignal } from '../../temporal/workflows/automation';
+import { type AutomationEvent, automationEventSignal } from '../../temporal/workflows/automation.workflow';
 import { DAY, eventually, type MockActivities, runsOf, uid, withWorkers, workflowTestEnv } from './env';
 
 const t = workflowTestEnv();

@@ -4,7 +4,7 @@ import { CancelledFailure } from '@temporalio/common';
 import type { CampaignChunk } from '../../src/delivery';
 import { campaignChunkQueue, workflowIds } from '../../temporal/workflow-ids';
 import { campaignSendWorkflow } from '../../temporal/workflows';
-import { abWinnerChosenSignal, rescheduleUpdate, type CampaignSendInput } from '../../temporal/workflows/campaign-send';
+import { abWinnerChosenSignal, rescheduleUpdate, type CampaignSendInput } from '../../temporal/workflows/campaign-send.workflow';
 import { DAY, eventually, gate, HOUR, type HistoryEvent, type MockActivities, runsOf, scheduledAt, uid, withWorkers, workflowTestEnv } from './env';
 
 const t = workflowTestEnv();

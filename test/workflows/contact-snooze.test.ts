@@ -1,6 +1,6 @@
 import { workflowIds } from '../../temporal/workflow-ids';
 import { contactSnoozeWorkflow } from '../../temporal/workflows';
-import { snoozeUntilSignal } from '../../temporal/workflows/contact-snooze';
+import { snoozeUntilSignal } from '../../temporal/workflows/contact-snooze.workflow';
 import { DAY, type MockActivities, scheduledAt, uid, withWorkers, workflowTestEnv } from './env';
 
 const t = workflowTestEnv();

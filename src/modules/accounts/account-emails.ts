@@ -1,13 +1,10 @@
 import crypto from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from 'pino';
-import { newId } from '../../db/ids';
 import { transaction } from '../../db/orm';
 import { badRequest } from '../../errors';
 import type { Mailer } from '../../mail/transport';
-import type { TemporalClient } from '../../../temporal/client';
-import { workflowIds } from '../../../temporal/workflow-ids';
-import { accountEmailWorkflow } from '../../../temporal/workflows/account-email';
+import type { WorkflowStarter } from '../workflow-starter';
 import { AuthToken, Project, type Role, User } from './accounts.entity';
 import { useToken } from './accounts.queries';
 import { getUser, signup } from './accounts.service';
@@ -28,16 +25,12 @@ const hashToken = (token: string) => crypto.createHash('sha256').update(token).d
  * process that holds the SMTP transport), retried until the SMTP server accepts it. The token is made
  * by the activity, so it appears nowhere but in the mail: not in the request, not in workflow history.
  */
-export async function queueAccountEmail(temporal: TemporalClient, email: AccountEmail): Promise<void> {
-  await temporal.client.workflow.start(accountEmailWorkflow, {
-    workflowId: workflowIds.accountEmail(newId()),
-    taskQueue: temporal.taskQueue,
-    args: [email],
-  });
+export async function queueAccountEmail(temporal: WorkflowStarter, email: AccountEmail): Promise<void> {
+  await temporal.queueAccountEmail(email);
 }
 
 /** `POST /auth/signup`: the account created, then its verification mail queued; signing up never depends on the mail. */
-export async function signupAndVerify(em: EntityManager, temporal: TemporalClient, log: Logger, email: string, password: string): Promise<User> {
+export async function signupAndVerify(em: EntityManager, temporal: WorkflowStarter, log: Logger, email: string, password: string): Promise<User> {
   const user = await signup(em, email, password);
   await queueAccountEmail(temporal, { userId: user.id, purpose: 'verify_email' }).catch((err) =>
     log.warn({ err, userId: user.id }, 'could not queue the verification email'),
@@ -46,14 +39,14 @@ export async function signupAndVerify(em: EntityManager, temporal: TemporalClien
 }
 
 /** `POST /auth/request-verification`: the verification mail queued again, or 400 ALREADY_VERIFIED. */
-export async function requestVerification(em: EntityManager, temporal: TemporalClient, userId: string): Promise<void> {
+export async function requestVerification(em: EntityManager, temporal: WorkflowStarter, userId: string): Promise<void> {
   const user = await getUser(em, userId);
   if (user.emailVerified) throw badRequest('This email address is already verified', 'ALREADY_VERIFIED');
   await queueAccountEmail(temporal, { userId: user.id, purpose: 'verify_email' });
 }
 
 /** `POST /auth/request-password-reset`: a reset mail queued when the address has an account; nothing otherwise. */
-export async function requestPasswordReset(em: EntityManager, temporal: TemporalClient, email: string): Promise<void> {
+export async function requestPasswordReset(em: EntityManager, temporal: WorkflowStarter, email: string): Promise<void> {
   const userId = await userIdByEmail(em, email);
   if (userId) await queueAccountEmail(temporal, { userId, purpose: 'reset_password' });
 }
@@ -64,7 +57,7 @@ export async function requestPasswordReset(em: EntityManager, temporal: Temporal
  */
 export async function inviteMemberByEmail(
   em: EntityManager,
-  temporal: TemporalClient,
+  temporal: WorkflowStarter,
   log: Logger,
   projectId: string,
   actor: { userId: string; role: Role },

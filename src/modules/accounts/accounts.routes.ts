@@ -7,7 +7,7 @@ import { forbidden } from '../../errors';
 import type { Guards } from '../../http/guards';
 import { deletedResponse, okResponse } from '../../http/responses';
 import { uuidPath } from '../../validation';
-import type { TemporalClient } from '../../../temporal/client';
+import type { WorkflowStarter } from '../workflow-starter';
 import { inviteMemberByEmail, requestPasswordReset, requestVerification, resetPassword, signupAndVerify, verifyEmail } from './account-emails';
 import { changeRole, listMembers, removeMember } from './members.service';
 import { deleteProject, resetProject } from './project-lifecycle';
@@ -34,7 +34,7 @@ export interface AccountSettings {
   disableSignup: boolean;
   /** Called after a project's keys or status changed, before the response. */
   projectChanged(projectId: string): void;
-  temporal: TemporalClient;
+  temporal: WorkflowStarter;
 }
 
 const auth = 'Auth';

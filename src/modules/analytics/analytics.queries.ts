@@ -1,6 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { sql } from '../../db/orm';
-import type { TOP_CAMPAIGN_METRICS } from '../activity';
+import type { TOP_CAMPAIGN_METRICS } from '../feed';
 
 // The analytics module's hand-written SQL: each statement says why the EntityManager does not make it.
 // They read the campaigns module's table for its counters; its entity stays that module's own.

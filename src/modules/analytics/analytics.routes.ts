@@ -1,8 +1,8 @@
 import type Router from '@koa/router';
 import { endpoint } from '../../http/endpoint';
 import type { Guards } from '../../http/guards';
-import { campaignStatsQuery, topCampaignsQuery, topEventsQuery, windowQuery } from '../activity';
-import { chartWindow } from '../activity';
+import { campaignStatsQuery, topCampaignsQuery, topEventsQuery, windowQuery } from '../feed';
+import { chartWindow } from '../feed';
 import { campaignStats, mailTimeseries, topCampaigns, topEvents } from './analytics.service';
 
 const tag = 'Analytics';

@@ -1,8 +1,8 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { notFound } from '../../errors';
-import { countsBetween, DAY_MS, sumByName } from '../activity';
-import { type ChartWindow, eventSeries } from '../activity';
-import type { TOP_CAMPAIGN_METRICS } from '../activity';
+import { countsBetween, DAY_MS, sumByName } from '../feed';
+import { type ChartWindow, eventSeries } from '../feed';
+import type { TOP_CAMPAIGN_METRICS } from '../feed';
 import { isReservedEventName } from '../events';
 import { campaignStatsPage, campaignStatsRow, type CampaignStatsRow, campaignTotals, topCampaignRows } from './analytics.queries';
 

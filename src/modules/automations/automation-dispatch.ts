@@ -1,22 +1,14 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Logger } from 'pino';
-import type { TemporalClient } from '../../../temporal/client';
-import { workflowIds } from '../../../temporal/workflow-ids';
-import { automationEventSignal } from '../../../temporal/workflows/automation';
+import type { AutomationEvent, WorkflowStarter } from '../workflow-starter';
 import type { QueueSignal } from '../../db/work-queue';
 import { AutomationOutboxEntry } from './automation-outbox.entity';
 import { claimOutbox, outboxNextDue, stillWaiting } from './automations.queries';
 import { startExecution } from './executions.service';
-import { Workflow } from './workflows.entity';
+import { Automation } from './automations.entity';
 
 /** NOTIFYed by the events trigger when it routes an event to automations (see the automations migration). */
 export const AUTOMATION_OUTBOX_CHANNEL = 'postbox_automation_outbox';
-
-export interface AutomationEvent {
-  id: string;
-  name: string;
-  data: Record<string, unknown>;
-}
 
 const CLAIM_SECONDS = 60;
 const BATCH = 200;
@@ -29,7 +21,7 @@ const CONCURRENCY = 32;
  * SKIP LOCKED, and deleted once handled, so nothing is lost when a process dies in between.
  */
 export class AutomationDispatcher {
-  constructor(private readonly deps: { orm: MikroORM; temporal: TemporalClient; queue: QueueSignal; log: Logger }) {}
+  constructor(private readonly deps: { orm: MikroORM; temporal: WorkflowStarter; queue: QueueSignal; log: Logger }) {}
 
   /** Handles the outbox until it has been empty for `idleMs` (or `maxMs` passed); then says when a claimed row expires. */
   async drain(opts: {
@@ -73,7 +65,7 @@ export class AutomationDispatcher {
   /** A disabled (or deleted) workflow starts nothing; re-entry rules are applied by startExecution. */
   private async start(row: AutomationOutboxEntry): Promise<boolean> {
     const em = this.deps.orm.em.fork();
-    const w = await em.findOne(Workflow, { projectId: row.projectId, id: row.workflowId!, enabled: true });
+    const w = await em.findOne(Automation, { projectId: row.projectId, id: row.workflowId!, enabled: true });
     if (!w) return false;
     const x = await startExecution(em, this.deps.temporal, w, {
       contactId: row.contactId,
@@ -86,12 +78,6 @@ export class AutomationDispatcher {
   /** Signals the waiting execution (false if it has ended meanwhile). */
   private async wake(row: AutomationOutboxEntry): Promise<boolean> {
     const event: AutomationEvent = { id: row.eventId, name: row.eventName, data: row.eventData };
-    try {
-      await this.deps.temporal.client.workflow.getHandle(workflowIds.automation(row.executionId!)).signal(automationEventSignal, event);
-      return true;
-    } catch (err) {
-      if ((err as Error).name === 'WorkflowNotFoundError') return false;
-      throw err;
-    }
+    return this.deps.temporal.signalAutomationEvent(row.executionId!, event);
   }
 }

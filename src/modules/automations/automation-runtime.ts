@@ -24,7 +24,7 @@ import { callWebhook, WebhookError } from '../../net/guarded-http';
 import { conditionFilter, type Definition } from './automations.service';
 import { beginStepRun, closeWait, endExecution, mergeContext, recordTriggerRun, setResumeAt } from './automations.queries';
 import { type ExecutionStatus, UNIT_SECONDS } from './automations.schemas';
-import { WorkflowExecution, WorkflowExecutionStep, WorkflowWait } from './executions.entity';
+import { AutomationExecution, AutomationExecutionStep, AutomationWait } from './executions.entity';
 
 export interface RuntimeDeps {
   orm: MikroORM;
@@ -86,7 +86,7 @@ export class AutomationRuntime {
    * The execution, after recording the end of the wait it leaves (`closed`), in one statement. An
    * execution not there yet may belong to a transaction that has not committed: wait for it once.
    */
-  private async execution(executionId: string, closed?: WaitEnd): Promise<WorkflowExecution | undefined> {
+  private async execution(executionId: string, closed?: WaitEnd): Promise<AutomationExecution | undefined> {
     const read = async () =>
       closed
         ? closeWait(
@@ -96,7 +96,7 @@ export class AutomationRuntime {
             { outcome: closed.outcome, ...(closed.event ? { eventId: closed.event.id } : {}) },
             closed.event ? { ...closed.event.data, lastEvent: { id: closed.event.id, name: closed.event.name } } : {},
           )
-        : ((await this.em().findOne(WorkflowExecution, executionId)) ?? undefined);
+        : ((await this.em().findOne(AutomationExecution, executionId)) ?? undefined);
     return readAfterCommit(this.deps.orm.em, executionCommitKey(executionId), read);
   }
 
@@ -109,21 +109,21 @@ export class AutomationRuntime {
     return { status: x.status, definition: x.definition };
   }
 
-  private async beginStep(x: WorkflowExecution, stepId: string, type: string, seq: number, status: 'RUNNING' | 'WAITING'): Promise<string> {
+  private async beginStep(x: AutomationExecution, stepId: string, type: string, seq: number, status: 'RUNNING' | 'WAITING'): Promise<string> {
     const id = derivedId(x.id, seq, 'step');
     await beginStepRun(this.em(), { id, executionId: x.id, stepId, type, status });
     return id;
   }
 
   private async endStep(stepRunId: string, status: 'COMPLETED' | 'SKIPPED' | 'FAILED', output: object): Promise<void> {
-    await this.em().nativeUpdate(WorkflowExecutionStep, { id: stepRunId }, { status, output, error: null, completedAt: new Date() });
+    await this.em().nativeUpdate(AutomationExecutionStep, { id: stepRunId }, { status, output, error: null, completedAt: new Date() });
   }
 
-  private async contact(em: EntityManager, x: WorkflowExecution): Promise<StepContact | null> {
+  private async contact(em: EntityManager, x: AutomationExecution): Promise<StepContact | null> {
     return em.findOne(ContactSchema, { projectId: x.projectId, id: x.contactId });
   }
 
-  private vars(x: WorkflowExecution, c: StepContact) {
+  private vars(x: AutomationExecution, c: StepContact) {
     return templateVariables({ contact: { id: c.id, email: c.email, data: c.data }, values: x.context, links: this.deps.links.contactLinks(c.id) });
   }
 
@@ -140,7 +140,7 @@ export class AutomationRuntime {
     return outcome;
   }
 
-  private async step(x: WorkflowExecution, stepId: string, seq: number): Promise<StepOutcome> {
+  private async step(x: AutomationExecution, stepId: string, seq: number): Promise<StepOutcome> {
     const step = x.definition.steps.find((s) => s.id === stepId);
     if (!step) throw new Error(`step ${stepId} is not in the execution's definition`);
     const run = await this.beginStep(x, step.id, step.type, seq, 'RUNNING');
@@ -168,7 +168,7 @@ export class AutomationRuntime {
     }
   }
 
-  private async condition(x: WorkflowExecution, config: Record<string, unknown>): Promise<boolean> {
+  private async condition(x: AutomationExecution, config: Record<string, unknown>): Promise<boolean> {
     const { filter, scope } = conditionFilter(config);
     const tree = { logic: 'AND' as const, groups: [{ filters: [filter] }] };
     const now = Date.now();
@@ -192,7 +192,7 @@ export class AutomationRuntime {
   }
 
   /** Queues the template, rendered with the contact's data and the execution's context. MARKETING mail honours subscription. */
-  private async sendEmail(x: WorkflowExecution, config: Record<string, unknown>, seq: number) {
+  private async sendEmail(x: AutomationExecution, config: Record<string, unknown>, seq: number) {
     const em = this.em();
     const template = await em.findOne(TemplateSchema, { projectId: x.projectId, id: config.templateId as string });
     if (!template) throw new Error('the template of this step no longer exists');
@@ -259,7 +259,7 @@ export class AutomationRuntime {
     return out;
   }
 
-  private async updateContact(x: WorkflowExecution, config: Record<string, unknown>) {
+  private async updateContact(x: AutomationExecution, config: Record<string, unknown>) {
     const action = config.subscriptionAction as 'none' | 'subscribe' | 'unsubscribe' | undefined;
     const updates = config.updates as Record<string, unknown> | undefined;
     const result = await updateContact(this.em(), x.projectId, x.contactId, {
@@ -282,7 +282,7 @@ export class AutomationRuntime {
     await setResumeAt(this.em(), x.id, run, waitSeconds);
     if (eventName) {
       // A retried activity registers the same wait again.
-      await this.em().upsert(WorkflowWait, { executionId: x.id, projectId: x.projectId, contactId: x.contactId, eventName, createdAt: new Date() });
+      await this.em().upsert(AutomationWait, { executionId: x.id, projectId: x.projectId, contactId: x.contactId, eventName, createdAt: new Date() });
     }
   }
 
@@ -331,7 +331,7 @@ export class AutomationRuntime {
     } catch (err) {
       const retryable = err instanceof WebhookError ? err.retryable : true;
       if (err instanceof WebhookError && err.detail) this.deps.log.warn({ executionId: x.id, detail: err.detail }, `WEBHOOK step refused: ${err.message}`);
-      await this.em().nativeUpdate(WorkflowExecutionStep, { id: run }, { error: (err as Error).message });
+      await this.em().nativeUpdate(AutomationExecutionStep, { id: run }, { error: (err as Error).message });
       throw Object.assign(new Error((err as Error).message), { retryable });
     }
   }
@@ -342,7 +342,7 @@ export class AutomationRuntime {
     const em = this.em();
     await endExecution(em, executionId, status, error ?? null);
     if (status === 'FAILED' || status === 'CANCELLED') {
-      await em.nativeUpdate(WorkflowExecutionStep, { executionId, status: { $in: ['RUNNING', 'WAITING'] } }, { status, completedAt: new Date() });
+      await em.nativeUpdate(AutomationExecutionStep, { executionId, status: { $in: ['RUNNING', 'WAITING'] } }, { status, completedAt: new Date() });
     }
   }
 }

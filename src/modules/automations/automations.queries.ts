@@ -1,7 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { sql } from '../../db/orm';
 import { AutomationOutboxEntry } from './automation-outbox.entity';
-import { WorkflowExecution } from './executions.entity';
+import { AutomationExecution } from './executions.entity';
 
 /**
  * The automations module's hand-written SQL: statements that must stay one atomic, set-based
@@ -10,12 +10,12 @@ import { WorkflowExecution } from './executions.entity';
  */
 
 // Aggregate: both counts of every listed workflow in one grouped scan.
-export async function executionCounts(em: EntityManager, workflowIds: string[]): Promise<Map<string, { active: number; total: number }>> {
+export async function executionCounts(em: EntityManager, automationIds: string[]): Promise<Map<string, { active: number; total: number }>> {
   const rows = await sql<{ workflow_id: string; active: number; total: number }>(
     em,
     `SELECT workflow_id, (count(*) FILTER (WHERE status IN ('RUNNING', 'WAITING')))::int AS active, count(*)::int AS total
        FROM workflow_executions WHERE workflow_id = ANY(?::uuid[]) GROUP BY workflow_id`,
-    [workflowIds],
+    [automationIds],
   );
   return new Map(rows.map((r) => [r.workflow_id, { active: r.active, total: r.total }]));
 }
@@ -58,7 +58,7 @@ export async function closeWait(
   stepRunId: string,
   output: Record<string, unknown>,
   context: Record<string, unknown>,
-): Promise<WorkflowExecution | undefined> {
+): Promise<AutomationExecution | undefined> {
   const [row] = await sql(
     em,
     `WITH w AS (DELETE FROM workflow_waits WHERE execution_id = ?),
@@ -68,7 +68,7 @@ export async function closeWait(
      WHERE id = ? RETURNING *`,
     [executionId, JSON.stringify(output), stepRunId, JSON.stringify(context), executionId],
   );
-  return row ? em.map(WorkflowExecution, row) : undefined;
+  return row ? em.map(AutomationExecution, row) : undefined;
 }
 
 // Idempotent and atomic: the TRIGGER step's run is recorded once (ON CONFLICT DO NOTHING) as the execution moves to it.

@@ -1,7 +1,7 @@
 import type Router from '@koa/router';
 import type { Context } from 'koa';
 import { z } from 'zod';
-import type { TemporalClient } from '../../../temporal/client';
+import type { WorkflowStarter } from '../workflow-starter';
 import { endpoint } from '../../http/endpoint';
 import type { Guards } from '../../http/guards';
 import { deletedResponse } from '../../http/responses';
@@ -11,7 +11,7 @@ import {
   conditionFieldsResponse,
   createStepSchema,
   createTransitionSchema,
-  createWorkflowSchema,
+  createAutomationSchema,
   deleteStepQuery,
   executionDetailResponse,
   executionListQuery,
@@ -20,41 +20,41 @@ import {
   stepResponse,
   transitionResponse,
   updateStepSchema,
-  updateWorkflowSchema,
-  workflowListResponse,
-  workflowResponse,
+  updateAutomationSchema,
+  automationListResponse,
+  automationResponse,
 } from './automations.schemas';
 import {
   addStep,
   addTransition,
   conditionFields,
-  createWorkflow,
+  createAutomation,
   deleteStep,
   deleteTransition,
-  deleteWorkflow,
-  getWorkflow,
-  listWorkflows,
+  deleteAutomation,
+  getAutomation,
+  listAutomations,
   toStepDto,
   toTransitionDto,
   updateStep,
-  updateWorkflow,
-  workflowDto,
+  updateAutomation,
+  automationDto,
 } from './automations.service';
 
 const tag = 'Workflows';
 const NOT_FOUND = { 404: 'No such workflow in the project' };
 const STEP_ERRORS = { 400: 'The config does not fit the step type, or the change would break the graph', 404: 'No such workflow or step' };
 
-export function workflowRoutes(router: Router, g: Guards, deps: { temporal: TemporalClient; allowPrivateWebhooks: boolean }): void {
-  const workflowOf = (ctx: Context, id: string) => getWorkflow(ctx.state.em, ctx.state.project!.id, id);
+export function automationRoutes(router: Router, g: Guards, deps: { temporal: WorkflowStarter; allowPrivateWebhooks: boolean }): void {
+  const automationOf = (ctx: Context, id: string) => getAutomation(ctx.state.em, ctx.state.project!.id, id);
 
   router.get(
     '/workflows',
     g.secret,
     endpoint(
-      { tag, summary: 'List workflows with their execution counts', responses: { 200: workflowListResponse.describe('Every workflow of the project') } },
+      { tag, summary: 'List workflows with their execution counts', responses: { 200: automationListResponse.describe('Every workflow of the project') } },
       async (ctx) => {
-        ctx.body = { data: await listWorkflows(ctx.state.em, ctx.state.project!.id) };
+        ctx.body = { data: await listAutomations(ctx.state.em, ctx.state.project!.id) };
       },
     ),
   );
@@ -82,13 +82,13 @@ export function workflowRoutes(router: Router, g: Guards, deps: { temporal: Temp
         tag,
         summary: 'Create a workflow (EVENT-triggered, disabled)',
         description: 'Give the trigger event as `triggerConfig.eventName` (or `eventName`). The workflow starts with its TRIGGER step.',
-        body: createWorkflowSchema,
-        responses: { 201: workflowResponse.describe('The new workflow') },
+        body: createAutomationSchema,
+        responses: { 201: automationResponse.describe('The new workflow') },
       },
       async (ctx, input) => {
-        const w = await createWorkflow(ctx.state.em, ctx.state.project!.id, input.body());
+        const w = await createAutomation(ctx.state.em, ctx.state.project!.id, input.body());
         ctx.status = 201;
-        ctx.body = await workflowDto(ctx.state.em, w);
+        ctx.body = await automationDto(ctx.state.em, w);
       },
     ),
   );
@@ -101,11 +101,11 @@ export function workflowRoutes(router: Router, g: Guards, deps: { temporal: Temp
         tag,
         summary: 'Get a workflow with its steps and transitions',
         params: { id: uuidPath },
-        responses: { 200: workflowResponse.describe('The workflow') },
+        responses: { 200: automationResponse.describe('The workflow') },
         errors: NOT_FOUND,
       },
       async (ctx, input) => {
-        ctx.body = await workflowDto(ctx.state.em, await workflowOf(ctx, input.param('id')));
+        ctx.body = await automationDto(ctx.state.em, await automationOf(ctx, input.param('id')));
       },
     ),
   );
@@ -118,13 +118,13 @@ export function workflowRoutes(router: Router, g: Guards, deps: { temporal: Temp
         tag,
         summary: 'Update a workflow’s name, trigger, enabled or allowReentry',
         params: { id: uuidPath },
-        body: updateWorkflowSchema,
-        responses: { 200: workflowResponse.describe('The updated workflow') },
+        body: updateAutomationSchema,
+        responses: { 200: automationResponse.describe('The updated workflow') },
         errors: { ...NOT_FOUND, 400: 'Enabling a workflow whose graph cannot run (WORKFLOW_INVALID)' },
       },
       async (ctx, input) => {
-        const w = await updateWorkflow(ctx.state.em, ctx.state.project!.id, input.param('id'), input.body());
-        ctx.body = await workflowDto(ctx.state.em, w);
+        const w = await updateAutomation(ctx.state.em, ctx.state.project!.id, input.param('id'), input.body());
+        ctx.body = await automationDto(ctx.state.em, w);
       },
     ),
   );
@@ -142,7 +142,7 @@ export function workflowRoutes(router: Router, g: Guards, deps: { temporal: Temp
       },
       async (ctx, input) => {
         const id = input.param('id');
-        await deleteWorkflow(ctx.state.em, ctx.state.project!.id, id);
+        await deleteAutomation(ctx.state.em, ctx.state.project!.id, id);
         ctx.body = { id, deleted: true };
       },
     ),
@@ -161,7 +161,7 @@ export function workflowRoutes(router: Router, g: Guards, deps: { temporal: Temp
         errors: STEP_ERRORS,
       },
       async (ctx, input) => {
-        const w = await workflowOf(ctx, input.param('id'));
+        const w = await automationOf(ctx, input.param('id'));
         ctx.status = 201;
         ctx.body = toStepDto(await addStep(ctx.state.em, w, input.body(), deps));
       },
@@ -181,7 +181,7 @@ export function workflowRoutes(router: Router, g: Guards, deps: { temporal: Temp
         errors: STEP_ERRORS,
       },
       async (ctx, input) => {
-        const w = await workflowOf(ctx, input.param('id'));
+        const w = await automationOf(ctx, input.param('id'));
         ctx.body = toStepDto(await updateStep(ctx.state.em, w, input.param('stepId'), input.body(), deps));
       },
     ),
@@ -200,7 +200,7 @@ export function workflowRoutes(router: Router, g: Guards, deps: { temporal: Temp
         errors: STEP_ERRORS,
       },
       async (ctx, input) => {
-        const w = await workflowOf(ctx, input.param('id'));
+        const w = await automationOf(ctx, input.param('id'));
         const stepId = input.param('stepId');
         await deleteStep(ctx.state.em, w, stepId, input.query().splice);
         ctx.body = { id: stepId, deleted: true };
@@ -221,7 +221,7 @@ export function workflowRoutes(router: Router, g: Guards, deps: { temporal: Temp
         errors: { ...STEP_ERRORS, 409: 'The step already has a transition for this branch or outcome (TRANSITION_EXISTS)' },
       },
       async (ctx, input) => {
-        const w = await workflowOf(ctx, input.param('id'));
+        const w = await automationOf(ctx, input.param('id'));
         ctx.status = 201;
         ctx.body = toTransitionDto(await addTransition(ctx.state.em, w, input.body()));
       },
@@ -240,7 +240,7 @@ export function workflowRoutes(router: Router, g: Guards, deps: { temporal: Temp
         errors: { 404: 'No such workflow or transition' },
       },
       async (ctx, input) => {
-        const w = await workflowOf(ctx, input.param('id'));
+        const w = await automationOf(ctx, input.param('id'));
         const id = input.param('transitionId');
         await deleteTransition(ctx.state.em, w, id);
         ctx.body = { id, deleted: true };
@@ -262,7 +262,7 @@ export function workflowRoutes(router: Router, g: Guards, deps: { temporal: Temp
         errors: { 400: 'The workflow’s graph cannot run (WORKFLOW_INVALID)', 404: 'No such workflow or contact' },
       },
       async (ctx, input) => {
-        const w = await workflowOf(ctx, input.param('id'));
+        const w = await automationOf(ctx, input.param('id'));
         const { contactId, context } = input.body();
         const x = await startExecutionByHand(ctx.state.em, deps.temporal, w, contactId, context ?? {});
         ctx.status = 201;
@@ -284,7 +284,7 @@ export function workflowRoutes(router: Router, g: Guards, deps: { temporal: Temp
         errors: { ...NOT_FOUND, 400: 'status is not an execution status (INVALID_STATUS)' },
       },
       async (ctx, input) => {
-        const w = await workflowOf(ctx, input.param('id'));
+        const w = await automationOf(ctx, input.param('id'));
         const { status, limit, offset } = input.query();
         ctx.body = { data: await listExecutions(ctx.state.em, w.id, status, limit, offset) };
       },
@@ -303,7 +303,7 @@ export function workflowRoutes(router: Router, g: Guards, deps: { temporal: Temp
         errors: NOT_FOUND,
       },
       async (ctx, input) => {
-        const w = await workflowOf(ctx, input.param('id'));
+        const w = await automationOf(ctx, input.param('id'));
         const cancelled = await cancelExecutions(ctx.state.em, deps.temporal, w.id);
         ctx.body = { cancelled: cancelled.length };
       },
@@ -322,7 +322,7 @@ export function workflowRoutes(router: Router, g: Guards, deps: { temporal: Temp
         errors: { 404: 'No such workflow or execution' },
       },
       async (ctx, input) => {
-        const w = await workflowOf(ctx, input.param('id'));
+        const w = await automationOf(ctx, input.param('id'));
         const x = await getExecution(ctx.state.em, w.id, input.param('executionId'));
         ctx.body = { ...toExecutionDto(x), steps: await executionSteps(ctx.state.em, x.id) };
       },
@@ -341,7 +341,7 @@ export function workflowRoutes(router: Router, g: Guards, deps: { temporal: Temp
         errors: { 400: 'The execution has finished (EXECUTION_FINISHED)', 404: 'No such workflow or execution' },
       },
       async (ctx, input) => {
-        const w = await workflowOf(ctx, input.param('id'));
+        const w = await automationOf(ctx, input.param('id'));
         ctx.body = toExecutionDto(await cancelExecution(ctx.state.em, deps.temporal, w.id, input.param('executionId')));
       },
     ),

@@ -5,7 +5,7 @@ import { queryEnum, queryFlag, queryInt } from '../../http/query';
 import { dateTime, sameShape } from '../../http/responses';
 import { emailSchema } from '../../validation';
 import type { executionSteps, toExecutionDto } from './executions.service';
-import type { conditionFields, toStepDto, toTransitionDto, toWorkflowDto } from './automations.service';
+import type { conditionFields, toStepDto, toTransitionDto, toAutomationDto } from './automations.service';
 import { dataMapSchema } from '../contacts';
 import { eventNameSchema } from '../events';
 
@@ -17,7 +17,7 @@ export type ExecutionStatus = (typeof EXECUTION_STATUSES)[number];
 
 const triggerConfig = z.object({ eventName: eventNameSchema }).passthrough();
 
-export const createWorkflowSchema = z
+export const createAutomationSchema = z
   .object({
     name: z.string().trim().min(1).max(200),
     description: z.string().max(2000).nullable().optional(),
@@ -31,7 +31,7 @@ export const createWorkflowSchema = z
   })
   .transform((v) => ({ name: v.name, description: v.description ?? null, triggerConfig: v.triggerConfig ?? { eventName: v.eventName! } }));
 
-export const updateWorkflowSchema = z.object({
+export const updateAutomationSchema = z.object({
   name: z.string().trim().min(1).max(200).optional(),
   description: z.string().max(2000).nullable().optional(),
   triggerType: z.literal('EVENT').optional(),
@@ -164,7 +164,7 @@ export const transitionResponse = z.object({
 });
 sameShape<z.output<typeof transitionResponse>, ReturnType<typeof toTransitionDto>>(true);
 
-export const workflowResponse = z.object({
+export const automationResponse = z.object({
   id: z.string(),
   name: z.string(),
   description: z.string().nullable(),
@@ -178,10 +178,10 @@ export const workflowResponse = z.object({
   createdAt: dateTime,
   updatedAt: dateTime,
 });
-sameShape<z.output<typeof workflowResponse>, ReturnType<typeof toWorkflowDto>>(true);
+sameShape<z.output<typeof automationResponse>, ReturnType<typeof toAutomationDto>>(true);
 
-export const workflowListResponse = z.object({
-  data: z.array(workflowResponse.extend({ executions: z.object({ active: z.number().int(), total: z.number().int() }) })),
+export const automationListResponse = z.object({
+  data: z.array(automationResponse.extend({ executions: z.object({ active: z.number().int(), total: z.number().int() }) })),
 });
 
 const fieldDoc = z.object({ field: z.string(), operators: z.array(z.string()) });

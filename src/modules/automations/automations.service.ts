@@ -10,8 +10,8 @@ import { Topic, unknownTopics } from '../topics';
 import { refusePrivateTarget } from '../../net/guarded-http';
 import { connectPredecessors, contactDataKeys, executionCounts } from './automations.queries';
 import { type StepType, stepConfigSchemas } from './automations.schemas';
-import { WorkflowExecution } from './executions.entity';
-import { Workflow, WorkflowStep, WorkflowTransition } from './workflows.entity';
+import { AutomationExecution } from './executions.entity';
+import { Automation, AutomationStep, AutomationTransition } from './automations.entity';
 
 /** A workflow's steps and transitions: what an execution snapshots when it starts. */
 export interface Definition {
@@ -21,8 +21,8 @@ export interface Definition {
   transitions: Array<{ fromStepId: string; toStepId: string; branch: 'yes' | 'no' | null; outcome: 'event' | 'timeout' | null }>;
 }
 
-export const toStepDto = (s: WorkflowStep) => ({ id: s.id, type: s.type, name: s.name, config: s.config, position: s.position });
-export const toTransitionDto = (t: WorkflowTransition) => ({
+export const toStepDto = (s: AutomationStep) => ({ id: s.id, type: s.type, name: s.name, config: s.config, position: s.position });
+export const toTransitionDto = (t: AutomationTransition) => ({
   id: t.id,
   fromStepId: t.fromStepId,
   toStepId: t.toStepId,
@@ -30,7 +30,7 @@ export const toTransitionDto = (t: WorkflowTransition) => ({
   outcome: t.outcome,
 });
 
-export function toWorkflowDto(w: Workflow, steps: WorkflowStep[], transitions: WorkflowTransition[]) {
+export function toAutomationDto(w: Automation, steps: AutomationStep[], transitions: AutomationTransition[]) {
   return {
     id: w.id,
     name: w.name,
@@ -48,52 +48,52 @@ export function toWorkflowDto(w: Workflow, steps: WorkflowStep[], transitions: W
 }
 
 /** The project's workflow; `lock` holds its row until the caller's transaction ends. */
-export async function getWorkflow(em: EntityManager, projectId: string, id: string, lock = false): Promise<Workflow> {
-  const w = await em.findOne(Workflow, { projectId, id }, lock ? { lockMode: LockMode.PESSIMISTIC_WRITE } : {});
+export async function getAutomation(em: EntityManager, projectId: string, id: string, lock = false): Promise<Automation> {
+  const w = await em.findOne(Automation, { projectId, id }, lock ? { lockMode: LockMode.PESSIMISTIC_WRITE } : {});
   if (!w) throw notFound('Workflow');
   return w;
 }
 
 /** The steps and transitions of the given workflows, each in the order they were made, by workflow id. */
-async function graphsOf(em: EntityManager, workflowIds: string[]) {
+async function graphsOf(em: EntityManager, automationIds: string[]) {
   const order = { orderBy: { createdAt: 'asc', id: 'asc' } } as const;
-  const steps = await em.find(WorkflowStep, { workflowId: { $in: workflowIds } }, order);
-  const transitions = await em.find(WorkflowTransition, { workflowId: { $in: workflowIds } }, order);
+  const steps = await em.find(AutomationStep, { workflowId: { $in: automationIds } }, order);
+  const transitions = await em.find(AutomationTransition, { workflowId: { $in: automationIds } }, order);
   return (workflowId: string) => ({
     steps: steps.filter((s) => s.workflowId === workflowId),
     transitions: transitions.filter((t) => t.workflowId === workflowId),
   });
 }
 
-export async function graphOf(em: EntityManager, workflowId: string): Promise<{ steps: WorkflowStep[]; transitions: WorkflowTransition[] }> {
+export async function graphOf(em: EntityManager, workflowId: string): Promise<{ steps: AutomationStep[]; transitions: AutomationTransition[] }> {
   return (await graphsOf(em, [workflowId]))(workflowId);
 }
 
-export async function workflowDto(em: EntityManager, w: Workflow) {
+export async function automationDto(em: EntityManager, w: Automation) {
   const { steps, transitions } = await graphOf(em, w.id);
-  return toWorkflowDto(w, steps, transitions);
+  return toAutomationDto(w, steps, transitions);
 }
 
-export async function listWorkflows(em: EntityManager, projectId: string) {
-  const workflows = await em.find(Workflow, { projectId }, { orderBy: { createdAt: 'asc', id: 'asc' } });
+export async function listAutomations(em: EntityManager, projectId: string) {
+  const workflows = await em.find(Automation, { projectId }, { orderBy: { createdAt: 'asc', id: 'asc' } });
   if (!workflows.length) return [];
   const ids = workflows.map((w) => w.id);
   const graph = await graphsOf(em, ids);
   const counts = await executionCounts(em, ids);
   return workflows.map((w) => {
     const { steps, transitions } = graph(w.id);
-    return { ...toWorkflowDto(w, steps, transitions), executions: counts.get(w.id) ?? { active: 0, total: 0 } };
+    return { ...toAutomationDto(w, steps, transitions), executions: counts.get(w.id) ?? { active: 0, total: 0 } };
   });
 }
 
 /** Creates the workflow with its entry step (TRIGGER): disabled, without re-entry. */
-export async function createWorkflow(
+export async function createAutomation(
   em: EntityManager,
   projectId: string,
   input: { name: string; description: string | null; triggerConfig: { eventName: string } },
-): Promise<Workflow> {
+): Promise<Automation> {
   const now = new Date();
-  const w = em.create(Workflow, {
+  const w = em.create(Automation, {
     id: newId(),
     projectId,
     name: input.name,
@@ -102,7 +102,7 @@ export async function createWorkflow(
     createdAt: now,
     updatedAt: now,
   });
-  const trigger = em.create(WorkflowStep, { id: newId(), workflowId: w.id, type: 'TRIGGER', name: 'Trigger', config: {} });
+  const trigger = em.create(AutomationStep, { id: newId(), workflowId: w.id, type: 'TRIGGER', name: 'Trigger', config: {} });
   // One flush: both rows or neither.
   await em.persist([w, trigger]).flush();
   return w;
@@ -161,21 +161,21 @@ export async function checkStepConfig(
   return value;
 }
 
-export async function getStep(em: EntityManager, workflowId: string, stepId: string): Promise<WorkflowStep> {
-  const s = await em.findOne(WorkflowStep, { workflowId, id: stepId });
+export async function getStep(em: EntityManager, workflowId: string, stepId: string): Promise<AutomationStep> {
+  const s = await em.findOne(AutomationStep, { workflowId, id: stepId });
   if (!s) throw notFound('Step');
   return s;
 }
 
 export async function addStep(
   em: EntityManager,
-  w: Workflow,
+  w: Automation,
   input: { type: StepType; name: string; config?: unknown; position?: Record<string, unknown> | null },
   policy: StepPolicy,
-): Promise<WorkflowStep> {
+): Promise<AutomationStep> {
   if (input.type === 'TRIGGER') throw badRequest('A workflow has exactly one TRIGGER step, created with it', 'TRIGGER_EXISTS');
   const config = await checkStepConfig(em, w.projectId, input.type, input.config, policy);
-  const step = em.create(WorkflowStep, { id: newId(), workflowId: w.id, type: input.type, name: input.name, config, position: input.position || null });
+  const step = em.create(AutomationStep, { id: newId(), workflowId: w.id, type: input.type, name: input.name, config, position: input.position || null });
   await em.persist(step).flush();
   await touch(em, w);
   return step;
@@ -183,11 +183,11 @@ export async function addStep(
 
 export async function updateStep(
   em: EntityManager,
-  w: Workflow,
+  w: Automation,
   stepId: string,
   patch: { name?: string; config?: unknown; position?: Record<string, unknown> | null },
   policy: StepPolicy,
-): Promise<WorkflowStep> {
+): Promise<AutomationStep> {
   const step = await getStep(em, w.id, stepId);
   if (patch.config !== undefined) step.config = await checkStepConfig(em, w.projectId, step.type, patch.config, policy);
   if (patch.name !== undefined) step.name = patch.name;
@@ -203,26 +203,26 @@ export async function updateStep(
  * Deletes a step with its transitions. With `splice`, the step's predecessors are connected to its
  * (single) successor, keeping their branch or outcome, so the chain stays whole.
  */
-export async function deleteStep(em: EntityManager, w: Workflow, stepId: string, splice: boolean): Promise<void> {
+export async function deleteStep(em: EntityManager, w: Automation, stepId: string, splice: boolean): Promise<void> {
   await transaction(em, async (tx) => {
     const step = await getStep(tx, w.id, stepId);
     if (step.type === 'TRIGGER') throw badRequest('The TRIGGER step cannot be deleted', 'TRIGGER_REQUIRED');
     if (splice) {
-      const outgoing = await tx.find(WorkflowTransition, { workflowId: w.id, fromStepId: stepId });
+      const outgoing = await tx.find(AutomationTransition, { workflowId: w.id, fromStepId: stepId });
       if (outgoing.length > 1) throw badRequest('A step with several outgoing transitions cannot be spliced out', 'CANNOT_SPLICE');
       if (outgoing.length === 1) await connectPredecessors(tx, w.id, stepId, outgoing[0].toStepId);
     }
     // Its transitions go with it (ON DELETE CASCADE); em.remove would first null the ones it has loaded.
-    await tx.nativeDelete(WorkflowStep, { workflowId: w.id, id: step.id });
+    await tx.nativeDelete(AutomationStep, { workflowId: w.id, id: step.id });
     await touch(tx, w);
   });
 }
 
 export async function addTransition(
   em: EntityManager,
-  w: Workflow,
+  w: Automation,
   input: { fromStepId: string; toStepId: string; branch?: 'yes' | 'no'; outcome?: 'event' | 'timeout' },
-): Promise<WorkflowTransition> {
+): Promise<AutomationTransition> {
   const from = await getStep(em, w.id, input.fromStepId).catch(() => {
     throw badRequest('fromStepId is not a step of this workflow', 'UNKNOWN_STEP');
   });
@@ -238,26 +238,26 @@ export async function addTransition(
   if (from.type !== 'WAIT_FOR_EVENT' && input.outcome) throw badRequest('Only transitions out of a WAIT_FOR_EVENT step take an outcome', 'INVALID_TRANSITION');
   if (from.type === 'EXIT') throw badRequest('An EXIT step ends the execution; nothing follows it', 'INVALID_TRANSITION');
   const edge = { workflowId: w.id, fromStepId: input.fromStepId, branch: input.branch ?? null, outcome: input.outcome ?? null };
-  if (await em.count(WorkflowTransition, edge)) throw conflict('That step already has a transition for this branch or outcome', 'TRANSITION_EXISTS');
-  const t = em.create(WorkflowTransition, { id: newId(), ...edge, toStepId: input.toStepId });
+  if (await em.count(AutomationTransition, edge)) throw conflict('That step already has a transition for this branch or outcome', 'TRANSITION_EXISTS');
+  const t = em.create(AutomationTransition, { id: newId(), ...edge, toStepId: input.toStepId });
   await em.persist(t).flush();
   await touch(em, w);
   return t;
 }
 
-export async function deleteTransition(em: EntityManager, w: Workflow, transitionId: string): Promise<void> {
-  const deleted = await em.nativeDelete(WorkflowTransition, { workflowId: w.id, id: transitionId });
+export async function deleteTransition(em: EntityManager, w: Automation, transitionId: string): Promise<void> {
+  const deleted = await em.nativeDelete(AutomationTransition, { workflowId: w.id, id: transitionId });
   if (deleted === 0) throw notFound('Transition');
   await touch(em, w);
 }
 
 /** A change to a workflow's graph is a change to the workflow. */
-async function touch(em: EntityManager, w: Workflow): Promise<void> {
-  await em.nativeUpdate(Workflow, { projectId: w.projectId, id: w.id }, { updatedAt: new Date() });
+async function touch(em: EntityManager, w: Automation): Promise<void> {
+  await em.nativeUpdate(Automation, { projectId: w.projectId, id: w.id }, { updatedAt: new Date() });
 }
 
 /** Why a graph cannot run, or nothing: checked when a workflow is enabled. */
-export function graphProblems(steps: WorkflowStep[], transitions: WorkflowTransition[]): string[] {
+export function graphProblems(steps: AutomationStep[], transitions: AutomationTransition[]): string[] {
   const problems: string[] = [];
   const triggers = steps.filter((s) => s.type === 'TRIGGER');
   if (triggers.length !== 1) problems.push('the workflow needs exactly one TRIGGER step');
@@ -281,14 +281,14 @@ export function graphProblems(steps: WorkflowStep[], transitions: WorkflowTransi
   return problems;
 }
 
-export async function updateWorkflow(
+export async function updateAutomation(
   em: EntityManager,
   projectId: string,
   id: string,
   patch: { name?: string; description?: string | null; triggerConfig?: { eventName: string }; enabled?: boolean; allowReentry?: boolean },
-): Promise<Workflow> {
+): Promise<Automation> {
   return transaction(em, async (tx) => {
-    const w = await getWorkflow(tx, projectId, id, true);
+    const w = await getAutomation(tx, projectId, id, true);
     if (patch.enabled === true) {
       const { steps, transitions } = await graphOf(tx, id);
       const problems = graphProblems(steps, transitions);
@@ -307,20 +307,20 @@ export async function updateWorkflow(
 }
 
 export async function activeExecutions(em: EntityManager, workflowId: string): Promise<number> {
-  return em.count(WorkflowExecution, { workflowId, status: { $in: ['RUNNING', 'WAITING'] } });
+  return em.count(AutomationExecution, { workflowId, status: { $in: ['RUNNING', 'WAITING'] } });
 }
 
-export async function deleteWorkflow(em: EntityManager, projectId: string, id: string): Promise<void> {
-  const w = await getWorkflow(em, projectId, id);
+export async function deleteAutomation(em: EntityManager, projectId: string, id: string): Promise<void> {
+  const w = await getAutomation(em, projectId, id);
   const active = await activeExecutions(em, id);
   if (active > 0) {
     throw conflict(`The workflow has ${active} active execution(s); cancel them or let them finish first`, 'WORKFLOW_ACTIVE', { details: { active } });
   }
   // Its steps, transitions and executions go with it (ON DELETE CASCADE).
-  await em.nativeDelete(Workflow, { projectId, id: w.id });
+  await em.nativeDelete(Automation, { projectId, id: w.id });
 }
 
-export function definitionOf(w: Workflow, steps: WorkflowStep[], transitions: WorkflowTransition[]): Definition {
+export function definitionOf(w: Automation, steps: AutomationStep[], transitions: AutomationTransition[]): Definition {
   return {
     workflowId: w.id,
     name: w.name,

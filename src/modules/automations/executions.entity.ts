@@ -4,13 +4,13 @@ import type { ExecutionStatus } from './automations.schemas';
 import type { Definition } from './automations.service';
 
 /** A contact's entry into a workflow without re-entry: there is one however many events race. */
-export class WorkflowEntry {
+export class AutomationEntry {
   workflowId!: string;
   contactId!: string;
 }
 
 /** A contact's run through a workflow, on the definition as it was when the run started. */
-export class WorkflowExecution {
+export class AutomationExecution {
   [OptionalProps]?: 'context' | 'currentStepId' | 'triggerEventId' | 'error' | 'createdAt' | 'updatedAt' | 'completedAt' | 'resumeAt';
   id!: string;
   workflowId!: string;
@@ -31,7 +31,7 @@ export class WorkflowExecution {
 }
 
 /** The record of one step an execution ran: its outcome, output and error. */
-export class WorkflowExecutionStep {
+export class AutomationExecutionStep {
   [OptionalProps]?: 'output' | 'error' | 'startedAt' | 'completedAt';
   id!: string;
   executionId!: string;
@@ -46,7 +46,7 @@ export class WorkflowExecutionStep {
 }
 
 /** An execution waiting for an event of its contact, found by (project, contact, event name) when one is recorded. */
-export class WorkflowWait {
+export class AutomationWait {
   [OptionalProps]?: 'createdAt';
   executionId!: string;
   projectId!: string;
@@ -55,17 +55,17 @@ export class WorkflowWait {
   createdAt!: Date;
 }
 
-export const WorkflowEntrySchema = new EntitySchema<WorkflowEntry>({
-  class: WorkflowEntry,
+export const AutomationEntrySchema = new EntitySchema<AutomationEntry>({
+  class: AutomationEntry,
   tableName: 'workflow_entries',
   properties: {
-    workflowId: cascadingReference('workflow_entries', 'workflow_id', 'Workflow', { primary: true }),
+    workflowId: cascadingReference('workflow_entries', 'workflow_id', 'Automation', { primary: true }),
     contactId: cascadingReference('workflow_entries', 'contact_id', 'Contact', { primary: true }),
   },
 });
 
-export const WorkflowExecutionSchema = new EntitySchema<WorkflowExecution>({
-  class: WorkflowExecution,
+export const AutomationExecutionSchema = new EntitySchema<AutomationExecution>({
+  class: AutomationExecution,
   tableName: 'workflow_executions',
   indexes: [
     { name: 'workflow_executions_workflow_idx', properties: ['workflowId', 'createdAt'] },
@@ -85,7 +85,7 @@ export const WorkflowExecutionSchema = new EntitySchema<WorkflowExecution>({
   ],
   properties: {
     id: { type: 'uuid', primary: true },
-    workflowId: cascadingReference('workflow_executions', 'workflow_id', 'Workflow'),
+    workflowId: cascadingReference('workflow_executions', 'workflow_id', 'Automation'),
     projectId: cascadingReference('workflow_executions', 'project_id', 'Project'),
     contactId: cascadingReference('workflow_executions', 'contact_id', 'Contact'),
     status: { enum: true, items: ['RUNNING', 'WAITING', 'COMPLETED', 'EXITED', 'FAILED', 'CANCELLED'], type: 'text' },
@@ -101,13 +101,13 @@ export const WorkflowExecutionSchema = new EntitySchema<WorkflowExecution>({
   },
 });
 
-export const WorkflowExecutionStepSchema = new EntitySchema<WorkflowExecutionStep>({
-  class: WorkflowExecutionStep,
+export const AutomationExecutionStepSchema = new EntitySchema<AutomationExecutionStep>({
+  class: AutomationExecutionStep,
   tableName: 'workflow_execution_steps',
   indexes: [{ name: 'workflow_execution_steps_execution_idx', properties: ['executionId', 'startedAt'] }],
   properties: {
     id: { type: 'uuid', primary: true },
-    executionId: cascadingReference('workflow_execution_steps', 'execution_id', 'WorkflowExecution'),
+    executionId: cascadingReference('workflow_execution_steps', 'execution_id', 'AutomationExecution'),
     stepId: { type: 'uuid' },
     type: { type: 'text' },
     status: { enum: true, items: ['RUNNING', 'WAITING', 'COMPLETED', 'SKIPPED', 'FAILED', 'CANCELLED'], type: 'text' },
@@ -118,12 +118,12 @@ export const WorkflowExecutionStepSchema = new EntitySchema<WorkflowExecutionSte
   },
 });
 
-export const WorkflowWaitSchema = new EntitySchema<WorkflowWait>({
-  class: WorkflowWait,
+export const AutomationWaitSchema = new EntitySchema<AutomationWait>({
+  class: AutomationWait,
   tableName: 'workflow_waits',
   indexes: [{ name: 'workflow_waits_lookup_idx', properties: ['projectId', 'contactId', 'eventName'] }],
   properties: {
-    executionId: cascadingReference('workflow_waits', 'execution_id', 'WorkflowExecution', { primary: true }),
+    executionId: cascadingReference('workflow_waits', 'execution_id', 'AutomationExecution', { primary: true }),
     // The execution's, without foreign keys: the events trigger looks waits up by them.
     projectId: { type: 'uuid' },
     contactId: { type: 'uuid' },

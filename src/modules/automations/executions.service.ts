@@ -1,8 +1,6 @@
 import crypto from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { TemporalClient } from '../../../temporal/client';
-import { searchAttributes, workflowIds } from '../../../temporal/workflow-ids';
-import { automationWorkflow } from '../../../temporal/workflows/automation';
+import type { WorkflowStarter } from '../workflow-starter';
 import { newId } from '../../db/ids';
 import { holdUntilCommit, transaction } from '../../db/orm';
 import { badRequest, notFound } from '../../errors';
@@ -10,10 +8,10 @@ import { ContactSchema } from '../contacts';
 import { admitEntry, cancelActiveExecutions } from './automations.queries';
 import type { ExecutionStatus } from './automations.schemas';
 import { definitionOf, graphOf, graphProblems } from './automations.service';
-import { WorkflowExecution, WorkflowExecutionStep, WorkflowWait } from './executions.entity';
-import { Workflow } from './workflows.entity';
+import { AutomationExecution, AutomationExecutionStep, AutomationWait } from './executions.entity';
+import { Automation } from './automations.entity';
 
-export const toExecutionDto = (x: WorkflowExecution) => ({
+export const toExecutionDto = (x: AutomationExecution) => ({
   id: x.id,
   workflowId: x.workflowId,
   contactId: x.contactId,
@@ -48,26 +46,26 @@ export const executionCommitKey = (executionId: string) => `execution:${executio
 
 /**
  * Starts an execution: snapshots the definition, records the execution and starts
- * `automation:<executionId>` before committing (its first activity waits for the commit). A workflow without re-entry admits each contact once
+ * `automation:<executionId>` before committing (its first activity waits for the commit). An automation without re-entry admits each contact once
  * (workflow_entries). Answers undefined when the contact may not enter.
- * The workflow is taken by id and read in the transaction (from the identity map when the caller has loaded it).
+ * The automation is taken by id and read in the transaction (from the identity map when the caller has loaded it).
  */
 export async function startExecution(
   em: EntityManager,
-  temporal: TemporalClient,
-  workflow: Pick<Workflow, 'id'>,
+  temporal: WorkflowStarter,
+  automation: Pick<Automation, 'id'>,
   opts: StartOptions,
-): Promise<WorkflowExecution | undefined> {
+): Promise<AutomationExecution | undefined> {
   return transaction(em, async (tx) => {
-    const w = await tx.findOneOrFail(Workflow, workflow.id);
+    const w = await tx.findOneOrFail(Automation, automation.id);
     const id = opts.triggerEventId ? executionIdFor(w.id, opts.triggerEventId) : newId();
-    const existing = await tx.findOne(WorkflowExecution, { projectId: w.projectId, id });
+    const existing = await tx.findOne(AutomationExecution, { projectId: w.projectId, id });
     if (existing) return existing;
     if (opts.triggerEventId && !w.allowReentry && !(await admitEntry(tx, w.id, opts.contactId))) return undefined;
     const { steps, transitions } = await graphOf(tx, w.id);
     await holdUntilCommit(tx, executionCommitKey(id));
     const now = new Date();
-    const x = tx.create(WorkflowExecution, {
+    const x = tx.create(AutomationExecution, {
       id,
       workflowId: w.id,
       projectId: w.projectId,
@@ -81,30 +79,20 @@ export async function startExecution(
     });
     // Recorded before the workflow starts: a refused row starts nothing.
     await tx.persist(x).flush();
-    await temporal.client.workflow.start(automationWorkflow, {
-      workflowId: workflowIds.automation(id),
-      taskQueue: temporal.taskQueue,
-      args: [{ executionId: id }],
-      workflowIdConflictPolicy: 'USE_EXISTING',
-      typedSearchAttributes: [
-        { key: searchAttributes.ProjectId, value: w.projectId },
-        { key: searchAttributes.ExecutionId, value: id },
-        { key: searchAttributes.ContactId, value: opts.contactId },
-      ],
-    });
+    await temporal.startAutomationExecution({ id, projectId: w.projectId, contactId: opts.contactId });
     return x;
   });
 }
 
 /** `refresh`: read again, over what this entity manager has loaded before. */
-export async function getExecution(em: EntityManager, workflowId: string, id: string, refresh = false): Promise<WorkflowExecution> {
-  const x = await em.findOne(WorkflowExecution, { workflowId, id }, { refresh });
+export async function getExecution(em: EntityManager, workflowId: string, id: string, refresh = false): Promise<AutomationExecution> {
+  const x = await em.findOne(AutomationExecution, { workflowId, id }, { refresh });
   if (!x) throw notFound('Execution');
   return x;
 }
 
 export async function executionSteps(em: EntityManager, executionId: string) {
-  const rows = await em.find(WorkflowExecutionStep, { executionId }, { orderBy: { startedAt: 'asc', id: 'asc' } });
+  const rows = await em.find(AutomationExecutionStep, { executionId }, { orderBy: { startedAt: 'asc', id: 'asc' } });
   return rows.map((r) => ({
     id: r.id,
     stepId: r.stepId,
@@ -119,30 +107,23 @@ export async function executionSteps(em: EntityManager, executionId: string) {
 }
 
 export async function listExecutions(em: EntityManager, workflowId: string, status?: ExecutionStatus, limit = 100, offset = 0) {
-  const rows = await em.find(WorkflowExecution, { workflowId, ...(status ? { status } : {}) }, { orderBy: { createdAt: 'desc', id: 'desc' }, limit, offset });
+  const rows = await em.find(AutomationExecution, { workflowId, ...(status ? { status } : {}) }, { orderBy: { createdAt: 'desc', id: 'desc' }, limit, offset });
   return rows.map(toExecutionDto);
 }
 
 /** Cancels running or waiting executions: the record at once, the Temporal workflow by request. */
-export async function cancelExecutions(em: EntityManager, temporal: TemporalClient, workflowId: string, executionId?: string): Promise<string[]> {
+export async function cancelExecutions(em: EntityManager, temporal: WorkflowStarter, workflowId: string, executionId?: string): Promise<string[]> {
   const ids = await transaction(em, async (tx) => {
     const cancelled = await cancelActiveExecutions(tx, workflowId, executionId);
-    if (cancelled.length) await tx.nativeDelete(WorkflowWait, { executionId: { $in: cancelled } });
+    if (cancelled.length) await tx.nativeDelete(AutomationWait, { executionId: { $in: cancelled } });
     return cancelled;
   });
-  await Promise.all(
-    ids.map((id) =>
-      temporal.client.workflow
-        .getHandle(workflowIds.automation(id))
-        .cancel()
-        .catch(() => {}),
-    ),
-  );
+  await Promise.all(ids.map((id) => temporal.cancelAutomationExecution(id)));
   return ids;
 }
 
 /** `POST /workflows/:id/executions/:executionId/cancel`: one running or waiting execution, answered as it is after. */
-export async function cancelExecution(em: EntityManager, temporal: TemporalClient, workflowId: string, executionId: string): Promise<WorkflowExecution> {
+export async function cancelExecution(em: EntityManager, temporal: WorkflowStarter, workflowId: string, executionId: string): Promise<AutomationExecution> {
   const x = await getExecution(em, workflowId, executionId);
   if (x.status !== 'RUNNING' && x.status !== 'WAITING') throw badRequest(`A ${x.status} execution cannot be cancelled`, 'EXECUTION_FINISHED');
   await cancelExecutions(em, temporal, workflowId, x.id);
@@ -155,11 +136,11 @@ export async function cancelExecution(em: EntityManager, temporal: TemporalClien
  */
 export async function startExecutionByHand(
   em: EntityManager,
-  temporal: TemporalClient,
-  w: Workflow,
+  temporal: WorkflowStarter,
+  w: Automation,
   contactId: string,
   context: Record<string, unknown>,
-): Promise<WorkflowExecution> {
+): Promise<AutomationExecution> {
   if (!(await em.count(ContactSchema, { projectId: w.projectId, id: contactId }))) throw notFound('Contact');
   const { steps, transitions } = await graphOf(em, w.id);
   const problems = graphProblems(steps, transitions);

@@ -1,6 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { forbidden } from '../../errors';
-import { countsBetween, sumByName } from '../activity';
+import { countsBetween, sumByName } from '../feed';
 import { contactTotal } from '../contacts';
 import { ProjectBilling } from './billing.entity';
 import { lockProjectBilling } from './billing.queries';

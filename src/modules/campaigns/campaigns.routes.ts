@@ -1,5 +1,5 @@
 import type Router from '@koa/router';
-import type { TemporalClient } from '../../../temporal/client';
+import type { WorkflowStarter } from '../workflow-starter';
 import { endpoint } from '../../http/endpoint';
 import type { Guards } from '../../http/guards';
 import { deletedResponse } from '../../http/responses';
@@ -37,7 +37,7 @@ import {
 } from './campaigns.service';
 
 export interface CampaignDeps {
-  temporal: TemporalClient;
+  temporal: WorkflowStarter;
   links: Links;
   hub: ActivityHub;
 }

@@ -4,9 +4,8 @@ import { newId } from '../../db/ids';
 import { containsPattern } from '../../db/like-pattern';
 import { transaction } from '../../db/orm';
 import { AppError, badRequest, conflict, notFound } from '../../errors';
-import type { TemporalClient } from '../../../temporal/client';
+import type { WorkflowStarter } from '../workflow-starter';
 import { assertWithinBillingLimits, billingPeriod } from '../billing';
-import { cancelCampaignWorkflow, rescheduleCampaignWorkflow, signalAbWinner, startCampaignWorkflow } from './campaign-send';
 import { assertVerifiedSender } from '../domains';
 import { EmailSchema } from '../emails';
 import { checkCondition, Segment, type ConditionTree } from '../segments';
@@ -354,7 +353,7 @@ export async function cancelCampaignDelivery(em: EntityManager, campaignId: stri
  */
 export async function sendCampaign(
   em: EntityManager,
-  temporal: TemporalClient,
+  temporal: WorkflowStarter,
   projectId: string,
   id: string,
   scheduledFor: Parameters<typeof parseSchedule>[0],
@@ -375,14 +374,18 @@ export async function sendCampaign(
     if (!at || billingPeriod(at).start.getTime() === billingPeriod().start.getTime()) await assertWithinBillingLimits(tx, projectId, recipients);
     tx.assign(c, { status: at ? 'SCHEDULED' : 'SENDING', scheduledFor: at ?? null, updatedAt: new Date() });
     await tx.flush();
-    if (wasDraft) await startCampaignWorkflow(temporal, { id, projectId, scheduledFor: at ?? null });
-    else await rescheduleCampaignWorkflow(temporal, id, at ?? null);
+    if (wasDraft) await temporal.startCampaignWorkflow({ id, projectId, scheduledFor: at ?? null });
+    else {
+      // The workflow's `reschedule` update refuses once sending has begun (the time came while this request waited for the row).
+      const answer = await temporal.rescheduleCampaignWorkflow(id, at ?? null);
+      if (answer) throw badRequest(`The campaign cannot be moved: ${answer.refused}`, 'CAMPAIGN_NOT_SENDABLE');
+    }
     return c;
   });
 }
 
 /** Cancels a SCHEDULED, SENDING or TESTING campaign and its workflow, with the row locked. */
-export async function cancelCampaign(em: EntityManager, temporal: TemporalClient, projectId: string, id: string): Promise<Campaign> {
+export async function cancelCampaign(em: EntityManager, temporal: WorkflowStarter, projectId: string, id: string): Promise<Campaign> {
   return transaction(em, async (tx) => {
     const c = await getCampaign(tx, projectId, id, true);
     if (!(ACTIVE_CAMPAIGN_STATUSES as readonly string[]).includes(c.status)) {
@@ -392,7 +395,7 @@ export async function cancelCampaign(em: EntityManager, temporal: TemporalClient
     await tx.flush();
     // The workers' chunks stop at the commit; the workflow then cancels what is still queued.
     await notifyCampaignStopped(tx, id);
-    await cancelCampaignWorkflow(temporal, id);
+    await temporal.cancelCampaignWorkflow(id);
     return c;
   });
 }
@@ -460,7 +463,7 @@ export async function decideAbWinner(em: EntityManager, campaignId: string): Pro
  * decided), while its campaign is SENDING or TESTING; the workflow, signalled with the row locked,
  * reads it when the lock is released.
  */
-export async function chooseAbWinner(em: EntityManager, temporal: TemporalClient, projectId: string, id: string, variantId: string): Promise<Campaign> {
+export async function chooseAbWinner(em: EntityManager, temporal: WorkflowStarter, projectId: string, id: string, variantId: string): Promise<Campaign> {
   return transaction(em, async (tx) => {
     const c = await getCampaign(tx, projectId, id, true);
     if (!c.abTest) throw badRequest('The campaign has no A/B test', 'CAMPAIGN_NOT_AB_TEST');
@@ -469,7 +472,7 @@ export async function chooseAbWinner(em: EntityManager, temporal: TemporalClient
     if (!c.abTest.variants.some((v) => v.id === variantId)) throw invalidField('variantId', `The campaign has no variant ${variantId}`);
     c.abWinnerVariantId = variantId;
     await tx.flush();
-    await signalAbWinner(temporal, id);
+    await temporal.signalAbWinner(id);
     return c;
   });
 }

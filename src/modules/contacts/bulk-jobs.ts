@@ -3,15 +3,12 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
 import { holdUntilCommit, readAfterCommit, transaction } from '../../db/orm';
 import { AppError, notFound } from '../../errors';
-import type { TemporalClient } from '../../../temporal/client';
-import { workflowIds } from '../../../temporal/workflow-ids';
+import type { WorkflowStarter } from '../workflow-starter';
 import type { EventRecord } from '../events';
 import { setContactTopics, missingTopics, unknownTopics } from '../topics';
 import { BulkJob } from './bulk-jobs.entity';
 import { Contact } from './contacts.entity';
 import { deleteContactsOf, setSubscriptionOf } from './contacts.service';
-import { bulkJobWorkflow } from '../../../temporal/workflows/bulk-job';
-import { startJobWorkflow } from './job-workflow';
 
 export type BulkKind = 'subscribe' | 'unsubscribe' | 'delete';
 
@@ -44,7 +41,7 @@ export function toBulkJobDto(j: BulkJob) {
  */
 export async function createBulkJob(
   em: EntityManager,
-  temporal: TemporalClient,
+  temporal: WorkflowStarter,
   projectId: string,
   kind: BulkKind,
   contactIds: string[],
@@ -61,7 +58,7 @@ export async function createBulkJob(
     const job = tx.create(BulkJob, { id: newId(), projectId, kind, contactIds: ids, topicId: topicId?.toLowerCase() ?? null });
     await tx.persist(job).flush();
     await holdUntilCommit(tx, commitKey(job.id));
-    await startJobWorkflow(temporal, bulkJobWorkflow, workflowIds.bulkJob(job.id), { id: job.id, projectId });
+    await temporal.startBulkJob({ id: job.id, projectId });
     return job;
   });
 }

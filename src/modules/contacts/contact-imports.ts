@@ -3,14 +3,11 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../db/ids';
 import { holdUntilCommit, readAfterCommit, transaction } from '../../db/orm';
 import { notFound } from '../../errors';
-import type { TemporalClient } from '../../../temporal/client';
-import { workflowIds } from '../../../temporal/workflow-ids';
+import type { WorkflowStarter } from '../workflow-starter';
 import { emailSchema } from '../../validation';
 import { ContactImport } from './contact-imports.entity';
 import { appendImportContent, failImport, lockImportSlice, mergeImportedContacts, recordImportProgress } from './contacts.queries';
 import { inferValue, parseCsv } from './csv';
-import { contactImportWorkflow } from '../../../temporal/workflows/contact-import';
-import { startJobWorkflow } from './job-workflow';
 import type { EventRecord } from '../events';
 import { joinTopics, missingTopics, unknownTopics } from '../topics';
 
@@ -50,7 +47,7 @@ export function toImportDto(j: ContactImport) {
  */
 export async function createImport(
   em: EntityManager,
-  temporal: TemporalClient,
+  temporal: WorkflowStarter,
   projectId: string,
   file: { path: string; name: string | null; size: number },
   topics: { topicIds: string[]; doubleOptIn: boolean } = { topicIds: [], doubleOptIn: false },
@@ -71,7 +68,7 @@ export async function createImport(
     await tx.persist(job).flush();
     for await (const piece of fs.createReadStream(file.path, { highWaterMark: UPLOAD_PIECE })) await appendImportContent(tx, job.id, piece as Buffer);
     await holdUntilCommit(tx, commitKey(job.id));
-    await startJobWorkflow(temporal, contactImportWorkflow, workflowIds.contactImport(job.id), { id: job.id, projectId });
+    await temporal.startContactImport({ id: job.id, projectId });
     return job;
   });
 }

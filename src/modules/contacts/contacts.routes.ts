@@ -9,7 +9,7 @@ import { deletedResponse } from '../../http/responses';
 import { uuidPath } from '../../validation';
 import type { ActivityHub } from '../../bus/contact-activity';
 import { resolveDataMap } from './data-map';
-import type { TemporalClient } from '../../../temporal/client';
+import type { WorkflowStarter } from '../workflow-starter';
 import { type BulkKind, createBulkJob, getBulkJob, toBulkJobDto } from './bulk-jobs';
 import { createImport, getImport, toImportDto } from './contact-imports';
 import { deleteField, fieldUsage, fieldValues, listFields } from './contact-fields';
@@ -40,7 +40,7 @@ export interface ContactHooks {
   /** A snooze is being set: arrange, durably, for the contact to be resubscribed at `until`. */
   snoozed(contact: { id: string; projectId: string; until: Date }): Promise<void>;
   hub: ActivityHub;
-  temporal: TemporalClient;
+  temporal: WorkflowStarter;
   /** Topics were left pending (double opt-in), committed: mail the contact a confirmation. */
   confirmationNeeded(request: { projectId: string; contactId: string; topicIds: string[]; ip: string | null; userAgent: string | null }): Promise<unknown>;
 }

@@ -9,7 +9,6 @@ export type { ResolvedData } from './data-map';
 export { runBulkJobChunk } from './bulk-jobs';
 export { importNextSlice } from './contact-imports';
 export { parseCsv } from './csv';
-export { scheduleSnoozeEnd } from './snooze-timer';
 export { endSnooze, toContactDto, updateContact, updateContactSubscription, upsertContact } from './contacts.service';
 export { contactTotal, upsertContactsAndInsertEvents } from './contacts.queries';
 export type { ContactEventInput } from './contacts.queries';

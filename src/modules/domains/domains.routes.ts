@@ -1,6 +1,6 @@
 import type Router from '@koa/router';
 import { z } from 'zod';
-import type { TemporalClient } from '../../../temporal/client';
+import type { WorkflowStarter } from '../workflow-starter';
 import type { Resolver } from '../../dns/resolver';
 import { endpoint } from '../../http/endpoint';
 import { notFound } from '../../errors';
@@ -8,12 +8,11 @@ import type { Guards } from '../../http/guards';
 import { deletedResponse } from '../../http/responses';
 import { uuidPath } from '../../validation';
 import type { ReturnPathDns } from './domain-records';
-import { startDomainVerification, stopDomainVerification } from './domain-verification';
 import { createDomainSchema, domainResponse } from './domains.schemas';
 import { checkDomain, createDomain, deleteDomain, getDomain, listDomains, toDomainDto } from './domains.service';
 
 export interface DomainDeps {
-  temporal: TemporalClient;
+  temporal: WorkflowStarter;
   resolver: Resolver;
   spfValue: string;
   returnPath: ReturnPathDns;
@@ -38,7 +37,7 @@ export function domainRoutes(router: Router, g: Guards, deps: DomainDeps): void 
       async (ctx, input) => {
         const { domain } = input.body();
         const projectId = ctx.state.project!.id;
-        const row = await createDomain(ctx.state.em, projectId, domain, deps.spfValue, (r) => startDomainVerification(deps.temporal, { id: r.id, projectId }));
+        const row = await createDomain(ctx.state.em, projectId, domain, deps.spfValue, (r) => deps.temporal.startDomainVerification({ id: r.id, projectId }));
         ctx.status = 201;
         ctx.body = toDomainDto(row, deps.returnPath, { recordStatus: false });
       },
@@ -113,7 +112,7 @@ export function domainRoutes(router: Router, g: Guards, deps: DomainDeps): void 
       },
       async (ctx, input) => {
         const row = await deleteDomain(ctx.state.em, ctx.state.project!.id, input.param('id'));
-        await stopDomainVerification(deps.temporal, row.id);
+        await deps.temporal.stopDomainVerification(row.id);
         ctx.body = { id: row.id, deleted: true };
       },
     ),

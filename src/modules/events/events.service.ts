@@ -1,6 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { transaction } from '../../db/orm';
-import { bucketCounts, ceilHour, type CountRow, countsBetween, DAY_MS, sumByName } from '../activity';
+import { bucketCounts, ceilHour, type CountRow, countsBetween, DAY_MS, sumByName } from '../feed';
 import { badRequest, notFound } from '../../errors';
 import { Contact, resolveDataMap, upsertContact } from '../contacts';
 import { isReservedEventName } from './event-names';

@@ -4,7 +4,7 @@ import { newId } from '../../db/ids';
 import { transaction } from '../../db/orm';
 import { notFound } from '../../errors';
 import { Project } from '../accounts';
-import { countsBetween, DAY_MS, sumByName } from '../activity';
+import { countsBetween, DAY_MS, sumByName } from '../feed';
 import { ProjectSuspension } from './security.entity';
 import { confirmationBouncesSince, countedComplaintsSince, lateReportsSince } from './security.queries';
 

@@ -1,6 +1,6 @@
 import type Router from '@koa/router';
 import { z } from 'zod';
-import type { TemporalClient } from '../../../temporal/client';
+import type { WorkflowStarter } from '../workflow-starter';
 import { endpoint, simpleError } from '../../http/endpoint';
 import { simpleBadRequest } from '../../errors';
 import type { Guards } from '../../http/guards';
@@ -35,7 +35,7 @@ import {
 } from './segments.service';
 
 export interface SegmentDeps {
-  temporal: TemporalClient;
+  temporal: WorkflowStarter;
   hub: ActivityHub;
 }
 

@@ -1,6 +1,6 @@
 import { LockMode } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { TemporalClient } from '../../../temporal/client';
+import type { WorkflowStarter } from '../workflow-starter';
 import { newId } from '../../db/ids';
 import { holdUntilCommit, transaction } from '../../db/orm';
 import { conflict, notFound, simpleBadRequest } from '../../errors';
@@ -23,7 +23,6 @@ import {
   storeMatchingCount,
   storeMemberCount,
 } from './segments.queries';
-import { startSegmentRefresh } from './segment-refresh';
 
 export const toSegmentDto = (s: Segment) => ({
   id: s.id,
@@ -104,13 +103,13 @@ export interface SegmentInput {
 }
 
 /** Creates a segment and starts `segment:<id>`, which keeps its count fresh, in one transaction. */
-export async function createRefreshedSegment(em: EntityManager, temporal: TemporalClient, projectId: string, input: SegmentInput): Promise<Segment> {
+export async function createRefreshedSegment(em: EntityManager, temporal: WorkflowStarter, projectId: string, input: SegmentInput): Promise<Segment> {
   return transaction(em, async (tx) => {
     const segment = await createSegment(tx, projectId, input);
     // Started before the commit: if it fails nothing is written. Its first activity takes the segment's
     // lock, held here until the commit, so it sees the segment (or, after a rollback, none and ends).
     await holdUntilCommit(tx, segmentLockKey(segment.id));
-    await startSegmentRefresh(temporal, { id: segment.id, projectId });
+    await temporal.startSegmentRefresh({ id: segment.id, projectId });
     return segment;
   });
 }
@@ -129,7 +128,7 @@ export interface SegmentChange {
  */
 export async function defineSegment(
   em: EntityManager,
-  temporal: TemporalClient,
+  temporal: WorkflowStarter,
   projectId: string,
   fields: Omit<SegmentInput, 'condition'> & { condition?: unknown },
 ): Promise<SegmentChange> {

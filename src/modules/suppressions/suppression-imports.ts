@@ -1,8 +1,6 @@
 import fs from 'node:fs';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { TemporalClient } from '../../../temporal/client';
-import { searchAttributes, workflowIds } from '../../../temporal/workflow-ids';
-import { suppressionImportWorkflow } from '../../../temporal/workflows/suppression-import';
+import type { WorkflowStarter } from '../workflow-starter';
 import { newId } from '../../db/ids';
 import { holdUntilCommit, readAfterCommit, transaction } from '../../db/orm';
 import { notFound } from '../../errors';
@@ -46,7 +44,7 @@ export function toSuppressionImportDto(j: SuppressionImport) {
  */
 export async function createSuppressionImport(
   em: EntityManager,
-  temporal: TemporalClient,
+  temporal: WorkflowStarter,
   projectId: string,
   file: { path: string; name: string | null; size: number },
 ): Promise<{ job: SuppressionImport; queued: boolean }> {
@@ -61,15 +59,7 @@ export async function createSuppressionImport(
     }
     if (queued) {
       await holdUntilCommit(tx, commitKey(job.id));
-      await temporal.client.workflow.start(suppressionImportWorkflow, {
-        workflowId: workflowIds.suppressionImport(job.id),
-        taskQueue: temporal.taskQueue,
-        args: [{ jobId: job.id }],
-        typedSearchAttributes: [
-          { key: searchAttributes.ProjectId, value: projectId },
-          { key: searchAttributes.JobId, value: job.id },
-        ],
-      });
+      await temporal.startSuppressionImport({ id: job.id, projectId });
     }
     return job.id;
   });

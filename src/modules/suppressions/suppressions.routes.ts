@@ -1,6 +1,6 @@
 import { Readable } from 'node:stream';
 import type Router from '@koa/router';
-import type { TemporalClient } from '../../../temporal/client';
+import type { WorkflowStarter } from '../workflow-starter';
 import { multipartFile, withUploadedFile } from '../../http/multipart';
 import { content, endpoint } from '../../http/endpoint';
 import type { Guards } from '../../http/guards';
@@ -41,7 +41,7 @@ const RULE_NOT_FOUND = { 404: 'No such rule in the project' };
 /** POST /suppressions/import: the limit on the CSV file (a list brought from another provider can be long). */
 const IMPORT_MAX_BYTES = 20 * 1024 * 1024;
 
-export function suppressionRoutes(router: Router, g: Guards, deps: { temporal: TemporalClient }): void {
+export function suppressionRoutes(router: Router, g: Guards, deps: { temporal: WorkflowStarter }): void {
   router.get(
     '/suppressions',
     g.secret,

@@ -4,7 +4,7 @@ import { containsPattern } from '../../db/like-pattern';
 import { conflict, notFound } from '../../errors';
 import { assertVerifiedSender } from '../domains';
 import { copiedMessage, Template } from './templates.entity';
-import { workflowStepsSending } from './templates.queries';
+import { automationStepsSending } from './templates.queries';
 import { checkedContent } from './template-content';
 import type { CreateTemplate, UpdateTemplate } from './templates.schemas';
 
@@ -78,7 +78,7 @@ export async function updateTemplate(em: EntityManager, projectId: string, id: s
  */
 export async function templateUsage(em: EntityManager, projectId: string, templateId: string) {
   const campaigns: Array<{ id: string; name: string; status: string }> = [];
-  const workflowSteps = await workflowStepsSending(em, projectId, templateId);
+  const workflowSteps = await automationStepsSending(em, projectId, templateId);
   return { templateId, campaigns, workflowSteps, total: campaigns.length + workflowSteps.length };
 }
 

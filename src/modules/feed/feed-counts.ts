@@ -1,6 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { transaction } from '../../db/orm';
-import { countRows, foldActivitySlice, foldContactSlice, rawEventCounts } from './activity.queries';
+import { countRows, foldActivitySlice, foldContactSlice, rawEventCounts } from './feed.queries';
 
 /** What the counts count: recorded events by name, accepted emails by type. */
 export type CountSource = 'event' | 'email';
@@ -97,6 +97,6 @@ async function foldInSlices(em: EntityManager, fold: (tx: EntityManager, slice: 
  * transaction that adds it). Deltas of deleted projects are dropped; counts that fall to zero stay
  * (readers skip them). Answers the number of deltas folded.
  */
-export async function foldActivityCounts(em: EntityManager, slice = 20_000): Promise<number> {
+export async function foldFeedCounts(em: EntityManager, slice = 20_000): Promise<number> {
   return (await foldInSlices(em, foldActivitySlice, slice)) + (await foldInSlices(em, foldContactSlice, slice));
 }

@@ -1,12 +1,12 @@
 import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, type Workflow } from '@temporalio/client';
 import type { TemporalClient } from './client';
 import { workflowIds } from './workflow-ids';
-import { activityCountsFoldWorkflow } from './workflows/activity-counts';
-import { automationDispatchWorkflow } from './workflows/automation-dispatch';
+import { activityCountsFoldWorkflow } from './workflows/activity-counts.workflow';
+import { automationDispatchWorkflow } from './workflows/automation-dispatch.workflow';
 import { wakeSignal } from './workflows/dispatch-loop';
-import { emailDispatchWorkflow } from './workflows/email-dispatch';
-import { maintenancePurgeWorkflow } from './workflows/maintenance';
-import { webhookDispatchWorkflow } from './workflows/webhook-dispatch';
+import { emailDispatchWorkflow } from './workflows/email-dispatch.workflow';
+import { maintenancePurgeWorkflow } from './workflows/maintenance.workflow';
+import { webhookDispatchWorkflow } from './workflows/webhook-dispatch.workflow';
 
 export interface DispatcherCounts {
   /** Per worker process: each runs its own, on its own task queue. */

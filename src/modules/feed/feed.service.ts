@@ -2,9 +2,9 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { badRequest } from '../../errors';
 import { SEGMENT_MEMBERSHIP, SYSTEM_EVENTS } from '../events';
 import { eventPageFilter } from '../events';
-import { bucketCounts, ceilHour, countsBetween, DAY_MS, floorHour, type Interval, sumByName } from './activity-counts';
-import { feedRows, scheduledCampaigns, upcomingTotals, waitingExecutions } from './activity.queries';
-import type { ActivityFeedQuery, WindowQuery } from './activity.schemas';
+import { bucketCounts, ceilHour, countsBetween, DAY_MS, floorHour, type Interval, sumByName } from './feed-counts';
+import { feedRows, scheduledCampaigns, upcomingTotals, waitingExecutions } from './feed.queries';
+import type { ActivityFeedQuery, WindowQuery } from './feed.schemas';
 
 const MAX_BUCKETS = 1000;
 

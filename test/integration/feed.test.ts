@@ -1,5 +1,5 @@
 import { ZoneDnsServer } from '../../src/dns/zone-server';
-import { foldActivityCounts } from '../../src/modules/activity/activity-counts';
+import { foldFeedCounts } from '../../src/modules/feed/feed-counts';
 import { dbQuery } from '../setup/db';
 import { verifiedDomain } from '../setup/sender';
 import { type Account, createAccount, startTestService, type TestService } from '../setup/service';
@@ -67,7 +67,7 @@ describe('activity counts', () => {
     const from = new Date(now.getTime() - 4 * DAY).toISOString();
     const read = async () => (await svc.api.get(`/activity/stats?from=${from}&interval=day`, okey())).body;
     const before = await read();
-    await foldActivityCounts(svc.orm.em.fork());
+    await foldFeedCounts(svc.orm.em.fork());
     const after = await read();
     expect(after).toEqual(before);
     expect(before.interval).toBe('day');
@@ -104,7 +104,7 @@ describe('activity counts', () => {
     expect((await svc.api.delete('/events/refund', okey())).body.deleted).toBe(1);
     let types = (await svc.api.get('/activity/types', okey())).body.data.map((t: any) => t.type);
     expect(types).not.toContain('refund');
-    await foldActivityCounts(svc.orm.em.fork());
+    await foldFeedCounts(svc.orm.em.fork());
     expect((await svc.api.delete(`/contacts/${contactId}`, okey())).status).toBe(200);
     types = (await svc.api.get('/activity/types', okey())).body.data;
     expect(types).toEqual([]);

@@ -2,8 +2,11 @@ import { EntitySchema, OptionalProps } from '@mikro-orm/core';
 import { cascadingReference, timestampColumn } from '../../db/entity-columns';
 import type { StepType } from './automations.schemas';
 
-/** An automation workflow of a project: the event that starts it, whether it is on, and whether a contact may re-enter. */
-export class Workflow {
+/**
+ * An automation of a project (a "workflow" in the API, whose table it keeps): the event that starts it,
+ * whether it is on, and whether a contact may re-enter.
+ */
+export class Automation {
   [OptionalProps]?: 'description' | 'triggerType' | 'enabled' | 'allowReentry' | 'createdAt' | 'updatedAt';
   id!: string;
   projectId!: string;
@@ -17,8 +20,8 @@ export class Workflow {
   updatedAt!: Date;
 }
 
-/** A step of a workflow's definition: its type, its configuration and where the editor draws it. */
-export class WorkflowStep {
+/** A step of an automation's definition: its type, its configuration and where the editor draws it. */
+export class AutomationStep {
   [OptionalProps]?: 'config' | 'position' | 'createdAt' | 'updatedAt';
   id!: string;
   workflowId!: string;
@@ -30,8 +33,8 @@ export class WorkflowStep {
   updatedAt!: Date;
 }
 
-/** An edge of a workflow's definition: from one step to the next, on a condition's branch or a wait's outcome. */
-export class WorkflowTransition {
+/** An edge of an automation's definition: from one step to the next, on a condition's branch or a wait's outcome. */
+export class AutomationTransition {
   [OptionalProps]?: 'branch' | 'outcome' | 'createdAt';
   id!: string;
   workflowId!: string;
@@ -42,8 +45,8 @@ export class WorkflowTransition {
   createdAt!: Date;
 }
 
-export const WorkflowSchema = new EntitySchema<Workflow>({
-  class: Workflow,
+export const AutomationSchema = new EntitySchema<Automation>({
+  class: Automation,
   tableName: 'workflows',
   indexes: [
     { name: 'workflows_project_idx', properties: ['projectId', 'createdAt'] },
@@ -67,8 +70,8 @@ export const WorkflowSchema = new EntitySchema<Workflow>({
   },
 });
 
-export const WorkflowStepSchema = new EntitySchema<WorkflowStep>({
-  class: WorkflowStep,
+export const AutomationStepSchema = new EntitySchema<AutomationStep>({
+  class: AutomationStep,
   tableName: 'workflow_steps',
   indexes: [
     { name: 'workflow_steps_workflow_idx', properties: ['workflowId', 'createdAt'] },
@@ -82,7 +85,7 @@ export const WorkflowStepSchema = new EntitySchema<WorkflowStep>({
   ],
   properties: {
     id: { type: 'uuid', primary: true },
-    workflowId: cascadingReference('workflow_steps', 'workflow_id', 'Workflow'),
+    workflowId: cascadingReference('workflow_steps', 'workflow_id', 'Automation'),
     type: {
       enum: true,
       items: ['TRIGGER', 'SEND_EMAIL', 'DELAY', 'WAIT_FOR_EVENT', 'CONDITION', 'WEBHOOK', 'UPDATE_CONTACT', 'EXIT'],
@@ -96,15 +99,15 @@ export const WorkflowStepSchema = new EntitySchema<WorkflowStep>({
   },
 });
 
-export const WorkflowTransitionSchema = new EntitySchema<WorkflowTransition>({
-  class: WorkflowTransition,
+export const AutomationTransitionSchema = new EntitySchema<AutomationTransition>({
+  class: AutomationTransition,
   tableName: 'workflow_transitions',
   indexes: [{ name: 'workflow_transitions_workflow_idx', properties: ['workflowId'] }],
   properties: {
     id: { type: 'uuid', primary: true },
-    workflowId: cascadingReference('workflow_transitions', 'workflow_id', 'Workflow'),
-    fromStepId: cascadingReference('workflow_transitions', 'from_step_id', 'WorkflowStep'),
-    toStepId: cascadingReference('workflow_transitions', 'to_step_id', 'WorkflowStep'),
+    workflowId: cascadingReference('workflow_transitions', 'workflow_id', 'Automation'),
+    fromStepId: cascadingReference('workflow_transitions', 'from_step_id', 'AutomationStep'),
+    toStepId: cascadingReference('workflow_transitions', 'to_step_id', 'AutomationStep'),
     branch: { enum: true, items: ['yes', 'no'], type: 'text', nullable: true },
     outcome: { enum: true, items: ['event', 'timeout'], type: 'text', nullable: true },
     createdAt: { ...timestampColumn },

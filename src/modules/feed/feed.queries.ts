@@ -1,8 +1,8 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { sql } from '../../db/orm';
-import type { CountRow, CountSource, Interval } from './activity-counts';
+import type { CountRow, CountSource, Interval } from './feed-counts';
 
-// The activity module's hand-written SQL: each statement says why the EntityManager does not make it.
+// The feed module's hand-written SQL: each statement says why the EntityManager does not make it.
 // The reads are the measured hot paths of the activity and analytics pages (npm run bench:activity).
 
 /**

@@ -1,14 +1,14 @@
 import type Router from '@koa/router';
 import { endpoint } from '../../http/endpoint';
 import type { Guards } from '../../http/guards';
-import { activityFeedQuery, activityStatsQuery, recentCountQuery, upcomingQuery } from './activity.schemas';
-import { activityFeed, activityStats, activityTypes, chartWindow, recentCount, upcoming } from './activity.service';
+import { activityFeedQuery, activityStatsQuery, recentCountQuery, upcomingQuery } from './feed.schemas';
+import { activityFeed, activityStats, activityTypes, chartWindow, recentCount, upcoming } from './feed.service';
 
 const tag = 'Activity';
 const BAD_PARAMETER = { 400: 'A query parameter is not valid (INVALID_PARAMETER, naming it)' };
 
 /** The project's activity feed and its counts (secret key). */
-export function activityRoutes(router: Router, g: Guards): void {
+export function feedRoutes(router: Router, g: Guards): void {
   router.get(
     '/activity',
     g.secret,

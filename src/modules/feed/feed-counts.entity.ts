@@ -1,6 +1,6 @@
 import { EntitySchema, OptionalProps } from '@mikro-orm/core';
 import { cascadingReference } from '../../db/entity-columns';
-import type { CountSource } from './activity-counts';
+import type { CountSource } from './feed-counts';
 
 /** A project's count of recorded events of one name, or accepted emails of one type, in one UTC hour. */
 export class ActivityCount {
