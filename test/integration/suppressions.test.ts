@@ -292,6 +292,11 @@ test('rules: each kind matches what it says and nothing else; a disabled rule su
   // The list is asked before the rules.
   await svc.api.post('/suppressions', { emails: ['listed@spam.test'] }, p.key);
   expect(await check('listed@spam.test')).toEqual({ suppressed: true, reason: 'MANUAL' });
+  // A send asks the same way: the list first, then the oldest matching rule.
+  const both = await send(p, ['listed@spam.test', 'noreply+test@x.test']);
+  expect(both.body.data.emails.map((e: { status: string }) => e.status)).toEqual(['SUPPRESSED', 'SUPPRESSED']);
+  expect((await eventsOf(both.body.data.emails[0].email, 'email.suppressed'))[0].data).toMatchObject({ reason: 'MANUAL' });
+  expect((await eventsOf(both.body.data.emails[1].email, 'email.suppressed'))[0].data).toMatchObject({ reason: 'RULE', ruleId: prefix.id });
 
   const rules = (await svc.api.get('/suppressions/rules', p.key)).body.data;
   expect(rules.map((r: { id: string }) => r.id)).toEqual([address.id, domain.id, prefix.id, suffix.id, wildcard.id, disabled.id]);

@@ -6,7 +6,7 @@ import { applyData, type ResolvedData } from '../contacts';
 import { EVENT_RECORD_COLUMNS, type EventRecord, type ReturnedEvent, toEventRecord } from '../events';
 import type { BillingRow } from '../billing';
 import type { Domain } from '../domains';
-import { suppressionOf, type SuppressionVerdict } from '../suppressions';
+import { suppressedAmong, type SuppressionVerdict } from '../suppressions';
 import type { QueuedEmailInput } from './emails.service';
 import type { KnownContact } from './sending-context';
 
@@ -280,7 +280,7 @@ export type SendingContextRow = BillingRow & {
   domain_id: string | null;
   domain_status: Domain['status'] | null;
   contacts: KnownContact[];
-  /** The recipients that are suppressed, with why. */
+  /** The recipients that are suppressed, with why: an address's list entry first, then its rule. */
   suppressed: Array<SuppressionVerdict & { email: string }>;
 };
 
@@ -295,13 +295,12 @@ export async function sendingContextRow(em: EntityManager, projectId: string, do
             (SELECT coalesce(json_agg(json_build_object('id', c.id, 'email', c.email, 'subscribed', c.subscribed,
                                                         'snoozed', c.snoozed_until IS NOT NULL, 'data', c.data)), '[]')
              FROM contacts c WHERE c.project_id = p.id AND c.email = ANY(?::text[])) AS contacts,
-            (SELECT coalesce(jsonb_agg(jsonb_build_object('email', t.email) || t.why), '[]')
-             FROM (SELECT r.email, ${suppressionOf('r.email', 'p.id')} AS why FROM unnest(?::text[]) r(email)) t WHERE t.why IS NOT NULL) AS suppressed
+            ${suppressedAmong('?::text[]', 'p.id')} AS suppressed
      FROM projects p
      LEFT JOIN project_billing b ON b.project_id = p.id
      LEFT JOIN domains d ON d.project_id = p.id AND d.domain = ?
      WHERE p.id = ?`,
-    [recipients, recipients, domain, projectId],
+    [recipients, recipients, recipients, domain, projectId],
   );
   return row;
 }

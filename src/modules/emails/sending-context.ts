@@ -37,6 +37,13 @@ export async function sendingContext(em: EntityManager, projectId: string, fromE
     settings: withDefaults(row?.settings),
     limits: limitsOf(row),
     contacts: new Map((row?.contacts ?? []).map((c) => [c.email, c])),
-    suppressed: new Map((row?.suppressed ?? []).map(({ email, ...why }) => [email, why])),
+    suppressed: firstVerdicts(row?.suppressed ?? []),
   };
+}
+
+/** Each address's first verdict: the list's entry wins over a rule. */
+function firstVerdicts(rows: Array<SuppressionVerdict & { email: string }>): Map<string, SuppressionVerdict> {
+  const verdicts = new Map<string, SuppressionVerdict>();
+  for (const { email, ...why } of rows) if (!verdicts.has(email)) verdicts.set(email, why);
+  return verdicts;
 }

@@ -1,7 +1,7 @@
 /** The suppressions module's public surface: the only file other modules import. */
 export { Suppression, SuppressionRule, SuppressionRuleSchema, SuppressionSchema } from './suppressions.entity';
 export type { SuppressionReason } from './suppressions.entity';
-export { notSuppressedWhere, suppressionOf } from './suppressions.queries';
+export { notSuppressedWhere, suppressedAmong, suppressionOf } from './suppressions.queries';
 export type { SuppressionVerdict } from './suppressions.queries';
 export { suppressAutomatically } from './suppressions.service';
 export { SuppressionImportSchema } from './suppression-imports.entity';
