@@ -9,7 +9,7 @@ import { DAY, eventually, gate, HOUR, type HistoryEvent, type MockActivities, ru
 
 const t = workflowTestEnv();
 
-/** CHUNKS_PER_RUN in campaign-send.ts. */
+/** CHUNKS_PER_RUN in campaign-send.workflow.ts. */
 const CHUNKS_PER_RUN = 100;
 
 /**
