@@ -3,9 +3,10 @@ import { newId } from '../../db/ids';
 import { notFound } from '../../errors';
 import { upsertContact } from '../contacts';
 import { type EventRecord, insertEvents } from '../events';
-import { InboundEmail, type ReceivedAttachment, type ReceivedHeader } from './inbound-emails.entity';
+import { InboundEmail } from './inbound-emails.entity';
 import { emailAnswered, insertInboundEmail, projectsWithVerifiedDomain } from './inbound-emails.queries';
 import type { InboundEmailListQuery } from './inbound-emails.schemas';
+import type { ReceivedMessage } from '../../inbound/received-message';
 
 /** Each sender domain receives mail at `inbound.<domain>`. */
 export const INBOUND_HOST_LABEL = 'inbound';
@@ -21,21 +22,8 @@ export function inboundHostDomain(address: string): string | undefined {
 /** The projects that receive mail for `domain`: every project that verified it (each proved it owns it). */
 export const projectsReceivingAt = (em: EntityManager, domain: string) => projectsWithVerifiedDomain(em, domain);
 
-/** A received message as read off the main thread (src/inbound): every string already free of NUL and well-formed. */
-export interface ParsedReceived {
-  /** The From: address (lower-case), else null. */
-  from: string | null;
-  to: string[];
-  cc: string[];
-  subject: string;
-  text: string | null;
-  html: string | null;
-  headers: ReceivedHeader[];
-  attachments: ReceivedAttachment[];
-  messageId: string | null;
-  /** Message-IDs from In-Reply-To, then References (most recent first). */
-  answers: string[];
-}
+/** A received message as the inbound engine reads it, off the main thread: every string already free of NUL and well-formed. */
+export type ParsedReceived = ReceivedMessage;
 
 export interface RecordedInbound {
   projectId: string;
