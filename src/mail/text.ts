@@ -1,6 +1,5 @@
 import { compile } from 'html-to-text';
 import { templateTokens } from './liquid';
-import { PLACEHOLDER } from './render';
 
 // Compiled once: building the selector matcher is most of the cost of a conversion.
 const convert = compile({
@@ -26,18 +25,11 @@ export function htmlToText(html: string): string | undefined {
   return text.length ? text : undefined;
 }
 
-/** `html` with its Liquid tokens replaced by numbered private-use markers, the tokens kept in `kept`. */
+/** `html` (a template that parses) with its Liquid tokens replaced by numbered private-use markers, the tokens kept in `kept`. */
 function standAside(html: string, kept: string[]): string {
-  let tokens: Array<{ begin: number; end: number }>;
-  try {
-    tokens = templateTokens(html);
-  } catch {
-    // Not a template that renders; its placeholders still stand aside, as before Liquid.
-    return html.replace(PLACEHOLDER, (p) => `\uE000${kept.push(p) - 1}\uE001`);
-  }
   let out = '';
   let from = 0;
-  for (const t of tokens) {
+  for (const t of templateTokens(html)) {
     out += `${html.slice(from, t.begin)}\uE000${kept.push(html.slice(t.begin, t.end)) - 1}\uE001`;
     from = t.end;
   }
@@ -49,7 +41,7 @@ const templates = new Map<string, string | null>();
 const TEMPLATES_KEPT = 256;
 
 /**
- * The plain-text alternative of a template of placeholders, kept, to be rendered per recipient in text
+ * The plain-text alternative of a template of placeholders (one that parses), kept, to be rendered per recipient in text
  * mode: converting each recipient's rendered HTML cost more than everything else done per recipient.
  * Liquid outputs stand aside as private-use tokens while converting, so headings' upper-casing and link
  * formatting never touch them (values are then inserted as they are, not upper-cased).
